@@ -1,0 +1,26 @@
+# Two commands do everything on a fresh machine (Python >= 3.11, a C++ compiler, make, perl):
+#   make run    build .venv on first use, then run the embedded default workload
+#   make test   build .venv on first use, then run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/hbfsim run
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/bench_model.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info waves/*.vcd waves/*.gtkw

@@ -1,0 +1,203 @@
+"""The ``hbfsim`` command.
+
+    hbfsim run [--config F.toml] [--profile P] [--requests F.csv] [--trace T.csv]
+               [--trace-level N] [--stats-json S.json]
+    hbfsim config show [--profile P] [--config F.toml]
+    hbfsim trace validate F
+    hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
+
+Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
+file left half-written (outputs are written to a temporary name and renamed when complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from hbfsim.config import ConfigError, load_config
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """Bad command-line usage or input: exit 2 with one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage + message)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _add_config_args(p):
+    p.add_argument("--config", metavar="F.toml", help="TOML configuration file")
+    p.add_argument("--profile", help="named profile: reference, ocp-grade3, flashaccel")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="hbfsim", description="High-Bandwidth Flash simulator")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="simulate a request file or the embedded default workload")
+    _add_config_args(run)
+    run.add_argument("--requests", metavar="F.csv",
+                     help="request CSV (tick,op,address,bytes,source); default: embedded")
+    run.add_argument("--trace", metavar="T.csv", help="write an hbf-trace-v1 trace")
+    run.add_argument("--trace-level", type=int, choices=(1, 2), default=None,
+                     help="1 = Ingress/Completed rows, 2 = every state (default 2)")
+    run.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
+    cfg = sub.add_parser("config", help="configuration commands")
+    csub = cfg.add_subparsers(dest="config_cmd", required=True, parser_class=_Parser)
+    show = csub.add_parser("show", help="print the resolved configuration as TOML")
+    _add_config_args(show)
+    tr = sub.add_parser("trace", help="trace commands")
+    tsub = tr.add_subparsers(dest="trace_cmd", required=True, parser_class=_Parser)
+    val = tsub.add_parser("validate", help="check that a file is hbf-trace-v1")
+    val.add_argument("file")
+    rp = sub.add_parser("replay", help="device-only replay of an hbf-trace-v1 file")
+    rp.add_argument("file")
+    _add_config_args(rp)
+    rp.add_argument("--trace", metavar="T.csv", help="write the replay's own trace")
+    rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
+    rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
+    return ap
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def _check_output(path: str | None, what: str) -> None:
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path!r}: directory {str(parent)!r} does not exist")
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = Path(path + ".partial")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
+    from hbfsim.model.stats import collect_stats, format_table
+    from hbfsim.model.system import HbfSystem
+    from hbfsim.model.trace import TraceWriter
+
+    path = trace_path or cfg.trace_file or None
+    level = trace_level or cfg.trace_level or 2
+    _check_output(path, "trace")
+    _check_output(stats_path, "stats file")
+    trace = TraceWriter(path, level) if path else None
+    t0 = time.perf_counter()
+    try:
+        system = HbfSystem(cfg, trace=trace, keep=False)
+        for r in requests:
+            system.submit(r)
+        system.close_input()
+        system.run()
+    except BaseException:
+        if trace is not None:
+            trace.abort()
+        raise
+    host = time.perf_counter() - t0
+    if trace is not None:
+        trace.close()
+    stats = collect_stats(system)
+    stats["host_seconds"] = host
+    print(f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
+          f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
+          f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes")
+    print(format_table(stats))
+    print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
+    if path:
+        print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
+    if stats_path:
+        _write_json(stats_path, stats)
+        print(f"  statistics: {stats_path}")
+    return 0
+
+
+def _cmd_run(a) -> int:
+    from hbfsim.model.requests import default_workload, load_requests_csv
+
+    cfg = load_config(a.config, a.profile)
+    if a.requests:
+        reqs = load_requests_csv(a.requests, cfg)
+        title = f"run {a.requests}"
+    else:
+        reqs = default_workload(cfg)
+        title = "run (embedded default workload)"
+    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, title)
+
+
+def _cmd_replay(a) -> int:
+    from hbfsim.model.trace import read_trace, replay_requests
+
+    cfg = load_config(a.config, a.profile)
+    reqs = replay_requests(read_trace(a.file), cfg)
+    from hbfsim.model.mapping import AddressError, Mapper
+    m = Mapper(cfg)
+    for r in reqs:
+        try:
+            m.check(r.addr, r.nbytes)
+        except AddressError as e:
+            raise UsageError(f"{a.file}: request {r.id}: {e}") from None
+    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, f"replay {a.file}")
+
+
+def _cmd_config_show(a) -> int:
+    cfg = load_config(a.config, a.profile)
+    for k, v in cfg.as_dict().items():
+        print(f"{k} = {_toml_value(v)}")
+    return 0
+
+
+def _cmd_trace_validate(a) -> int:
+    from hbfsim.model.trace import read_trace
+
+    rows = read_trace(a.file)
+    ids = {r["request_id"] for r in rows}
+    print(f"{a.file}: valid hbf-trace-v1, {len(rows):,} rows, {len(ids):,} requests")
+    return 0
+
+
+def main(argv=None) -> int:
+    from hbfsim.model.mapping import AddressError
+    from hbfsim.model.requests import InputError
+
+    try:
+        a = _parser().parse_args(argv)
+        if a.cmd == "run":
+            return _cmd_run(a)
+        if a.cmd == "replay":
+            return _cmd_replay(a)
+        if a.cmd == "config":
+            return _cmd_config_show(a)
+        if a.cmd == "trace":
+            return _cmd_trace_validate(a)
+    except (UsageError, ConfigError, InputError, AddressError) as e:
+        print(f"hbfsim: error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"hbfsim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hbfsim: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

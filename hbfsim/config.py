@@ -1,0 +1,439 @@
+"""One typed, validated configuration object shared by the golden model, the RTL and the cosim.
+
+The flat keys are a public interface (README "Configuration reference"). Values come from a
+named profile, then a TOML file, then explicit overrides; every key is validated and every
+error names the key and the offending value (000_5f193da23ae2984d.txt §4.4, "We expose
+configuration parameters ...").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+__all__ = [
+    "PAGE_BYTES",
+    "PROFILES",
+    "SCHEDULERS",
+    "ConfigError",
+    "HbfConfig",
+    "load_config",
+]
+
+#: NAND page size in bytes (REFERENCE A1): fixed, not a configuration key.
+PAGE_BYTES = 4096
+
+SCHEDULERS = (
+    "fcfs",
+    "read-priority",
+    "write-drain",
+    "partition-1r3w",
+    "partition-2r2w",
+    "partition-3r1w",
+)
+PLACEMENTS = ("interleave", "grouped", "contiguous", "explicit")
+STACK_SELECTS = ("interleave", "contiguous")
+READ_MODES = ("demand", "aggregation")
+TIMEOUT_POLICIES = ("strict", "partial")
+MEDIA_MODES = ("hbf", "ssd")
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is invalid; the message names both."""
+
+
+@dataclass(frozen=True)
+class HbfConfig:
+    """Every knob of one HBF system (stacks, controller, media, clocks).
+
+    Members
+    -------
+    profile : str
+        Name of the profile the values started from.
+    stacks : int
+        Independent stacks in the logical HBF system (REFERENCE A2).
+    channels : int
+        Host channels per stack: 1, 2, 4, 8 or 16 (A3); more only with
+        ``experimental_channels = true``.
+    subarrays_per_channel : int
+        Subarrays (dies/planes) owned by each channel.
+    active_per_channel : int
+        Cap on concurrent media operations per channel (L2).
+    admission : int
+        Request slots per stack: requests inside the controller (L1).
+    mshr_entries : int
+        Read MSHR entries per stack: distinct pages with reads in flight.
+    queue_depth : int
+        Page operations waiting for issue per channel.
+    placement, group_pages, explicit_map : str, int, tuple
+        Channel placement inside a stack (A4). ``explicit_map`` is a tuple of
+        ``(first_page, last_page, channel)`` ranges over stack-local pages.
+    stack_select : str
+        How a page picks its stack: ``interleave`` or ``contiguous`` (A2).
+    read_mode, read_agg_window_ticks, read_agg_threshold_bytes
+        Demand or aggregation reads (R2).
+    page_buffers, buffer_hit_ticks : int
+        NAND page buffers per subarray and their hit latency (R3).
+    page_cache_pages, cache_hit_ticks : int
+        Logic-die LRU page cache (R4); 0 pages disables it.
+    write_buffer_entries, write_deadline_ticks, write_timeout_policy
+        Write coverage buffer (W1-W3).
+    scheduler : str
+        Channel scheduler policy (M2).
+    write_drain_high_water, write_drain_window_ticks : int
+        Write-drain trigger (occupied write-buffer entries) and window length.
+    channel_bw_gbps, link_burst_bytes
+        Host-link credit per channel (L2): refill rate and bucket size.
+    memory_clock_mhz, gpu_clock_mhz : float
+        Controller/media clock and GPU core clock (C1).
+    t_read_us, t_prog_us, t_erase_us : float
+        NAND timing (M1).
+    media_mode : str
+        ``hbf`` (no GC, host zone remapping) or ``ssd`` (greedy GC baseline).
+    pages_per_block, blocks_per_zone, overprovisioning
+        Media geometry for erase-before-write, zone PEC accounting and ssd GC.
+    base_address, capacity_bytes : int
+        The HBF address range ``[base, base + capacity)``.
+    trace_file, trace_level : str, int
+        hbf-trace-v1 output (``hbf_trace_file`` / ``hbf_trace_level``).
+    """
+
+    profile: str = "reference"
+    stacks: int = 1
+    channels: int = 2
+    subarrays_per_channel: int = 32
+    active_per_channel: int = 32
+    admission: int = 256
+    mshr_entries: int = 256
+    queue_depth: int = 64
+    placement: str = "interleave"
+    group_pages: int = 2
+    explicit_map: tuple = ()
+    stack_select: str = "interleave"
+    read_mode: str = "demand"
+    read_agg_window_ticks: int = 1000
+    read_agg_threshold_bytes: int = 4096
+    page_buffers: int = 2
+    buffer_hit_ticks: int = 10
+    page_cache_pages: int = 0
+    cache_hit_ticks: int = 50
+    write_buffer_entries: int = 32
+    write_deadline_ticks: int = 1000
+    write_timeout_policy: str = "strict"
+    scheduler: str = "fcfs"
+    write_drain_high_water: int = 8
+    write_drain_window_ticks: int = 20000
+    channel_bw_gbps: float = 192.0
+    link_burst_bytes: int = 4096
+    memory_clock_mhz: float = 850.0
+    gpu_clock_mhz: float = 1132.0
+    t_read_us: float = 15.0
+    t_prog_us: float = 200.0
+    t_erase_us: float = 2000.0
+    media_mode: str = "hbf"
+    pages_per_block: int = 256
+    blocks_per_zone: int = 64
+    overprovisioning: float = 0.15
+    base_address: int = 256 << 30
+    capacity_bytes: int = 512 << 30
+    experimental_channels: bool = False
+    trace_file: str = ""
+    trace_level: int = 0
+
+    # ---- derived values (integer ticks; one rounding rule, docs/timing-contract.md §8) ----
+    @property
+    def t_read_ticks(self) -> int:
+        return us_to_ticks(self.t_read_us, self.memory_clock_mhz)
+
+    @property
+    def t_prog_ticks(self) -> int:
+        return us_to_ticks(self.t_prog_us, self.memory_clock_mhz)
+
+    @property
+    def t_erase_ticks(self) -> int:
+        return us_to_ticks(self.t_erase_us, self.memory_clock_mhz)
+
+    @property
+    def memory_clock_khz(self) -> int:
+        return int(Decimal(repr(self.memory_clock_mhz)) * 1000)
+
+    @property
+    def gpu_clock_khz(self) -> int:
+        return int(Decimal(repr(self.gpu_clock_mhz)) * 1000)
+
+    @property
+    def link_gain_per_tick(self) -> int:
+        """Credit added per tick; one byte costs ``memory_clock_khz`` credit units."""
+        return int(Decimal(repr(self.channel_bw_gbps)) * 1000) * 1000
+
+    @property
+    def link_cap(self) -> int:
+        return self.link_burst_bytes * self.memory_clock_khz
+
+    @property
+    def pages(self) -> int:
+        return self.capacity_bytes // PAGE_BYTES
+
+    @property
+    def pages_per_stack(self) -> int:
+        return self.pages // self.stacks
+
+    @property
+    def subarrays_per_stack(self) -> int:
+        return self.channels * self.subarrays_per_channel
+
+    @property
+    def read_channels(self) -> int:
+        """Channels reserved for reads under a static partition scheduler (M2)."""
+        if not self.scheduler.startswith("partition-"):
+            return self.channels
+        return self.channels * int(self.scheduler[10]) // 4
+
+    def ticks_to_gpu_cycles(self, ticks: int) -> int:
+        """Convert controller ticks to GPU core cycles, rounding up (contract §8)."""
+        return -(-ticks * self.gpu_clock_khz // self.memory_clock_khz)
+
+    def ticks_to_us(self, ticks: int) -> float:
+        return ticks * 1000 / self.memory_clock_khz
+
+    def replace(self, **changes) -> "HbfConfig":
+        """Return a validated copy with ``changes`` applied (keys as in TOML)."""
+        return build_config(dataclasses.asdict(self) | _normalise(changes, "override"))
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["explicit_map"] = [list(r) for r in self.explicit_map]
+        return d
+
+
+def us_to_ticks(us: float, mhz: float) -> int:
+    """Microseconds to controller ticks: round half up of ``us * MHz`` in exact decimal."""
+    v = Decimal(repr(us)) * Decimal(repr(mhz))
+    return int(v.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+KEYS = {f.name: f for f in fields(HbfConfig)}
+
+#: The reference simulator's spellings (its ``-gpgpu_hbf_*`` options) and how they map.
+ALIASES = {
+    "hbf_num_stacks": "stacks",
+    "hbf_num_channels": "channels",
+    "hbf_max_outstanding": "admission",
+    "hbf_channel_map": "placement",
+    "hbf_read_mode": "read_mode",
+    "hbf_read_agg_window": "read_agg_window_ticks",
+    "hbf_read_agg_threshold": "read_agg_threshold_bytes",
+    "hbf_page_buffers": "page_buffers",
+    "hbf_buffer_hit_latency": "buffer_hit_ticks",
+    "hbf_cache_entries": "page_cache_pages",
+    "hbf_cache_hit_latency": "cache_hit_ticks",
+    "hbf_write_buffer_entries": "write_buffer_entries",
+    "hbf_write_agg_timeout": "write_deadline_ticks",
+    "hbf_write_timeout_policy": "write_timeout_policy",
+    "hbf_scheduler": "scheduler",
+    "hbf_write_drain_high": "write_drain_high_water",
+    "hbf_write_drain_maxwait": "write_drain_window_ticks",
+    "hbf_channel_bw_gbps": "channel_bw_gbps",
+    "hbf_media_mode": "media_mode",
+    "hbf_blocks_per_zone": "blocks_per_zone",
+    "hbf_overprovisioning": "overprovisioning",
+    "hbf_base_addr": "base_address",
+    "hbf_base_address": "base_address",
+    "hbf_size": "capacity_bytes",
+    "hbf_pages_per_block": "pages_per_block",
+    "hbf_trace_file": "trace_file",
+    "hbf_trace_level": "trace_level",
+    # NAND timings in the reference are memory-clock ticks; converted in _normalise.
+    "hbf_tR": "t_read_us",
+    "hbf_tPROG": "t_prog_us",
+    "hbf_tBERS": "t_erase_us",
+}
+_TICK_ALIASES = {"hbf_tR", "hbf_tPROG", "hbf_tBERS"}
+_NUMERIC_ENUMS = {
+    "placement": {0: "interleave", 1: "contiguous", "partition": "contiguous"},
+    "scheduler": {0: "fcfs", 1: "read-priority", 2: "write-drain"},
+    "media_mode": {0: "hbf", 1: "ssd"},
+    "read_mode": {0: "demand", 1: "aggregation"},
+    "write_timeout_policy": {0: "strict", 1: "partial"},
+}
+
+PROFILES: dict[str, dict] = {
+    # REFERENCE §2b: the public HBF-Sim release's defaults.
+    "reference": {},
+    # OCP HBF v0.7 grade 3: 16 channels x 192 GB/s = 3.072 TB/s per stack.
+    "ocp-grade3": {"channels": 16, "admission": 4096, "mshr_entries": 1024},
+    # FlashAccel (003_251bd1a4d6daa502.txt): fast-read NAND, tR 4 us, tPROG 75 us.
+    "flashaccel": {"t_read_us": 4.0, "t_prog_us": 75.0},
+}
+
+
+def _normalise(raw: dict, where: str) -> dict:
+    """Resolve aliases and numeric enum spellings; reject unknown keys."""
+    out: dict = {}
+    mhz = raw.get("memory_clock_mhz", HbfConfig.memory_clock_mhz)
+    for key, value in raw.items():
+        name = ALIASES.get(key, key)
+        if name not in KEYS or name == "profile" and key != "profile":
+            raise ConfigError(f"unknown configuration key {key!r} in {where}")
+        if key in _TICK_ALIASES:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{key} must be a non-negative tick count, not {value!r}")
+            value = value / float(mhz)
+        if name in _NUMERIC_ENUMS and not isinstance(value, bool) and value in _NUMERIC_ENUMS[name]:
+            value = _NUMERIC_ENUMS[name][value]
+        if name in out:
+            raise ConfigError(f"configuration key {name!r} given twice in {where} (as {key!r})")
+        out[name] = value
+    return out
+
+
+def _check_type(name: str, value):
+    want = KEYS[name].type
+    if want == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer, not {value!r}")
+    elif want == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be a number, not {value!r}")
+        return float(value)
+    elif want == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, not {value!r}")
+    elif want == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, not {value!r}")
+    elif want == "tuple":
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} must be a list of [first_page, last_page, channel], "
+                              f"not {value!r}")
+        rows = []
+        for row in value:
+            if (not isinstance(row, (list, tuple)) or len(row) != 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in row)):
+                raise ConfigError(f"{name} entries must be [first_page, last_page, channel], "
+                                  f"not {row!r}")
+            rows.append(tuple(row))
+        return tuple(rows)
+    return value
+
+
+def _validate(c: HbfConfig) -> None:
+    def need(cond, msg):
+        if not cond:
+            raise ConfigError(msg)
+
+    def positive(name):
+        v = getattr(c, name)
+        need(v > 0, f"{name} must be positive, not {v!r}")
+
+    def nonneg(name):
+        v = getattr(c, name)
+        need(v >= 0, f"{name} must be non-negative, not {v!r}")
+
+    need(c.profile in PROFILES, f"profile must be one of {', '.join(PROFILES)}, not {c.profile!r}")
+    for n in ("stacks", "subarrays_per_channel", "active_per_channel", "admission",
+              "mshr_entries", "queue_depth", "group_pages", "page_buffers",
+              "write_buffer_entries", "write_deadline_ticks", "write_drain_high_water",
+              "write_drain_window_ticks", "channel_bw_gbps", "link_burst_bytes",
+              "memory_clock_mhz", "gpu_clock_mhz", "t_read_us", "t_prog_us", "t_erase_us",
+              "pages_per_block", "blocks_per_zone", "read_agg_threshold_bytes"):
+        positive(n)
+    for n in ("read_agg_window_ticks", "buffer_hit_ticks", "page_cache_pages",
+              "cache_hit_ticks", "base_address", "trace_level"):
+        nonneg(n)
+    if c.experimental_channels:
+        need(1 <= c.channels <= 64, f"channels must be 1..64, not {c.channels!r}")
+    else:
+        need(c.channels in (1, 2, 4, 8, 16), f"channels must be 1, 2, 4, 8 or 16, not "
+             f"{c.channels!r} (set experimental_channels = true for more)")
+    need(c.placement in PLACEMENTS,
+         f"placement must be one of {', '.join(PLACEMENTS)}, not {c.placement!r}")
+    need(c.stack_select in STACK_SELECTS,
+         f"stack_select must be one of {', '.join(STACK_SELECTS)}, not {c.stack_select!r}")
+    need(c.read_mode in READ_MODES,
+         f"read_mode must be one of {', '.join(READ_MODES)}, not {c.read_mode!r}")
+    need(c.write_timeout_policy in TIMEOUT_POLICIES, f"write_timeout_policy must be strict or "
+         f"partial, not {c.write_timeout_policy!r}")
+    need(c.scheduler in SCHEDULERS,
+         f"scheduler must be one of {', '.join(SCHEDULERS)}, not {c.scheduler!r}")
+    need(c.media_mode in MEDIA_MODES, f"media_mode must be hbf or ssd, not {c.media_mode!r}")
+    need(0 <= c.overprovisioning < 1,
+         f"overprovisioning must be in [0, 1), not {c.overprovisioning!r}")
+    need(c.trace_level in (0, 1, 2), f"trace_level must be 0, 1 or 2, not {c.trace_level!r}")
+    need(c.link_burst_bytes >= PAGE_BYTES, f"link_burst_bytes must be at least {PAGE_BYTES} "
+         f"(one response of any size must fit), not {c.link_burst_bytes!r}")
+    need(c.base_address % PAGE_BYTES == 0,
+         f"base_address must be 4 KiB aligned, not {c.base_address:#x}")
+    block_bytes = c.pages_per_block * PAGE_BYTES
+    unit = block_bytes * c.stacks * c.channels * c.subarrays_per_channel
+    need(c.capacity_bytes > 0 and c.capacity_bytes % unit == 0,
+         f"capacity_bytes must be a positive multiple of stacks x channels x subarrays x "
+         f"erase block ({unit} B), not {c.capacity_bytes!r}")
+    if c.placement == "contiguous":
+        need(c.pages_per_stack % c.channels == 0, "capacity_bytes must split evenly into "
+             f"contiguous channel regions, not {c.capacity_bytes!r}")
+    if c.placement == "explicit":
+        need(len(c.explicit_map) > 0, "explicit_map must list [first_page, last_page, channel] "
+             "ranges when placement = 'explicit'")
+    for first, last, ch in c.explicit_map:
+        need(0 <= first <= last < c.pages_per_stack,
+             f"explicit_map range [{first}, {last}] is outside the stack's "
+             f"{c.pages_per_stack} pages")
+        need(0 <= ch < c.channels, f"explicit_map channel {ch} is outside 0..{c.channels - 1}")
+    if c.scheduler.startswith("partition-"):
+        need(c.channels % 4 == 0, f"scheduler {c.scheduler!r} needs channels divisible by 4, "
+             f"not {c.channels!r}")
+        need(c.placement != "explicit", f"scheduler {c.scheduler!r} cannot be combined with "
+             "placement = 'explicit'")
+    need(c.t_read_ticks > 0, f"t_read_us {c.t_read_us!r} rounds to 0 ticks")
+    need(c.t_prog_ticks > 0, f"t_prog_us {c.t_prog_us!r} rounds to 0 ticks")
+    need(c.t_erase_ticks > 0, f"t_erase_us {c.t_erase_us!r} rounds to 0 ticks")
+
+
+def build_config(values: dict) -> HbfConfig:
+    """Build and validate an :class:`HbfConfig` from canonical key names."""
+    kwargs = {}
+    for name, value in values.items():
+        if name not in KEYS:
+            raise ConfigError(f"unknown configuration key {name!r}")
+        checked = _check_type(name, value)
+        kwargs[name] = value if checked is None else checked
+    cfg = HbfConfig(**kwargs)
+    _validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, profile: str | None = None,
+                **overrides) -> HbfConfig:
+    """Load a configuration: profile defaults, then the TOML file, then ``overrides``.
+
+    Raises
+    ------
+    ConfigError
+        For an unreadable file, bad TOML, an unknown key or an invalid value.
+    """
+    file_values: dict = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read configuration {str(p)!r}: {e.strerror}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: not valid TOML: {e}") from None
+        for k, v in data.items():
+            if isinstance(v, dict):
+                raise ConfigError(f"{p}: configuration is flat; unexpected table [{k}]")
+        file_values = _normalise(data, str(p))
+    over = _normalise(overrides, "overrides")
+    name = over.get("profile") or profile or file_values.get("profile") or "reference"
+    if name not in PROFILES:
+        raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {name!r}")
+    values = {"profile": name} | PROFILES[name] | file_values | over
+    values["profile"] = name
+    return build_config(values)

@@ -1,0 +1,601 @@
+"""The HBF stack controller: map register, read MSHRs, write coverage buffer, channel
+queues and scheduler, response arbiter with link credits.
+
+Cycle-exact to docs/timing-contract.md (every rule below cites its section). The class is
+stepped one cycle at a time by :class:`hbfsim.model.system.HbfSystem`, which skips cycles in
+which nothing can change (C3): every phase reports whether it changed state, and every
+time-driven condition reports its next tick.
+
+Within a cycle the phases run in an order that lets each one read start-of-cycle state
+(contract §0): response, issue, enqueue (with the FLUSH checks), dispatch from M, ingress
+(in the system), write-buffer triggers, media completions; deferred effects (entry frees,
+admission releases) are applied at the end of the cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+
+from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, PROGRAM, READ, Media
+
+__all__ = ["Request", "StackController"]
+
+# Entry states (contract §4.3, §4.4).
+FREE, WAIT, QUEUED, ISSUED, RETURN, OPEN, FLUSH = range(7)
+FULL_MASK = (1 << PAGE_BYTES) - 1
+CAUSES = ("full", "raw", "pressure", "deadline", "drain")
+
+
+class Request:
+    """One GPU sector/line request and what happened to it (C2).
+
+    Members
+    -------
+    id, op, addr, nbytes, source, arrival : int, str, int, int, int, int
+        As given by the request source; ``op`` is ``"R"`` or ``"W"``.
+    data : bytes or None
+        Write data (``nbytes`` long); for reads, filled at completion.
+    t_accept, t_done : int
+        Ingress (accept) and Completed (response) cycles; -1 until then.
+    mshr_hit, buffer_hit, cache_hit, error : bool
+        Response flags (contract §1).
+    """
+
+    __slots__ = ("id", "op", "addr", "nbytes", "source", "arrival", "data", "stack", "q",
+                 "ch", "sub", "local", "off", "t_accept", "t_map", "t_done", "mshr_hit",
+                 "buffer_hit", "cache_hit", "error", "entry_info", "depth", "tag")
+
+    def __init__(self, id, op, addr, nbytes, source=0, arrival=0, data=None):
+        self.id = id
+        self.op = op
+        self.addr = addr
+        self.nbytes = nbytes
+        self.source = source
+        self.arrival = arrival
+        self.data = data
+        self.t_accept = self.t_done = -1
+        self.mshr_hit = self.buffer_hit = self.cache_hit = self.error = False
+        self.entry_info = None
+        self.depth = 0
+        self.tag = None
+
+    def __repr__(self):
+        return (f"Request(id={self.id}, op={self.op!r}, addr={self.addr:#x}, "
+                f"nbytes={self.nbytes}, arrival={self.arrival}, done={self.t_done})")
+
+
+class _Entry:
+    """One MSHR or write-buffer entry (kind 0 = read MSHR, 1 = write buffer)."""
+
+    __slots__ = ("kind", "idx", "state", "q", "ch", "sub", "local", "waiters", "head",
+                 "bytes", "alloc", "ready_at", "deadline", "cov", "data", "cause", "tq", "ti",
+                 "tc", "flags", "snap", "full_at", "depth", "pressure", "cache")
+
+    def __init__(self, kind, idx):
+        self.kind = kind
+        self.idx = idx
+        self.state = FREE
+
+
+class StackController:
+    """The controller of one HBF stack (docs/timing-contract.md §1-§8).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        System configuration.
+    stack : int
+        Index of this stack.
+    mapper : Mapper
+        The system's address mapper.
+    stats : dict
+        Counter dictionary shared with the system (see :mod:`hbfsim.model.stats`).
+    """
+
+    def __init__(self, cfg: HbfConfig, stack: int, mapper, stats):
+        self.cfg = cfg
+        self.stack = stack
+        self.mapper = mapper
+        self.st = stats
+        self.media = Media(cfg)
+        C = cfg.channels
+        self.C = C
+        self.admission = cfg.admission
+        self.inflight = 0
+        self._released = 0
+        self.m: Request | None = None          # the map register M (§4.1)
+        self.dispatched = False
+        # read MSHRs (§4.3)
+        self.mshr = [_Entry(0, i) for i in range(cfg.mshr_entries)]
+        self.mshr_free = list(range(cfg.mshr_entries))
+        self.mshr_open: dict[int, _Entry] = {}      # page -> mergeable entry
+        self.enq_wait: list[tuple[int, int]] = []   # (ready_at, idx) of WAIT entries
+        self.enq_ready: list[list[int]] = [[] for _ in range(C)]  # per channel idx heaps
+        self.demand = cfg.read_mode == "demand"
+        self.agg_window = cfg.read_agg_window_ticks
+        self.agg_thr = cfg.read_agg_threshold_bytes
+        # write buffer (§4.4)
+        self.wb = [_Entry(1, i) for i in range(cfg.write_buffer_entries)]
+        self.wb_free = list(range(cfg.write_buffer_entries))
+        self.wb_open: OrderedDict[int, _Entry] = OrderedDict()  # page -> OPEN entry, by age
+        self.wb_page: dict[int, list[_Entry]] = {}  # page -> non-FREE entries by age
+        self.wb_used = 0
+        self.wb_deadlines: list[tuple[int, int, int]] = []  # (deadline, alloc, idx)
+        self.wb_flush: list[_Entry] = []             # entries in FLUSH
+        self.full_pending: list[_Entry] = []
+        self.raw_now: _Entry | None = None
+        self.pressure_now: _Entry | None = None
+        self.pressure_live = False
+        self.strict = cfg.write_timeout_policy == "strict"
+        # channels, queues, subarrays (§6, §7)
+        self.queue: list[list[_Entry]] = [[] for _ in range(C)]
+        self.busy: list[set[int]] = [set() for _ in range(C)]
+        self.active = [0] * C
+        self.active_cap = cfg.active_per_channel
+        self.qdepth = cfg.queue_depth
+        self.issue_check: set[int] = set()
+        self.queued_programs = 0
+        self.policy = cfg.scheduler
+        self.drain_open = False
+        self.drain_start = 0
+        self.drain_cooldown = 0
+        self.drain_hw = cfg.write_drain_high_water
+        self.drain_window = cfg.write_drain_window_ticks
+        # responses and link credits (§8)
+        self.ret_r: list[int] = []
+        self.ret_w: list[int] = []
+        self.cur: _Entry | None = None
+        self.khz = cfg.memory_clock_khz
+        self.gain = cfg.link_gain_per_tick
+        self.cap = cfg.link_cap
+        self.credit = [self.cap] * C
+        self.credit_t = [0] * C
+        self.blocked_since = -1
+        self.credit_wait = None
+        # model-only logic-die page cache (R4)
+        self.pc_size = cfg.page_cache_pages
+        self.page_cache: OrderedDict[int, None] = OrderedDict()
+        self.cache_due: list[tuple[int, int]] = []
+        self.cache_ticks = cfg.cache_hit_ticks
+        # functional data: stack-local page -> programmed bytes (DESIGN-NOTES §5)
+        self.data: dict[int, bytes] = {}
+        self._free_r: list[int] = []
+        self._free_w: list[_Entry] = []
+        self.on_response = None     # set by the system: f(req, t)
+        self.ch_requests = [0] * C
+        self.ch_ops = [0] * C
+        self.ch_link_stall = [0] * C
+
+    # ======================================================================= §4.1 ingress
+    def ready(self) -> bool:
+        """``req.ready`` of this cycle; valid after :meth:`dispatch` ran (§4.1)."""
+        return self.inflight < self.admission and (self.m is None or self.dispatched)
+
+    def accept(self, req: Request, t: int) -> None:
+        req.t_accept = t
+        req.depth = self.inflight
+        self.inflight += 1
+        self.m = req
+
+    # ================================================================ §8 response phase
+    def response_candidate(self, t: int):
+        """Return the request this stack would respond with in cycle ``t`` (or None)."""
+        cur = self.cur
+        if cur is None:
+            if self.ret_r:
+                cur = self.mshr[heapq.heappop(self.ret_r)]
+            elif self.ret_w:
+                cur = self.wb[heapq.heappop(self.ret_w)]
+            else:
+                return None
+            self.cur = cur
+        req = cur.waiters[cur.head]
+        ch = cur.ch
+        cost = req.nbytes * self.khz
+        c = self.credit[ch] + self.gain * (t - self.credit_t[ch])
+        if c > self.cap:
+            c = self.cap
+        if c < cost:
+            if self.blocked_since < 0:
+                self.blocked_since = t
+            self.credit_wait = self.credit_t[ch] + -(-(cost - self.credit[ch]) // self.gain)
+            return None
+        self.credit_wait = None
+        return req
+
+    def respond(self, req: Request, t: int) -> None:
+        """The response handshake of ``req`` in cycle ``t``."""
+        cur = self.cur
+        ch = cur.ch
+        c = self.credit[ch] + self.gain * (t - self.credit_t[ch])
+        if c > self.cap:
+            c = self.cap
+        c = c - req.nbytes * self.khz + self.gain
+        self.credit[ch] = c if c < self.cap else self.cap
+        self.credit_t[ch] = t + 1
+        if self.blocked_since >= 0:
+            self.ch_link_stall[ch] += t - self.blocked_since
+            self.blocked_since = -1
+        req.t_done = t
+        if cur.kind == 0:
+            req.buffer_hit = bool(cur.flags & FLAG_BUFFER_HIT)
+            req.cache_hit = cur.cache
+            req.error = bool(cur.flags & FLAG_ERROR)
+            snap = cur.snap
+            if snap is not None:
+                req.data = snap[req.off:req.off + req.nbytes]
+        else:
+            req.error = bool(cur.flags & FLAG_ERROR)
+        req.entry_info = (cur.tq, cur.ti, cur.tc, cur.depth)
+        self._released += 1
+        cur.head += 1
+        if cur.head == len(cur.waiters):
+            if cur.kind == 0:
+                self._free_r.append(cur.idx)
+            else:
+                self._free_w.append(cur)
+            self.cur = None
+        self.on_response(req, t)
+
+    # ===================================================================== §7 issue
+    def issue(self, t: int) -> bool:
+        changed = False
+        if self.policy == "write-drain":
+            changed = self._drain_fsm(t)
+        if not self.issue_check:
+            return changed
+        drain = self.drain_open
+        rp = self.policy != "fcfs"
+        media = self.media
+        done = []
+        for ch in self.issue_check:
+            if self.active[ch] >= self.active_cap:
+                done.append(ch)
+                continue
+            busy = self.busy[ch]
+            pick = None
+            alt = None
+            for e in self.queue[ch]:
+                if e.sub in busy:
+                    continue
+                if not rp:
+                    pick = e
+                    break
+                want_prog = drain
+                if (e.kind == 1) == want_prog:
+                    pick = e
+                    break
+                if alt is None:
+                    alt = e
+            if pick is None:
+                pick = alt
+            if pick is None:
+                done.append(ch)
+                continue
+            self.queue[ch].remove(pick)
+            busy.add(pick.sub)
+            self.active[ch] += 1
+            pick.state = ISSUED
+            pick.ti = t
+            self.ch_ops[ch] += 1
+            if pick.kind == 1:
+                self.queued_programs -= 1
+                media.issue(t, ch, pick.sub, PROGRAM, pick.local, pick.idx * 2 + 1)
+            else:
+                media.issue(t, ch, pick.sub, READ, pick.local, pick.idx * 2)
+            self._issued.add(ch)
+            changed = True
+        for ch in done:
+            self.issue_check.discard(ch)
+        return changed
+
+    def _drain_fsm(self, t: int) -> bool:
+        if not self.drain_open:
+            if self.wb_used >= self.drain_hw and t >= self.drain_cooldown:
+                self.drain_open = True
+                self.drain_start = t
+                self.issue_check.update(ch for ch in range(self.C) if self.queue[ch])
+                return True
+        elif self.queued_programs == 0 or t >= self.drain_start + self.drain_window:
+            self.drain_open = False
+            self.drain_cooldown = t + self.drain_window
+            self.issue_check.update(ch for ch in range(self.C) if self.queue[ch])
+            return True
+        return False
+
+    # ================================================================ §6 enqueue
+    def enqueue(self, t: int) -> bool:
+        changed = False
+        ew = self.enq_wait
+        while ew and ew[0][0] <= t:
+            ready_at, idx = heapq.heappop(ew)
+            e = self.mshr[idx]
+            if e.state == WAIT and e.ready_at == ready_at:
+                heapq.heappush(self.enq_ready[e.ch], idx)
+        # FLUSH entries: strict errors (§4.4) and flush eligibility.
+        wb_cand: dict[int, _Entry] = {}
+        if self.wb_flush:
+            keep = []
+            for e in self.wb_flush:
+                complete = e.cov == FULL_MASK
+                if not complete and self.strict:
+                    e.state = RETURN
+                    e.flags = FLAG_ERROR
+                    e.tc = t
+                    self.st["strict_errors"] += 1
+                    heapq.heappush(self.ret_w, e.idx)
+                    changed = True
+                    continue
+                keep.append(e)
+                if self.wb_page[e.q][0] is not e or e.q in self.mshr_open:
+                    continue
+                best = wb_cand.get(e.ch)
+                if best is None or e.idx < best.idx:
+                    wb_cand[e.ch] = e
+            self.wb_flush = keep
+        for ch in range(self.C):
+            heap = self.enq_ready[ch]
+            if not heap and ch not in wb_cand:
+                continue
+            occ = len(self.queue[ch]) + (1 if ch in self._issued else 0)
+            if occ >= self.qdepth:
+                continue
+            if heap:
+                e = self.mshr[heapq.heappop(heap)]
+            else:
+                e = wb_cand[ch]
+                self.wb_flush.remove(e)
+                self.queued_programs += 1
+                if e.cov != FULL_MASK:
+                    self.st["partial_programs"] += 1
+                    self.st["padding_bytes"] += PAGE_BYTES - e.cov.bit_count()
+            e.state = QUEUED
+            e.tq = t
+            self.queue[ch].append(e)
+            e.depth = len(self.queue[ch])
+            self.issue_check.add(ch)
+            changed = True
+        return changed
+
+    # ============================================================== §4.2 dispatch from M
+    def dispatch(self, t: int, drain: bool) -> bool:
+        self.dispatched = False
+        m = self.m
+        if m is None or m.t_accept >= t:
+            return False
+        q = m.q
+        m.t_map = t
+        if m.op == "R":
+            lst = self.wb_page.get(q)
+            if lst:  # read-after-write ordering: stall, flush the open entry (§4.2 R1)
+                o = self.wb_open.get(q)
+                if o is not None and o.cause is None:
+                    o.cause = "raw"
+                    self.st["raw_events"] += 1
+                    self.raw_now = o
+                    return True
+                return False
+            e = self.mshr_open.get(q)
+            if e is not None:
+                m.mshr_hit = True
+                e.waiters.append(m)
+                e.bytes += m.nbytes
+                self.st["mshr_hits"] += 1
+                if e.state == WAIT and not self.demand and e.bytes >= self.agg_thr \
+                        and e.ready_at > t + 1:
+                    e.ready_at = t + 1
+                    heapq.heappush(self.enq_wait, (t + 1, e.idx))
+            else:
+                if not self.mshr_free:
+                    return False
+                e = self.mshr[heapq.heappop(self.mshr_free)]
+                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
+                e.waiters = [m]
+                e.head = 0
+                e.bytes = m.nbytes
+                e.alloc = t
+                e.flags = 0
+                e.cache = False
+                e.snap = None
+                e.tq = e.ti = e.tc = -1
+                e.depth = 0
+                self.mshr_open[q] = e
+                if self.pc_size and q in self.page_cache:
+                    self.page_cache.move_to_end(q)
+                    e.state = ISSUED
+                    e.cache = True
+                    e.tq = e.ti = t
+                    self.st["page_cache_hits"] += 1
+                    heapq.heappush(self.cache_due, (t + self.cache_ticks, e.idx))
+                else:
+                    e.state = WAIT
+                    if self.demand or e.bytes >= self.agg_thr or self.agg_window <= 1:
+                        e.ready_at = t + 1
+                    else:
+                        e.ready_at = t + self.agg_window
+                    heapq.heappush(self.enq_wait, (e.ready_at, e.idx))
+        else:
+            e = self.wb_open.get(q)
+            if e is None:
+                if not self.wb_free:
+                    if not self.pressure_live and self.wb_open:
+                        o = next(iter(self.wb_open.values()))
+                        if o.alloc < t and o.cause is None:
+                            o.cause = "pressure"
+                            o.pressure = True
+                            self.pressure_live = True
+                            self.pressure_now = o
+                            return True
+                    return False
+                e = self.wb[heapq.heappop(self.wb_free)]
+                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
+                e.state = OPEN
+                e.waiters = []
+                e.head = 0
+                e.cov = 0
+                e.data = bytearray(PAGE_BYTES)
+                e.alloc = t
+                e.deadline = t + self.cfg.write_deadline_ticks
+                e.cause = None
+                e.pressure = False
+                e.full_at = -1
+                e.flags = 0
+                e.tq = e.ti = e.tc = -1
+                e.depth = 0
+                self.wb_open[q] = e
+                self.wb_page.setdefault(q, []).append(e)
+                self.wb_used += 1
+                heapq.heappush(self.wb_deadlines, (e.deadline, t, e.idx))
+            off = m.off
+            n = m.nbytes
+            e.waiters.append(m)
+            if m.data is not None:
+                e.data[off:off + n] = m.data
+            before = e.cov
+            e.cov = before | (((1 << n) - 1) << off)
+            self.st["coverage_new_bytes"] += e.cov.bit_count() - before.bit_count()
+            if e.cov == FULL_MASK and before != FULL_MASK:
+                e.full_at = t + 1
+                self.full_pending.append(e)
+        self.m = None
+        self.dispatched = True
+        return True
+
+    # ========================================================= §4.4 write-buffer triggers
+    def wb_triggers(self, t: int, drain: bool) -> bool:
+        changed = False
+        if self.full_pending:
+            keep = []
+            for e in self.full_pending:
+                if e.state != OPEN:
+                    continue
+                if e.full_at <= t:
+                    self._flush(e, "full")
+                    changed = True
+                else:
+                    keep.append(e)
+            self.full_pending = keep
+        for e in (self.raw_now, self.pressure_now):
+            if e is not None and e.state == OPEN:
+                self._flush(e, e.cause)
+                changed = True
+        self.raw_now = self.pressure_now = None
+        dl = self.wb_deadlines
+        while dl and dl[0][0] <= t:
+            _, alloc, idx = heapq.heappop(dl)
+            e = self.wb[idx]
+            if e.state == OPEN and e.alloc == alloc:
+                self._flush(e, "deadline")
+                changed = True
+        if drain and self.wb_open:
+            for e in list(self.wb_open.values()):
+                if e.alloc < t:
+                    self._flush(e, "drain")
+                    changed = True
+        return changed
+
+    def _flush(self, e: _Entry, cause: str) -> None:
+        e.state = FLUSH
+        e.cause = cause
+        del self.wb_open[e.q]
+        self.wb_flush.append(e)
+        self.st["flush_" + cause] += 1
+
+    # ============================================================ completions (§1, §7)
+    def complete(self, t: int) -> bool:
+        changed = False
+        for ch, sub, tag, flags in self.media.deliver(t):
+            changed = True
+            self.busy[ch].discard(sub)
+            self.active[ch] -= 1
+            self.issue_check.add(ch)
+            if tag & 1:
+                e = self.wb[tag >> 1]
+                e.state = RETURN
+                e.tc = t
+                e.flags = flags
+                if not flags & FLAG_ERROR:
+                    self.data[e.q] = bytes(e.data)
+                    self.st["page_programs_ok"] += 1
+                else:
+                    self.st["media_errors"] += 1
+                if self.pc_size:
+                    self.page_cache.pop(e.q, None)
+                heapq.heappush(self.ret_w, e.idx)
+            else:
+                e = self.mshr[tag >> 1]
+                self._read_done(e, t, flags)
+        cd = self.cache_due
+        while cd and cd[0][0] <= t:
+            _, idx = heapq.heappop(cd)
+            self._read_done(self.mshr[idx], t, 0)
+            changed = True
+        return changed
+
+    def _read_done(self, e: _Entry, t: int, flags: int) -> None:
+        e.state = RETURN
+        e.tc = t
+        e.flags = flags
+        e.snap = self.data.get(e.q)
+        if self.mshr_open.get(e.q) is e:
+            del self.mshr_open[e.q]
+        if self.pc_size and not e.cache:
+            pc = self.page_cache
+            pc[e.q] = None
+            pc.move_to_end(e.q)
+            if len(pc) > self.pc_size:
+                pc.popitem(last=False)
+        heapq.heappush(self.ret_r, e.idx)
+
+    # ========================================================================= cycle end
+    def end_cycle(self) -> None:
+        if self._released:
+            self.inflight -= self._released
+            self._released = 0
+        for idx in self._free_r:
+            self.mshr[idx].state = FREE
+            self.mshr[idx].waiters = None
+            heapq.heappush(self.mshr_free, idx)
+        self._free_r.clear()
+        for e in self._free_w:
+            e.state = FREE
+            lst = self.wb_page[e.q]
+            lst.remove(e)
+            if not lst:
+                del self.wb_page[e.q]
+            if e.pressure:
+                self.pressure_live = False
+            e.waiters = None
+            e.data = None
+            self.wb_used -= 1
+            heapq.heappush(self.wb_free, e.idx)
+        self._free_w.clear()
+
+    def begin_cycle(self) -> None:
+        self._issued = set()
+
+    # ============================================================ event skipping (C3)
+    def next_timer(self, t: int) -> int | None:
+        """Earliest future tick at which a time-driven condition can change state."""
+        cands = []
+        d = self.media.next_due()
+        if d is not None:
+            cands.append(d)
+        if self.enq_wait:
+            cands.append(self.enq_wait[0][0])
+        if self.wb_deadlines:
+            cands.append(self.wb_deadlines[0][0])
+        if self.cache_due:
+            cands.append(self.cache_due[0][0])
+        if self.credit_wait is not None:
+            cands.append(self.credit_wait)
+        if self.policy == "write-drain":
+            if self.drain_open and self.queued_programs:
+                cands.append(self.drain_start + self.drain_window)
+            elif not self.drain_open and self.wb_used >= self.drain_hw:
+                cands.append(self.drain_cooldown)
+        if not cands:
+            return None
+        return max(min(cands), t + 1)

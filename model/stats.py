@@ -1,0 +1,155 @@
+"""Statistics of REFERENCE §4 in both clock units, as a dict (JSON) and as a table.
+
+Definitions (docs/statistics.md):
+
+* window = ``last_completion_tick - first_arrival_tick`` (+1 tick, so one-tick runs are
+  not empty);
+* ``media_bytes`` = (NAND array page reads + page programs) x 4096; page-buffer and
+  page-cache hits move no array data;
+* ``read_amplification`` = array read bytes / requested read bytes (R5);
+* ``media_utilization`` = summed service ticks of all media commands / (active-operation
+  slots x window), slots = stacks x channels x min(subarrays, active_per_channel);
+* ``array_bandwidth_gbs`` = array page reads x 4096 B / window (GB = 1e9 B);
+* percentiles are nearest-rank: the value at rank ceil(p/100 x N) of the sorted latencies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hbfsim.config import PAGE_BYTES
+
+__all__ = ["collect_stats", "format_table", "percentiles"]
+
+
+def percentiles(values, cfg) -> dict:
+    if len(values) == 0:
+        return {"count": 0, "p50": None, "p95": None, "p99": None,
+                "p50_gpu_cycles": None, "p95_gpu_cycles": None, "p99_gpu_cycles": None,
+                "mean": None}
+    a = np.sort(np.asarray(values, dtype=np.int64))
+    out = {"count": int(a.size), "mean": float(a.mean())}
+    for p in (50, 95, 99):
+        v = int(a[max(0, math.ceil(p / 100 * a.size) - 1)])
+        out[f"p{p}"] = v
+        out[f"p{p}_gpu_cycles"] = cfg.ticks_to_gpu_cycles(v)
+    return out
+
+
+def collect_stats(system) -> dict:
+    """Return the statistics dictionary of a finished :class:`HbfSystem` run."""
+    cfg = system.cfg
+    st = system.stats
+    stacks = system.stacks
+    media = [s.media for s in stacks]
+    reads = sum(m.page_reads for m in media)
+    buf = sum(m.buffer_hits for m in media)
+    progs = sum(m.page_programs for m in media)
+    erases = sum(m.block_erases for m in media)
+    busy = sum(m.busy_ticks for m in media)
+    first = system.first_arrival if system.first_arrival is not None else 0
+    last = system.last_completion
+    window = max(1, last - first + 1) if system.n_done else 0
+    seconds = window / (cfg.memory_clock_khz * 1000) if window else 0.0
+    slots = cfg.stacks * cfg.channels * min(cfg.subarrays_per_channel, cfg.active_per_channel)
+    req_r, req_w = system.requested["R"], system.requested["W"]
+    zone = {}
+    for m in media:
+        for k, v in m.zone_pec().items():
+            zone[k] = zone.get(k, 0) + v
+    total_zones = (cfg.stacks * cfg.subarrays_per_stack
+                   * max(1, (media[0].blocks + cfg.blocks_per_zone - 1) // cfg.blocks_per_zone))
+    pec_max = max(zone.values(), default=0)
+    pec_min = min(zone.values(), default=0) if len(zone) == total_zones else 0
+    per_channel = []
+    for s in stacks:
+        for ch in range(cfg.channels):
+            per_channel.append({"stack": s.stack, "channel": ch,
+                                "requests": s.ch_requests[ch], "media_ops": s.ch_ops[ch],
+                                "link_stall_ticks": s.ch_link_stall[ch]})
+    lat_r = percentiles(system.lat["R"], cfg)
+    lat_w = percentiles(system.lat["W"], cfg)
+    valid = sum(m.valid_pages() for m in media)
+    out = {
+        "profile": cfg.profile,
+        "requests": system.submitted,
+        "completions": system.n_done,
+        "read_requests": system.n_req["R"],
+        "write_requests": system.n_req["W"],
+        "page_reads": reads,
+        "page_programs": progs,
+        "block_erases": erases,
+        "mshr_hits": st["mshr_hits"],
+        "page_buffer_hits": buf,
+        "page_cache_hits": st["page_cache_hits"],
+        "page_services": reads + buf + st["page_cache_hits"],
+        "requested_bytes": req_r + req_w,
+        "requested_read_bytes": req_r,
+        "requested_write_bytes": req_w,
+        "media_bytes": (reads + progs) * PAGE_BYTES,
+        "read_amplification": (reads * PAGE_BYTES / req_r) if req_r else 0.0,
+        "first_arrival_tick": first,
+        "last_completion_tick": last,
+        "window_ticks": window,
+        "window_us": cfg.ticks_to_us(window),
+        "window_gpu_cycles": cfg.ticks_to_gpu_cycles(window),
+        "tick_us": 1000 / cfg.memory_clock_khz,
+        "memory_clock_mhz": cfg.memory_clock_mhz,
+        "gpu_clock_mhz": cfg.gpu_clock_mhz,
+        "media_utilization": busy / (slots * window) if window else 0.0,
+        "array_bandwidth_gbs": reads * PAGE_BYTES / seconds / 1e9 if seconds else 0.0,
+        "read_latency_ticks": lat_r,
+        "write_latency_ticks": lat_w,
+        "flushes": {c: st["flush_" + c] for c in ("full", "raw", "pressure", "deadline",
+                                                  "drain")},
+        "timeout_flushes": st["flush_deadline"],
+        "idle_drains": st["flush_drain"],
+        "read_after_write_events": st["raw_events"],
+        "partial_programs": st["partial_programs"],
+        "padding_bytes": st["padding_bytes"],
+        "strict_errors": st["strict_errors"],
+        "media_errors": st["media_errors"],
+        "gc_relocations": sum(m.gc_relocations for m in media),
+        "errors": system.errors,
+        "capacity_utilization": valid / cfg.pages if cfg.pages else 0.0,
+        "zone_pec_max": pec_max,
+        "zone_pec_spread": pec_max - pec_min,
+        "per_channel": per_channel,
+    }
+    return out
+
+
+def format_table(s: dict) -> str:
+    """A readable summary of :func:`collect_stats` output."""
+    def lat(d):
+        if not d["count"]:
+            return "-"
+        return (f"p50 {d['p50']:,} / p95 {d['p95']:,} / p99 {d['p99']:,} ticks  "
+                f"(p95 {d['p95_gpu_cycles']:,} GPU cycles)")
+
+    rows = [
+        ("requests (read / write)", f"{s['requests']:,} ({s['read_requests']:,} / "
+                                    f"{s['write_requests']:,})"),
+        ("completions", f"{s['completions']:,}  errors {s['errors']:,}"),
+        ("page reads / buffer hits / cache hits", f"{s['page_reads']:,} / "
+         f"{s['page_buffer_hits']:,} / {s['page_cache_hits']:,}"),
+        ("MSHR hits", f"{s['mshr_hits']:,}"),
+        ("page programs / block erases", f"{s['page_programs']:,} / {s['block_erases']:,}"),
+        ("write flushes full/raw/pressure/deadline/drain",
+         "/".join(str(s["flushes"][k]) for k in ("full", "raw", "pressure", "deadline",
+                                                 "drain"))),
+        ("strict errors / partial programs / padding B",
+         f"{s['strict_errors']} / {s['partial_programs']} / {s['padding_bytes']}"),
+        ("requested / media bytes", f"{s['requested_bytes']:,} / {s['media_bytes']:,}"),
+        ("read amplification", f"{s['read_amplification']:.2f}"),
+        ("window", f"{s['window_ticks']:,} ticks = {s['window_us']:.3f} us = "
+                   f"{s['window_gpu_cycles']:,} GPU cycles"),
+        ("media utilization", f"{s['media_utilization']:.4f}"),
+        ("array bandwidth", f"{s['array_bandwidth_gbs']:.3f} GB/s"),
+        ("read latency", lat(s["read_latency_ticks"])),
+        ("write latency", lat(s["write_latency_ticks"])),
+    ]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
