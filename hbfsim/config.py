@@ -335,14 +335,14 @@ def _validate(c: HbfConfig) -> None:
 
     need(c.profile in PROFILES, f"profile must be one of {', '.join(PROFILES)}, not {c.profile!r}")
     for n in ("stacks", "subarrays_per_channel", "active_per_channel", "admission",
-              "mshr_entries", "queue_depth", "group_pages", "page_buffers",
+              "mshr_entries", "queue_depth", "group_pages",
               "write_buffer_entries", "write_deadline_ticks", "write_drain_high_water",
               "write_drain_window_ticks", "channel_bw_gbps", "link_burst_bytes",
               "memory_clock_mhz", "gpu_clock_mhz", "t_read_us", "t_prog_us", "t_erase_us",
               "pages_per_block", "blocks_per_zone", "read_agg_threshold_bytes"):
         positive(n)
     for n in ("read_agg_window_ticks", "buffer_hit_ticks", "page_cache_pages",
-              "cache_hit_ticks", "base_address", "trace_level"):
+              "cache_hit_ticks", "base_address", "trace_level", "page_buffers"):
         nonneg(n)
     if c.experimental_channels:
         need(1 <= c.channels <= 64, f"channels must be 1..64, not {c.channels!r}")

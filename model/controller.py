@@ -293,7 +293,8 @@ class StackController:
 
     def _drain_fsm(self, t: int) -> bool:
         if not self.drain_open:
-            if self.wb_used >= self.drain_hw and t >= self.drain_cooldown:
+            if (self.wb_used >= self.drain_hw and self.queued_programs
+                    and t >= self.drain_cooldown):
                 self.drain_open = True
                 self.drain_start = t
                 self.issue_check.update(ch for ch in range(self.C) if self.queue[ch])
@@ -594,7 +595,8 @@ class StackController:
         if self.policy == "write-drain":
             if self.drain_open and self.queued_programs:
                 cands.append(self.drain_start + self.drain_window)
-            elif not self.drain_open and self.wb_used >= self.drain_hw:
+            elif not self.drain_open and self.wb_used >= self.drain_hw \
+                    and self.queued_programs:
                 cands.append(self.drain_cooldown)
         if not cands:
             return None

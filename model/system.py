@@ -62,6 +62,7 @@ class HbfSystem:
         self.requested = {"R": 0, "W": 0}
         self.n_req = {"R": 0, "W": 0}
         self.errors = 0
+        self.steps = 0          # cycles actually evaluated (the rest were skipped, C3)
 
     # ------------------------------------------------------------------ request side
     def submit(self, req: Request) -> None:
@@ -101,8 +102,6 @@ class HbfSystem:
     def close_input(self) -> None:
         """No more requests will come: assert ``drain`` after the last accept (§1, W2)."""
         self.inputs_done = True
-        if not self.ingress:
-            self.drain_at = self.t
 
     # ------------------------------------------------------------------ response side
     def _responded(self, req: Request, t: int) -> None:
@@ -133,6 +132,7 @@ class HbfSystem:
         while True:
             if until is not None and t > until:
                 break
+            self.steps += 1
             busy = False
             for s in stacks:
                 s._issued = set()
@@ -163,8 +163,10 @@ class HbfSystem:
                     ingress.popleft()
                     st.accept(req, t)
                     busy = True
-                    if self.inputs_done and not ingress:
-                        self.drain_at = t + 1
+            # drain is asserted from the cycle after the last request left M (W2, §1)
+            if self.inputs_done and self.drain_at is None and not ingress \
+                    and all(s.m is None for s in stacks):
+                self.drain_at = t + 1
             # (f)(g) write-buffer triggers, media completions, end of cycle
             for s in stacks:
                 if s.wb_triggers(t, drain):
