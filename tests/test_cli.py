@@ -1,0 +1,116 @@
+"""The hbfsim command: the default run, files in and out, and every class of bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def hbfsim(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "hbfsim.cli", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_default_run_shows_the_mechanisms():
+    p = hbfsim("run")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "embedded default workload" in out
+    for key in ("MSHR hits", "page programs", "buffer hits", "write flushes"):
+        assert key in out
+
+
+def test_run_csv_with_trace_and_stats(tmp_path):
+    req = tmp_path / "r.csv"
+    req.write_text("tick,op,address,bytes,source\n"
+                   "0,R,0x4000000000,32,0\n1,R,274877906976,32,1\n"
+                   "2,W,0x4000010000,4096,2\n")
+    tr, st = tmp_path / "t.csv", tmp_path / "s.json"
+    p = hbfsim("run", "--requests", str(req), "--trace", str(tr), "--stats-json", str(st))
+    assert p.returncode == 0, p.stderr
+    s = json.loads(st.read_text())
+    for key in ("requests", "completions", "read_requests", "write_requests", "page_reads",
+                "page_programs", "block_erases", "mshr_hits", "page_buffer_hits",
+                "page_cache_hits", "requested_bytes", "media_bytes", "read_amplification",
+                "first_arrival_tick", "last_completion_tick", "media_utilization",
+                "array_bandwidth_gbs", "errors"):
+        assert key in s
+    for key in ("read_latency_ticks", "write_latency_ticks"):
+        assert {"p50", "p95", "p99"} <= set(s[key])
+    assert s["requests"] == s["completions"] == 3 and s["mshr_hits"] == 1
+    v = hbfsim("trace", "validate", str(tr))
+    assert v.returncode == 0 and "3 requests" in v.stdout
+    r = hbfsim("replay", str(tr))
+    assert r.returncode == 0, r.stderr
+
+
+def test_config_show_round_trips(tmp_path):
+    p = hbfsim("config", "show", "--profile", "ocp-grade3")
+    assert p.returncode == 0 and "channels = 16" in p.stdout
+    f = tmp_path / "c.toml"
+    f.write_text(p.stdout)
+    q = hbfsim("config", "show", "--config", str(f))
+    assert q.returncode == 0 and q.stdout == p.stdout
+
+
+BAD_CSV = [
+    ("tick,op,addr,bytes,source\n", "line 1: header must be"),
+    ("tick,op,address,bytes,source\n0,X,0x4000000000,32,0\n", "line 2: op must be R or W"),
+    ("tick,op,address,bytes,source\n0,R,0xZZ,32,0\n", "line 2: address '0xZZ'"),
+    ("tick,op,address,bytes,source\n0,R,0x10,32,0\n", "line 2: address 0x10 is outside"),
+    ("tick,op,address,bytes,source\n0,R,0x4000000ff0,32,0\n", "line 2: .*crosses a 4 KiB"),
+    ("tick,op,address,bytes,source\n0,R,0x4000000000,32\n", "line 2: expected 5 fields"),
+    ("tick,op,address,bytes,source\n-1,R,0x4000000000,32,0\n", "line 2: tick must be"),
+]
+
+
+@pytest.mark.parametrize("text,match", BAD_CSV)
+def test_bad_requests_exit_2_one_line_no_output(tmp_path, text, match):
+    import re
+
+    req = tmp_path / "r.csv"
+    req.write_text(text)
+    tr, st = tmp_path / "t.csv", tmp_path / "s.json"
+    p = hbfsim("run", "--requests", str(req), "--trace", str(tr), "--stats-json", str(st))
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(match, lines[0]), p.stderr
+    assert "Traceback" not in p.stderr
+    assert not tr.exists() and not st.exists()
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("args,match", [
+    (["run", "--profile", "nope"], "profile must be one of"),
+    (["run", "--config", "/nonexistent.toml"], "cannot read configuration"),
+    (["run", "--requests", "/nonexistent.csv"], "cannot read requests"),
+    (["run", "--stats-json", "/nonexistent/dir/s.json"], "does not exist"),
+    (["trace", "validate", "/nonexistent.csv"], "cannot read trace"),
+    (["replay", "/nonexistent.csv"], "cannot read trace"),
+    (["frobnicate"], "invalid choice"),
+    (["run", "--trace-level", "7"], "invalid choice"),
+])
+def test_bad_usage_exit_2_one_line(args, match):
+    p = hbfsim(*args)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and match in lines[0], p.stderr
+
+
+def test_bad_config_value_names_key(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("channels = 5\n")
+    p = hbfsim("run", "--config", str(f))
+    assert p.returncode == 2 and "channels must be 1, 2, 4, 8 or 16, not 5" in p.stderr
+
+
+def test_trace_validate_rejects_reordered(tmp_path):
+    from hbfsim.model.trace import COLUMNS
+
+    f = tmp_path / "t.csv"
+    cols = list(COLUMNS)
+    cols[3], cols[4] = cols[4], cols[3]
+    f.write_text(",".join(cols) + "\n")
+    p = hbfsim("trace", "validate", str(f))
+    assert p.returncode == 2 and "reordered" in p.stderr

@@ -1,0 +1,65 @@
+"""Configuration: profiles, TOML, aliases, validation naming key and value."""
+
+import pytest
+
+from hbfsim.config import PROFILES, ConfigError, load_config, us_to_ticks
+
+
+def test_reference_defaults_and_tick_rounding():
+    c = load_config()
+    assert (c.t_read_ticks, c.t_prog_ticks, c.t_erase_ticks) == (12750, 170000, 1700000)
+    assert c.ticks_to_gpu_cycles(850) == 1132
+    assert c.ticks_to_gpu_cycles(1) == 2  # ceil(1132/850)
+    assert us_to_ticks(1.18, 850) == 1003  # 1003.0
+    assert us_to_ticks(0.0005882, 850) == 0 and us_to_ticks(0.000589, 850) == 1
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_profiles_load(name):
+    c = load_config(profile=name)
+    assert c.profile == name
+
+
+def test_profile_values():
+    assert load_config(profile="ocp-grade3").channels == 16
+    fa = load_config(profile="flashaccel")
+    assert (fa.t_read_us, fa.t_prog_us) == (4.0, 75.0)
+
+
+def test_toml_file_and_aliases(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('profile = "ocp-grade3"\nhbf_tR = 3400\nhbf_scheduler = 1\n'
+                 'hbf_channel_map = 1\nmshr_entries = 64\n')
+    c = load_config(f)
+    assert c.channels == 16 and c.t_read_ticks == 3400 and c.scheduler == "read-priority"
+    assert c.placement == "contiguous" and c.mshr_entries == 64
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(channels=3), r"channels must be 1, 2, 4, 8 or 16, not 3"),
+    (dict(scheduler="lifo"), r"scheduler must be one of .*'lifo'"),
+    (dict(mshr_entries=0), r"mshr_entries must be positive, not 0"),
+    (dict(admission="many"), r"admission must be an integer, not 'many'"),
+    (dict(placement="explicit"), r"explicit_map"),
+    (dict(explicit_map=[[0, 10, 5]], placement="explicit"), r"channel 5"),
+    (dict(scheduler="partition-1r3w", channels=2), r"divisible by 4"),
+    (dict(write_timeout_policy="lenient"), r"write_timeout_policy .*'lenient'"),
+    (dict(t_read_us=0.0001), r"t_read_us 0.0001 rounds to 0 ticks"),
+    (dict(base_address=123), r"base_address must be 4 KiB aligned"),
+    (dict(bogus_key=1), r"unknown configuration key 'bogus_key'"),
+])
+def test_invalid_values_name_key_and_value(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(**kw)
+
+
+def test_bad_toml_and_tables(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("channels = = 2\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(f)
+    f.write_text("[controller]\nchannels = 2\n")
+    with pytest.raises(ConfigError, match="unexpected table"):
+        load_config(f)
+    with pytest.raises(ConfigError, match="cannot read configuration"):
+        load_config(tmp_path / "missing.toml")
