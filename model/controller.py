@@ -113,6 +113,7 @@ class StackController:
         self.mshr_open: dict[int, _Entry] = {}      # page -> mergeable entry
         self.enq_wait: list[tuple[int, int]] = []   # (ready_at, idx) of WAIT entries
         self.enq_ready: list[list[int]] = [[] for _ in range(C)]  # per channel idx heaps
+        self.enq_chans: set[int] = set()             # channels with a ready MSHR entry
         self.demand = cfg.read_mode == "demand"
         self.agg_window = cfg.read_agg_window_ticks
         self.agg_thr = cfg.read_agg_threshold_bytes
@@ -136,6 +137,7 @@ class StackController:
         self.active_cap = cfg.active_per_channel
         self.qdepth = cfg.queue_depth
         self.issue_check: set[int] = set()
+        self.issued_at = [-1] * C                    # cycle of each channel's last issue
         self.queued_programs = 0
         self.policy = cfg.scheduler
         self.drain_open = False
@@ -285,7 +287,7 @@ class StackController:
                 media.issue(t, ch, pick.sub, PROGRAM, pick.local, pick.idx * 2 + 1)
             else:
                 media.issue(t, ch, pick.sub, READ, pick.local, pick.idx * 2)
-            self._issued.add(ch)
+            self.issued_at[ch] = t
             changed = True
         for ch in done:
             self.issue_check.discard(ch)
@@ -308,13 +310,16 @@ class StackController:
 
     # ================================================================ §6 enqueue
     def enqueue(self, t: int) -> bool:
-        changed = False
         ew = self.enq_wait
+        if not self.enq_chans and not self.wb_flush and not (ew and ew[0][0] <= t):
+            return False
+        changed = False
         while ew and ew[0][0] <= t:
             ready_at, idx = heapq.heappop(ew)
             e = self.mshr[idx]
             if e.state == WAIT and e.ready_at == ready_at:
                 heapq.heappush(self.enq_ready[e.ch], idx)
+                self.enq_chans.add(e.ch)
         # FLUSH entries: strict errors (§4.4) and flush eligibility.
         wb_cand: dict[int, _Entry] = {}
         if self.wb_flush:
@@ -336,15 +341,16 @@ class StackController:
                 if best is None or e.idx < best.idx:
                     wb_cand[e.ch] = e
             self.wb_flush = keep
-        for ch in range(self.C):
+        chans = self.enq_chans | wb_cand.keys() if wb_cand else self.enq_chans
+        for ch in sorted(chans) if len(chans) > 1 else list(chans):
             heap = self.enq_ready[ch]
-            if not heap and ch not in wb_cand:
-                continue
-            occ = len(self.queue[ch]) + (1 if ch in self._issued else 0)
+            occ = len(self.queue[ch]) + (1 if self.issued_at[ch] == t else 0)
             if occ >= self.qdepth:
                 continue
             if heap:
                 e = self.mshr[heapq.heappop(heap)]
+                if not heap:
+                    self.enq_chans.discard(ch)
             else:
                 e = wb_cand[ch]
                 self.wb_flush.remove(e)
@@ -466,6 +472,10 @@ class StackController:
 
     # ========================================================= §4.4 write-buffer triggers
     def wb_triggers(self, t: int, drain: bool) -> bool:
+        dl = self.wb_deadlines
+        if (not self.full_pending and self.raw_now is None and self.pressure_now is None
+                and not (dl and dl[0][0] <= t) and not (drain and self.wb_open)):
+            return False
         changed = False
         if self.full_pending:
             keep = []
@@ -483,7 +493,6 @@ class StackController:
                 self._flush(e, e.cause)
                 changed = True
         self.raw_now = self.pressure_now = None
-        dl = self.wb_deadlines
         while dl and dl[0][0] <= t:
             _, alloc, idx = heapq.heappop(dl)
             e = self.wb[idx]
@@ -506,6 +515,10 @@ class StackController:
 
     # ============================================================ completions (§1, §7)
     def complete(self, t: int) -> bool:
+        due = self.media._due
+        cd = self.cache_due
+        if (not due or due[0][0] > t) and (not cd or cd[0][0] > t):
+            return False
         changed = False
         for ch, sub, tag, flags in self.media.deliver(t):
             changed = True
@@ -528,7 +541,6 @@ class StackController:
             else:
                 e = self.mshr[tag >> 1]
                 self._read_done(e, t, flags)
-        cd = self.cache_due
         while cd and cd[0][0] <= t:
             _, idx = heapq.heappop(cd)
             self._read_done(self.mshr[idx], t, 0)
@@ -552,6 +564,8 @@ class StackController:
 
     # ========================================================================= cycle end
     def end_cycle(self) -> None:
+        if not (self._released or self._free_r or self._free_w):
+            return
         if self._released:
             self.inflight -= self._released
             self._released = 0
@@ -574,8 +588,6 @@ class StackController:
             heapq.heappush(self.wb_free, e.idx)
         self._free_w.clear()
 
-    def begin_cycle(self) -> None:
-        self._issued = set()
 
     # ============================================================ event skipping (C3)
     def next_timer(self, t: int) -> int | None:

@@ -134,8 +134,6 @@ class HbfSystem:
                 break
             self.steps += 1
             busy = False
-            for s in stacks:
-                s._issued = set()
             # (a) responses: one per stack candidate, one per system (§2, §8)
             if single is not None:
                 r = single.response_candidate(t)
