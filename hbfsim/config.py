@@ -66,6 +66,8 @@ class HbfConfig:
         Request slots per stack: requests inside the controller (L1).
     mshr_entries : int
         Read MSHR entries per stack: distinct pages with reads in flight.
+    mshr_merge : bool
+        Merge reads of a page into one MSHR entry (R1); false = every read allocates.
     queue_depth : int
         Page operations waiting for issue per channel.
     placement, group_pages, explicit_map : str, int, tuple
@@ -108,6 +110,7 @@ class HbfConfig:
     active_per_channel: int = 32
     admission: int = 256
     mshr_entries: int = 256
+    mshr_merge: bool = True
     queue_depth: int = 64
     placement: str = "interleave"
     group_pages: int = 2
@@ -222,6 +225,7 @@ ALIASES = {
     "hbf_num_stacks": "stacks",
     "hbf_num_channels": "channels",
     "hbf_max_outstanding": "admission",
+    "hbf_mshr_enabled": "mshr_merge",
     "hbf_channel_map": "placement",
     "hbf_read_mode": "read_mode",
     "hbf_read_agg_window": "read_agg_window_ticks",
@@ -282,6 +286,8 @@ def _normalise(raw: dict, where: str) -> dict:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{key} must be a non-negative tick count, not {value!r}")
             value = value / float(mhz)
+        if key.startswith("hbf_") and KEYS[name].type == "bool" and value in (0, 1):
+            value = bool(value)  # the reference writes booleans as 0/1
         if name in _NUMERIC_ENUMS and not isinstance(value, bool) and value in _NUMERIC_ENUMS[name]:
             value = _NUMERIC_ENUMS[name][value]
         if name in out:

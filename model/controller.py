@@ -111,6 +111,8 @@ class StackController:
         self.mshr = [_Entry(0, i) for i in range(cfg.mshr_entries)]
         self.mshr_free = list(range(cfg.mshr_entries))
         self.mshr_open: dict[int, _Entry] = {}      # page -> mergeable entry
+        self.mshr_pend: dict[int, int] = {}         # page -> entries before completion
+        self.merge = cfg.mshr_merge
         self.enq_wait: list[tuple[int, int]] = []   # (ready_at, idx) of WAIT entries
         self.enq_ready: list[list[int]] = [[] for _ in range(C)]  # per channel idx heaps
         self.enq_chans: set[int] = set()             # channels with a ready MSHR entry
@@ -207,6 +209,36 @@ class StackController:
         self.credit_wait = None
         return req
 
+    def respond_one(self, t: int) -> bool:
+        """Candidate and handshake in one call (single stack, ``resp.ready`` high)."""
+        cur = self.cur
+        if cur is None:
+            if self.ret_r:
+                cur = self.mshr[heapq.heappop(self.ret_r)]
+            elif self.ret_w:
+                cur = self.wb[heapq.heappop(self.ret_w)]
+            else:
+                return False
+            self.cur = cur
+        req = cur.waiters[cur.head]
+        ch = cur.ch
+        credit = self.credit
+        c = credit[ch] + self.gain * (t - self.credit_t[ch])
+        if c > self.cap:
+            c = self.cap
+        cost = req.nbytes * self.khz
+        if c < cost:
+            if self.blocked_since < 0:
+                self.blocked_since = t
+            self.credit_wait = self.credit_t[ch] + -(-(cost - credit[ch]) // self.gain)
+            return False
+        self.credit_wait = None
+        c += self.gain - cost
+        credit[ch] = c if c < self.cap else self.cap
+        self.credit_t[ch] = t + 1
+        self._handshake(cur, req, ch, t)
+        return True
+
     def respond(self, req: Request, t: int) -> None:
         """The response handshake of ``req`` in cycle ``t``."""
         cur = self.cur
@@ -217,6 +249,9 @@ class StackController:
         c = c - req.nbytes * self.khz + self.gain
         self.credit[ch] = c if c < self.cap else self.cap
         self.credit_t[ch] = t + 1
+        self._handshake(cur, req, ch, t)
+
+    def _handshake(self, cur, req, ch, t):
         if self.blocked_since >= 0:
             self.ch_link_stall[ch] += t - self.blocked_since
             self.blocked_since = -1
@@ -335,7 +370,7 @@ class StackController:
                     changed = True
                     continue
                 keep.append(e)
-                if self.wb_page[e.q][0] is not e or e.q in self.mshr_open:
+                if self.wb_page[e.q][0] is not e or e.q in self.mshr_pend:
                     continue
                 best = wb_cand.get(e.ch)
                 if best is None or e.idx < best.idx:
@@ -384,7 +419,7 @@ class StackController:
                     self.raw_now = o
                     return True
                 return False
-            e = self.mshr_open.get(q)
+            e = self.mshr_open.get(q) if self.merge else None
             if e is not None:
                 m.mshr_hit = True
                 e.waiters.append(m)
@@ -408,7 +443,9 @@ class StackController:
                 e.snap = None
                 e.tq = e.ti = e.tc = -1
                 e.depth = 0
-                self.mshr_open[q] = e
+                if self.merge:
+                    self.mshr_open[q] = e
+                self.mshr_pend[q] = self.mshr_pend.get(q, 0) + 1
                 if self.pc_size and q in self.page_cache:
                     self.page_cache.move_to_end(q)
                     e.state = ISSUED
@@ -554,6 +591,11 @@ class StackController:
         e.snap = self.data.get(e.q)
         if self.mshr_open.get(e.q) is e:
             del self.mshr_open[e.q]
+        n = self.mshr_pend[e.q] - 1
+        if n:
+            self.mshr_pend[e.q] = n
+        else:
+            del self.mshr_pend[e.q]
         if self.pc_size and not e.cache:
             pc = self.page_cache
             pc[e.q] = None

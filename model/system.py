@@ -136,9 +136,8 @@ class HbfSystem:
             busy = False
             # (a) responses: one per stack candidate, one per system (§2, §8)
             if single is not None:
-                r = single.response_candidate(t)
-                if r is not None:
-                    single.respond(r, t)
+                if (single.cur is not None or single.ret_r or single.ret_w) \
+                        and single.respond_one(t):
                     busy = True
             else:
                 busy |= self._return_arbiter(t)

@@ -37,6 +37,14 @@ def test_shared_staging_one_read_31_hits():
     assert s["completions"] == 32
 
 
+def test_merging_off_reads_every_request():
+    cfg = load_config(mshr_merge=False, page_buffers=0)
+    reqs = make_reqs([("R", 5, 128 * i, 128, i) for i in range(32)], cfg)
+    s = collect_stats(run_model(cfg, reqs))
+    assert s["page_reads"] == 32 and s["mshr_hits"] == 0 and s["completions"] == 32
+    assert load_config(hbf_mshr_enabled=0).mshr_merge is False
+
+
 def test_isolated_read_latency_matches_contract():
     """Contract §10: accept-to-response is tR + 4 ticks for an unbuffered read."""
     cfg = load_config()
