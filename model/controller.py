@@ -168,6 +168,7 @@ class StackController:
         self._free_r: list[int] = []
         self._free_w: list[_Entry] = []
         self.on_response = None     # set by the system: f(req, t)
+        self.mshr_hits = 0
         self.ch_requests = [0] * C
         self.ch_ops = [0] * C
         self.ch_link_stall = [0] * C
@@ -424,7 +425,7 @@ class StackController:
                 m.mshr_hit = True
                 e.waiters.append(m)
                 e.bytes += m.nbytes
-                self.st["mshr_hits"] += 1
+                self.mshr_hits += 1
                 if e.state == WAIT and not self.demand and e.bytes >= self.agg_thr \
                         and e.ready_at > t + 1:
                     e.ready_at = t + 1

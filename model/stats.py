@@ -81,7 +81,7 @@ def collect_stats(system) -> dict:
         "page_reads": reads,
         "page_programs": progs,
         "block_erases": erases,
-        "mshr_hits": st["mshr_hits"],
+        "mshr_hits": sum(s.mshr_hits for s in stacks),
         "page_buffer_hits": buf,
         "page_cache_hits": st["page_cache_hits"],
         "page_services": reads + buf + st["page_cache_hits"],

@@ -8,10 +8,11 @@ and the closed-loop GPU model use the same controller unchanged (source §3.1).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.model.controller import Request, StackController
+from hbfsim.model.controller import WAIT, Request, StackController
 from hbfsim.model.mapping import Mapper
 
 __all__ = ["DeadlockError", "HbfSystem"]
@@ -63,6 +64,7 @@ class HbfSystem:
         self.n_req = {"R": 0, "W": 0}
         self.errors = 0
         self.steps = 0          # cycles actually evaluated (the rest were skipped, C3)
+        self.engine = "fused"
 
     # ------------------------------------------------------------------ request side
     def submit(self, req: Request) -> None:
@@ -123,8 +125,15 @@ class HbfSystem:
     def run(self, until: int | None = None) -> int:
         """Advance until every submitted request has completed (or ``until``).
 
-        Returns the tick the simulation stopped at.
+        Returns the tick the simulation stopped at. A single-stack system runs the fused
+        loop :meth:`_run_fused`; ``engine = "reference"`` forces the phase-by-phase loop
+        :meth:`_run_reference`, which the fused loop must match event for event.
         """
+        if len(self.stacks) == 1 and self.engine == "fused":
+            return self._run_fused(until)
+        return self._run_reference(until)
+
+    def _run_reference(self, until: int | None) -> int:
         stacks = self.stacks
         single = stacks[0] if len(stacks) == 1 else None
         ingress = self.ingress
@@ -189,6 +198,155 @@ class HbfSystem:
                     raise DeadlockError(self._describe(t))
                 break
             t = nxt
+        self.t = t
+        return t
+
+    def _run_fused(self, until: int | None) -> int:
+        """The single-stack run loop with the per-request hot paths inlined.
+
+        Same phases, same order and same effects as :meth:`_run_reference`; the response
+        handshake of a sector, the dispatch of a read that merges into an MSHR, and the
+        ingress accept are written out here because they run once per request (issue 2
+        item 11). Every other phase calls the controller's method.
+        """
+        S = self.stacks[0]
+        ingress = self.ingress
+        mshr_open = S.mshr_open
+        wb_page = S.wb_page
+        enq_wait = S.enq_wait
+        ret_r, ret_w = S.ret_r, S.ret_w
+        mshr = S.mshr
+        due = S.media._due
+        cache_due = S.cache_due
+        credit, credit_t = S.credit, S.credit_t
+        gain, cap, khz = S.gain, S.cap, S.khz
+        admission = S.admission
+        drain_policy = S.policy == "write-drain"
+        merge, demand = S.merge, S.demand
+        lat_r = self.lat["R"]
+        plain = self.trace is None and not self.keep and self.user_cb is None
+        respond_one = S.respond_one
+        issue, enqueue, dispatch = S.issue, S.enqueue, S.dispatch
+        wb_triggers, complete, end_cycle = S.wb_triggers, S.complete, S.end_cycle
+        t = self.t
+        steps = 0
+        last_done = -1
+        while True:
+            if until is not None and t > until:
+                break
+            steps += 1
+            busy = False
+            # (a) response (§8); the admission slot is released after ingress (§4.1)
+            released = False
+            cur = S.cur
+            if cur is None and ret_r and plain and S.blocked_since < 0:
+                cur = S.cur = mshr[heapq.heappop(ret_r)]
+            if cur is not None and plain and cur.kind == 0 and S.blocked_since < 0:
+                req = cur.waiters[cur.head]
+                ch = cur.ch
+                c = credit[ch] + gain * (t - credit_t[ch])
+                if c > cap:
+                    c = cap
+                cost = req.nbytes * khz
+                if c >= cost:
+                    S.credit_wait = None
+                    c += gain - cost
+                    credit[ch] = c if c < cap else cap
+                    credit_t[ch] = t + 1
+                    req.t_done = t
+                    flags = cur.flags
+                    if flags:
+                        req.buffer_hit = bool(flags & 1)
+                        req.error = bool(flags & 2)
+                        if flags & 2:
+                            self.errors += 1
+                    if cur.cache:
+                        req.cache_hit = True
+                    snap = cur.snap
+                    if snap is not None:
+                        req.data = snap[req.off:req.off + req.nbytes]
+                    released = True
+                    cur.head += 1
+                    if cur.head == len(cur.waiters):
+                        S._free_r.append(cur.idx)
+                        S.cur = None
+                    self.n_done += 1
+                    last_done = t
+                    lat_r.append(t - req.arrival)
+                    busy = True
+                elif respond_one(t):
+                    busy = True
+            elif (cur is not None or ret_r or ret_w) and respond_one(t):
+                busy = True
+            # (b)(c) issue, enqueue
+            if (S.issue_check or drain_policy) and issue(t):
+                busy = True
+            if (S.enq_chans or S.wb_flush or enq_wait and enq_wait[0][0] <= t) \
+                    and enqueue(t):
+                busy = True
+            drain = self.drain_at is not None and t >= self.drain_at
+            # (d) dispatch from M: a read that merges is written out (§4.2)
+            m = S.m
+            if m is not None and m.t_accept < t:
+                q = m.q
+                e = mshr_open.get(q) if merge and m.op == "R" else None
+                if e is not None and q not in wb_page:
+                    m.t_map = t
+                    m.mshr_hit = True
+                    e.waiters.append(m)
+                    e.bytes += m.nbytes
+                    S.mshr_hits += 1
+                    if not demand and e.state == WAIT and e.bytes >= S.agg_thr \
+                            and e.ready_at > t + 1:
+                        e.ready_at = t + 1
+                        heapq.heappush(enq_wait, (t + 1, e.idx))
+                    S.m = None
+                    S.dispatched = True
+                    busy = True
+                elif dispatch(t, drain):
+                    busy = True
+            else:
+                S.dispatched = False
+            # (e) ingress (§4.1)
+            if ingress and ingress[0].arrival <= t and S.inflight < admission \
+                    and (S.m is None or S.dispatched):
+                req = ingress.popleft()
+                req.t_accept = t
+                req.depth = S.inflight
+                S.inflight += 1
+                S.m = req
+                busy = True
+            if released:
+                S.inflight -= 1
+            if self.inputs_done and self.drain_at is None and not ingress and S.m is None:
+                self.drain_at = t + 1
+            # (f)(g) write-buffer triggers, media completions, end of cycle
+            if (S.full_pending or S.raw_now is not None or S.pressure_now is not None
+                    or S.wb_deadlines or drain and S.wb_open) and wb_triggers(t, drain):
+                busy = True
+            if (due and due[0][0] <= t or cache_due and cache_due[0][0] <= t) \
+                    and complete(t):
+                busy = True
+            if S._released or S._free_r or S._free_w:
+                end_cycle()
+            if busy:
+                t += 1
+                continue
+            nxt = S.next_timer(t)
+            if ingress and ingress[0].arrival > t and (nxt is None or ingress[0].arrival < nxt):
+                nxt = ingress[0].arrival
+            if self.drain_at is not None and self.drain_at > t and (nxt is None
+                                                                    or self.drain_at < nxt):
+                nxt = self.drain_at
+            if nxt is None:
+                if ingress or self.n_done < self.submitted - len(ingress):
+                    self.steps += steps
+                    raise DeadlockError(self._describe(t))
+                break
+            t = nxt
+        if last_done > self.last_completion:
+            self.last_completion = last_done
+        self.steps += steps
         self.t = t
         return t
 
