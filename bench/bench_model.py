@@ -60,8 +60,9 @@ def baseline(reqs):
     return time.perf_counter() - t0
 
 
-def run(cfg, reqs, profile=False):
+def run(cfg, reqs, profile=False, engine="fused"):
     system = HbfSystem(cfg, keep=False)
+    system.engine = engine
     for r in reqs:
         system.submit(r)
     system.close_input()
@@ -80,16 +81,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--stream", choices=("read", "mixed", "both"), default="both")
+    ap.add_argument("--engine", choices=("fused", "reference"), default="fused",
+                    help="run loop (reference = the phase-by-phase loop)")
     a = ap.parse_args(argv)
     cfg = load_config(profile="ocp-grade3", admission=4096, mshr_entries=1024,
                       queue_depth=64)
-    print(f"golden-model benchmark: ocp-grade3, {a.requests:,} sector requests per stream")
+    print(f"golden-model benchmark: ocp-grade3, {a.requests:,} sector requests per stream, "
+          f"{a.engine} loop")
     print(f"{'stream':<8} {'host s':>8} {'req/s':>12} {'baseline req/s':>15} {'ratio':>7} "
           f"{'sim us':>10} {'steps':>10} {'array GB/s':>11} {'util':>7}")
     for name, build in (("read", read_stream), ("mixed", mixed_stream)):
+        if a.stream not in (name, "both"):
+            continue
         reqs = build(cfg, a.requests)
         base = baseline(reqs)
-        system, host, prof = run(cfg, reqs, a.profile)
+        system, host, prof = run(cfg, reqs, a.profile, a.engine)
         s = collect_stats(system)
         assert s["completions"] == a.requests
         rps, brps = a.requests / host, a.requests / base
