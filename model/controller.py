@@ -169,6 +169,7 @@ class StackController:
         self._free_w: list[_Entry] = []
         self.on_response = None     # set by the system: f(req, t)
         self.mshr_hits = 0
+        self.agg_wait = 0          # ticks read entries waited beyond demand (R2)
         self.ch_requests = [0] * C
         self.ch_ops = [0] * C
         self.ch_link_stall = [0] * C
@@ -394,6 +395,8 @@ class StackController:
                 if e.cov != FULL_MASK:
                     self.st["partial_programs"] += 1
                     self.st["padding_bytes"] += PAGE_BYTES - e.cov.bit_count()
+            if e.kind == 0:
+                self.agg_wait += t - e.alloc - 1
             e.state = QUEUED
             e.tq = t
             self.queue[ch].append(e)

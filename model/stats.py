@@ -10,6 +10,8 @@ Definitions (docs/statistics.md):
 * ``media_utilization`` = summed service ticks of all media commands / (active-operation
   slots x window), slots = stacks x channels x min(subarrays, active_per_channel);
 * ``array_bandwidth_gbs`` = array page reads x 4096 B / window (GB = 1e9 B);
+* ``first_request_latency_ticks``: latency of the reads that allocated their MSHR entry;
+  ``aggregation_wait_ticks``: summed ticks read entries waited to enqueue beyond demand mode;
 * percentiles are nearest-rank: the value at rank ceil(p/100 x N) of the sorted latencies.
 """
 
@@ -102,6 +104,8 @@ def collect_stats(system) -> dict:
         "array_bandwidth_gbs": reads * PAGE_BYTES / seconds / 1e9 if seconds else 0.0,
         "read_latency_ticks": lat_r,
         "write_latency_ticks": lat_w,
+        "first_request_latency_ticks": percentiles(system.lat_first, cfg),
+        "aggregation_wait_ticks": sum(s.agg_wait for s in stacks),
         "flushes": {c: st["flush_" + c] for c in ("full", "raw", "pressure", "deadline",
                                                   "drain")},
         "timeout_flushes": st["flush_deadline"],

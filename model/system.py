@@ -58,6 +58,7 @@ class HbfSystem:
         self.submitted = 0
         self.n_done = 0
         self.lat = {"R": [], "W": []}
+        self.lat_first: list[int] = []   # reads that allocated their MSHR entry
         self.first_arrival: int | None = None
         self.last_completion = 0
         self.requested = {"R": 0, "W": 0}
@@ -110,6 +111,8 @@ class HbfSystem:
         self.n_done += 1
         lat = t - req.arrival
         self.lat[req.op].append(lat)
+        if req.op == "R" and not req.mshr_hit:
+            self.lat_first.append(lat)
         if t > self.last_completion:
             self.last_completion = t
         if req.error:
@@ -224,6 +227,7 @@ class HbfSystem:
         drain_policy = S.policy == "write-drain"
         merge, demand = S.merge, S.demand
         lat_r = self.lat["R"]
+        lat_first = self.lat_first
         plain = self.trace is None and not self.keep and self.user_cb is None
         respond_one = S.respond_one
         issue, enqueue, dispatch = S.issue, S.enqueue, S.dispatch
@@ -273,6 +277,8 @@ class HbfSystem:
                     self.n_done += 1
                     last_done = t
                     lat_r.append(t - req.arrival)
+                    if not req.mshr_hit:
+                        lat_first.append(t - req.arrival)
                     busy = True
                 elif respond_one(t):
                     busy = True

@@ -368,3 +368,12 @@ def test_idle_time_costs_nothing():
     assert max(r.t_done for r in far.completed) > 850_000_000
     assert far.steps <= near.steps + 2
     assert far.steps < 40
+
+
+def test_aggregation_wait_and_first_request_latency():
+    cfg = load_config(read_mode="aggregation", read_agg_window_ticks=300)
+    s = collect_stats(run_model(cfg, make_reqs([("R", 1, 0, 32, 0), ("R", 1, 32, 32, 1)],
+                                               cfg)))
+    assert s["aggregation_wait_ticks"] == 299
+    assert s["first_request_latency_ticks"]["count"] == 1
+    assert s["first_request_latency_ticks"]["p50"] == 299 + cfg.t_read_ticks + 4
