@@ -66,6 +66,7 @@ class HbfSystem:
         self.errors = 0
         self.steps = 0          # cycles actually evaluated (the rest were skipped, C3)
         self.engine = "fused"
+        self.resp_ready = None  # f(tick) -> bool: the consumer's resp.ready (default: high)
 
     # ------------------------------------------------------------------ request side
     def submit(self, req: Request) -> None:
@@ -132,7 +133,7 @@ class HbfSystem:
         loop :meth:`_run_fused`; ``engine = "reference"`` forces the phase-by-phase loop
         :meth:`_run_reference`, which the fused loop must match event for event.
         """
-        if len(self.stacks) == 1 and self.engine == "fused":
+        if len(self.stacks) == 1 and self.engine == "fused" and self.resp_ready is None:
             return self._run_fused(until)
         return self._run_reference(until)
 
@@ -147,7 +148,7 @@ class HbfSystem:
             self.steps += 1
             busy = False
             # (a) responses: one per stack candidate, one per system (§2, §8)
-            if single is not None:
+            if single is not None and self.resp_ready is None:
                 if (single.cur is not None or single.ret_r or single.ret_w) \
                         and single.respond_one(t):
                     busy = True
@@ -359,6 +360,9 @@ class HbfSystem:
     def _return_arbiter(self, t: int) -> bool:
         n = len(self.stacks)
         cands = [s.response_candidate(t) for s in self.stacks]
+        if self.resp_ready is not None and any(c is not None for c in cands) \
+                and not self.resp_ready(t):
+            return True  # held by the consumer: state unchanged, but look again next cycle
         for k in range(n):
             i = (self.rr + k) % n
             if cands[i] is not None:

@@ -377,3 +377,14 @@ def test_aggregation_wait_and_first_request_latency():
     assert s["aggregation_wait_ticks"] == 299
     assert s["first_request_latency_ticks"]["count"] == 1
     assert s["first_request_latency_ticks"]["p50"] == 299 + cfg.t_read_ticks + 4
+
+
+def test_response_backpressure_holds_responses():
+    cfg = load_config()
+    reqs = make_reqs([("R", 3, 32 * i, 32, 0) for i in range(8)], cfg)
+    system = HbfSystem(cfg)
+    system.resp_ready = lambda t: t % 3 == 0
+    system.run_requests(reqs)
+    done = sorted(r.t_done for r in system.completed)
+    assert len(done) == 8 and all(t % 3 == 0 for t in done)
+    assert done == [done[0] + 3 * k for k in range(8)]
