@@ -62,6 +62,9 @@ class HbfConfig:
         Subarrays (dies/planes) owned by each channel.
     active_per_channel : int
         Cap on concurrent media operations per channel (L2).
+    active_total : int
+        Cap on concurrent media operations in the whole stack (0 = none; source §5.2 and
+        §6.1 use 8 such slots, REFERENCE §2b 64).
     admission : int
         Request slots per stack: requests inside the controller (L1).
     mshr_entries : int
@@ -108,6 +111,7 @@ class HbfConfig:
     channels: int = 2
     subarrays_per_channel: int = 32
     active_per_channel: int = 32
+    active_total: int = 0
     admission: int = 256
     mshr_entries: int = 256
     mshr_merge: bool = True
@@ -226,6 +230,7 @@ ALIASES = {
     "hbf_num_channels": "channels",
     "hbf_max_outstanding": "admission",
     "hbf_mshr_enabled": "mshr_merge",
+    "hbf_max_active": "active_total",
     "hbf_channel_map": "placement",
     "hbf_read_mode": "read_mode",
     "hbf_read_agg_window": "read_agg_window_ticks",
@@ -347,7 +352,7 @@ def _validate(c: HbfConfig) -> None:
               "memory_clock_mhz", "gpu_clock_mhz", "t_read_us", "t_prog_us", "t_erase_us",
               "pages_per_block", "blocks_per_zone", "read_agg_threshold_bytes"):
         positive(n)
-    for n in ("read_agg_window_ticks", "buffer_hit_ticks", "page_cache_pages",
+    for n in ("active_total", "read_agg_window_ticks", "buffer_hit_ticks", "page_cache_pages",
               "cache_hit_ticks", "base_address", "trace_level", "page_buffers"):
         nonneg(n)
     if c.experimental_channels:

@@ -137,6 +137,8 @@ class StackController:
         self.busy: list[set[int]] = [set() for _ in range(C)]
         self.active = [0] * C
         self.active_cap = cfg.active_per_channel
+        self.total_cap = cfg.active_total or 1 << 30
+        self.active_sum = 0
         self.qdepth = cfg.queue_depth
         self.issue_check: set[int] = set()
         self.issued_at = [-1] * C                    # cycle of each channel's last issue
@@ -289,10 +291,16 @@ class StackController:
         rp = self.policy != "fcfs"
         media = self.media
         done = []
-        for ch in self.issue_check:
+        capped = self.total_cap < 1 << 30
+        # with a stack-wide cap, lower channels issue first (contract §7)
+        order = sorted(self.issue_check) if capped else self.issue_check
+        room = self.total_cap - self.active_sum
+        for ch in order:
             if self.active[ch] >= self.active_cap:
                 done.append(ch)
                 continue
+            if room <= 0:
+                break
             busy = self.busy[ch]
             pick = None
             alt = None
@@ -316,8 +324,10 @@ class StackController:
             self.queue[ch].remove(pick)
             busy.add(pick.sub)
             self.active[ch] += 1
+            room -= 1
             pick.state = ISSUED
             pick.ti = t
+            self.active_sum += 1
             self.ch_ops[ch] += 1
             if pick.kind == 1:
                 self.queued_programs -= 1
@@ -565,6 +575,7 @@ class StackController:
             changed = True
             self.busy[ch].discard(sub)
             self.active[ch] -= 1
+            self.active_sum -= 1
             self.issue_check.add(ch)
             if tag & 1:
                 e = self.wb[tag >> 1]

@@ -9,6 +9,7 @@ and the closed-loop GPU model use the same controller unchanged (source §3.1).
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
@@ -57,8 +58,9 @@ class HbfSystem:
         self.completed: list[Request] = []
         self.submitted = 0
         self.n_done = 0
-        self.lat = {"R": [], "W": []}
-        self.lat_first: list[int] = []   # reads that allocated their MSHR entry
+        # latencies in ticks, 8 bytes each (a 100 M-request run must fit in memory)
+        self.lat = {"R": array("q"), "W": array("q")}
+        self.lat_first = array("q")      # reads that allocated their MSHR entry
         self.first_arrival: int | None = None
         self.last_completion = 0
         self.requested = {"R": 0, "W": 0}
@@ -201,6 +203,9 @@ class HbfSystem:
                 if ingress or self.n_done < self.submitted - len(ingress):
                     raise DeadlockError(self._describe(t))
                 break
+            if until is not None and nxt > until:
+                t = until + 1
+                break
             t = nxt
         self.t = t
         return t
@@ -229,7 +234,8 @@ class HbfSystem:
         merge, demand = S.merge, S.demand
         lat_r = self.lat["R"]
         lat_first = self.lat_first
-        plain = self.trace is None and not self.keep and self.user_cb is None
+        plain = self.trace is None and not self.keep
+        user_cb = self.user_cb
         respond_one = S.respond_one
         issue, enqueue, dispatch = S.issue, S.enqueue, S.dispatch
         wb_triggers, complete, end_cycle = S.wb_triggers, S.complete, S.end_cycle
@@ -281,6 +287,8 @@ class HbfSystem:
                     if not req.mshr_hit:
                         lat_first.append(t - req.arrival)
                     busy = True
+                    if user_cb is not None:
+                        user_cb(req, t)
                 elif respond_one(t):
                     busy = True
             elif (cur is not None or ret_r or ret_w) and respond_one(t):
@@ -349,6 +357,9 @@ class HbfSystem:
                 if ingress or self.n_done < self.submitted - len(ingress):
                     self.steps += steps
                     raise DeadlockError(self._describe(t))
+                break
+            if until is not None and nxt > until:
+                t = until + 1
                 break
             t = nxt
         if last_done > self.last_completion:

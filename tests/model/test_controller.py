@@ -388,3 +388,14 @@ def test_response_backpressure_holds_responses():
     done = sorted(r.t_done for r in system.completed)
     assert len(done) == 8 and all(t % 3 == 0 for t in done)
     assert done == [done[0] + 3 * k for k in range(8)]
+
+
+def test_stack_wide_active_cap_lower_channels_first():
+    cfg = load_config(channels=4, subarrays_per_channel=4, active_total=2, page_buffers=0)
+    system = run_model(cfg, make_reqs([("R", p, 0, 32, 0) for p in range(8)], cfg))
+    issues = sorted((r.entry_info[1], r.ch) for r in system.completed)
+    # at most two in flight at any time
+    spans = [(r.entry_info[1], r.entry_info[2]) for r in system.completed]
+    for t0, _ in spans:
+        assert sum(1 for a, b in spans if a <= t0 <= b) <= 2
+    assert issues[0][1] == 0 and issues[1][1] == 1

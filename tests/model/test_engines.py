@@ -41,9 +41,11 @@ sectors = st.lists(st.tuples(st.sampled_from("RRRW"), st.integers(0, 40), st.int
 
 @settings(max_examples=50, deadline=None)
 @given(ops=sectors, sched=st.sampled_from(SCHEDULERS), agg=st.booleans(),
-       merge=st.booleans(), cache=st.sampled_from([0, 4]), adm=st.sampled_from([4, 64]))
-def test_random_identical(ops, sched, agg, merge, cache, adm):
+       merge=st.booleans(), cache=st.sampled_from([0, 4]), adm=st.sampled_from([4, 64]),
+       tot=st.sampled_from([0, 3]))
+def test_random_identical(ops, sched, agg, merge, cache, adm, tot):
     cfg = load_config(channels=4, subarrays_per_channel=4, active_per_channel=2,
+                      active_total=tot,
                       admission=adm, mshr_entries=8, write_buffer_entries=3, queue_depth=3,
                       scheduler=sched, read_mode="aggregation" if agg else "demand",
                       read_agg_window_ticks=40, mshr_merge=merge, page_cache_pages=cache,
@@ -60,3 +62,31 @@ def test_random_identical(ops, sched, agg, merge, cache, adm):
     assert a == b
     assert sa == sb
     assert na == nb
+
+
+def test_closed_loop_callbacks_identical():
+    """Requests submitted from the response callback see the same timing in both loops."""
+    cfg = load_config(channels=2, subarrays_per_channel=2, admission=8, page_buffers=2)
+    results = []
+    for engine in ("reference", "fused"):
+        system = HbfSystem(cfg, keep=False)
+        system.engine = engine
+        issued = []
+
+        def cb(req, t, system=system, issued=issued):
+            i = len(issued)
+            if i < 200:
+                r = Request(i, "R", cfg.base_address + ((i * 7) % 23) * PAGE_BYTES + 32 * (i % 5),
+                            32, 0, t + 1)
+                issued.append(r)
+                system.submit(r)
+                if len(issued) == 200:
+                    system.close_input()
+
+        system.user_cb = cb
+        for k in range(4):
+            r = Request(10_000 + k, "R", cfg.base_address + k * PAGE_BYTES, 32, 0, 0)
+            system.submit(r)
+        system.run()
+        results.append([(r.t_accept, r.t_done, r.mshr_hit, r.buffer_hit) for r in issued])
+    assert results[0] == results[1] and len(results[0]) == 200

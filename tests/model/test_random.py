@@ -15,9 +15,10 @@ ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(
 @settings(max_examples=60, deadline=None)
 @given(ops=ops, sched=st.sampled_from(SCHEDULERS),
        placement=st.sampled_from(["interleave", "grouped", "contiguous"]),
-       merge=st.booleans(), agg=st.booleans())
-def test_sequential_consistency_per_page(ops, sched, placement, merge, agg):
+       merge=st.booleans(), agg=st.booleans(), tot=st.sampled_from([0, 2]))
+def test_sequential_consistency_per_page(ops, sched, placement, merge, agg, tot):
     cfg = load_config(channels=4, subarrays_per_channel=2, active_per_channel=1,
+                      active_total=tot,
                       admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
                       scheduler=sched, placement=placement, mshr_merge=merge,
                       read_mode="aggregation" if agg else "demand", read_agg_window_ticks=50,
