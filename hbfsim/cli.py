@@ -43,8 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="simulate a request file or the embedded default workload")
     _add_config_args(run)
-    run.add_argument("--requests", metavar="F.csv",
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--requests", metavar="F.csv",
                      help="request CSV (tick,op,address,bytes,source); default: embedded")
+    src.add_argument("--workload", metavar="NAME",
+                     help="a named workload run closed loop through the GPU model "
+                          "(hbfsim run --list-workloads)")
+    run.add_argument("--model", metavar="M", help="LLM shape for llm-decode: a preset "
+                     "(qwen3-1.7b), a Hugging Face config.json or a TOML file")
+    run.add_argument("--param", metavar="KEY=VALUE", action="append", default=[],
+                     help="workload parameter (repeatable), e.g. --param scale=64")
+    run.add_argument("--list-workloads", action="store_true", help="list workloads and exit")
     run.add_argument("--trace", metavar="T.csv", help="write an hbf-trace-v1 trace")
     run.add_argument("--trace-level", type=int, choices=(1, 2), default=None,
                      help="1 = Ingress/Completed rows, 2 = every state (default 2)")
@@ -129,10 +138,84 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
     return 0
 
 
+def _param_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _run_workload(a, cfg) -> int:
+    from hbfsim.model.gpu import GpuError, run_closed_loop
+    from hbfsim.model.stats import collect_stats, format_table
+    from hbfsim.model.trace import TraceWriter
+    from hbfsim.model.workloads import DeviceStream, get_workload
+
+    params = {}
+    for item in a.param:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param must be KEY=VALUE, not {item!r}")
+        params[key.strip().replace("-", "_")] = _param_value(val.strip())
+    if a.model:
+        params["model"] = a.model
+    name = a.workload.replace("-", "_")
+    try:
+        work = get_workload(name, cfg, **params)
+    except (GpuError, ValueError, OSError) as e:
+        raise UsageError(str(e)) from None
+    if isinstance(work, DeviceStream):
+        return _simulate(cfg, iter(work), a.trace, a.trace_level, a.stats_json,
+                         f"run --workload {a.workload} (device stream)")
+    path = a.trace or cfg.trace_file or None
+    level = a.trace_level or cfg.trace_level or 2
+    _check_output(path, "trace")
+    _check_output(a.stats_json, "stats file")
+    trace = TraceWriter(path, level) if path else None
+    t0 = time.perf_counter()
+    try:
+        result = run_closed_loop(cfg, work, trace=trace)
+    except BaseException:
+        if trace is not None:
+            trace.abort()
+        raise
+    host = time.perf_counter() - t0
+    if trace is not None:
+        trace.close()
+    stats = collect_stats(result.system)
+    stats["gpu"] = result.summary()
+    stats["host_seconds"] = host
+    print(f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
+          f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} "
+          f"us, {len(result.kernels)} kernels")
+    print(format_table(stats))
+    print(f"  GPU span: {result.span_gpu_cycles:,} GPU cycles ({result.span_us:.3f} us)")
+    print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
+    if path:
+        print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
+    if a.stats_json:
+        _write_json(a.stats_json, stats)
+        print(f"  statistics: {a.stats_json}")
+    return 0
+
+
 def _cmd_run(a) -> int:
     from hbfsim.model.requests import default_workload, load_requests_csv
 
+    if a.list_workloads:
+        from hbfsim.model.workloads import workload_names
+        print("\n".join(n.replace("_", "-") for n in workload_names()))
+        return 0
     cfg = load_config(a.config, a.profile)
+    if a.workload:
+        return _run_workload(a, cfg)
+    if a.model or a.param:
+        raise UsageError("--model and --param need --workload")
     if a.requests:
         reqs = load_requests_csv(a.requests, cfg)
         title = f"run {a.requests}"

@@ -114,3 +114,24 @@ def test_trace_validate_rejects_reordered(tmp_path):
     f.write_text(",".join(cols) + "\n")
     p = hbfsim("trace", "validate", str(f))
     assert p.returncode == 2 and "reordered" in p.stderr
+
+
+def test_run_workload_closed_loop(tmp_path):
+    st = tmp_path / "s.json"
+    p = hbfsim("run", "--workload", "shared-staging", "--stats-json", str(st))
+    assert p.returncode == 0, p.stderr
+    s = json.loads(st.read_text())
+    assert s["mshr_hits"] == 31 and s["page_reads"] == 1 and s["gpu"]["requests"] == 32
+    p = hbfsim("run", "--workload", "llm-decode", "--param", "scale=64", "--param", "layers=1")
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("args,match", [
+    (["run", "--workload", "nope"], "workload must be one of"),
+    (["run", "--workload", "conservation", "--param", "bogus=1"], "bogus"),
+    (["run", "--workload", "conservation", "--param", "noequals"], "KEY=VALUE"),
+    (["run", "--param", "a=1"], "need --workload"),
+])
+def test_bad_workload_args(args, match):
+    p = hbfsim(*args)
+    assert p.returncode == 2 and match in p.stderr and len(p.stderr.strip().splitlines()) == 1
