@@ -4,5 +4,6 @@ Components follow the hardware (000_5f193da23ae2984d.txt §4): address mapping
 (:mod:`.mapping`), NAND media timing, FTL and page buffers (:mod:`.media`), the stack
 controller with MSHRs, write coverage buffer and channel scheduler (:mod:`.controller`),
 the multi-stack system with fair return arbitration (:mod:`.system`), request sources
-(:mod:`.requests`), hbf-trace-v1 (:mod:`.trace`) and statistics (:mod:`.stats`).
+(:mod:`.requests`), hbf-trace-v1 (:mod:`.trace`), statistics (:mod:`.stats`), the GPU
+request-injection model (:mod:`.gpu`) and the named workloads (:mod:`.workloads`).
 """
