@@ -1,0 +1,111 @@
+"""Admission slots: the request slots that bound the requests inside the controller.
+
+Implements docs/timing-contract.md §4.1 (L1): a slot is taken in the accept cycle and
+released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
+``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
+source, size, and the ``mshr_hit`` flag recorded at dispatch.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Admission", "slot_layout"]
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from hbfsim.config import HbfConfig
+from hbfsim.rtl.layouts import ReqOp, Widths
+from hbfsim.rtl.logic import lowest_set, named, select
+
+
+def slot_layout(w: Widths) -> data.StructLayout:
+    """What a request slot keeps for the response."""
+    return data.StructLayout({
+        "id": unsigned(w.id),
+        "op": ReqOp,
+        "source": unsigned(w.source),
+        "bytes": unsigned(w.bytes),
+    })
+
+
+class Admission(wiring.Component):
+    """``admission`` request slots; the lowest free slot is taken first.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``admission`` is used.
+    id_bits, source_bits : int
+        Widths of the request id and source.
+
+    Members
+    -------
+    alloc_ready : ``Out(1)``
+        A slot is free (``inflight < admission``).
+    alloc : ``In(1)``
+        Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
+    alloc_slot : ``Out(range(admission))``
+        The lowest free slot.
+    alloc_data : ``In(slot_layout)``
+        The accepted request's response fields.
+    hit : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
+        Record ``mshr_hit`` for a slot (the read merged at dispatch).
+    release : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
+        The slot's response was handshaken.
+    rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
+        Combinational read of a slot.
+    inflight : ``Out(range(admission + 1))``
+        Slots in use.
+    """
+
+    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
+        slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
+        super().__init__({
+            "alloc_ready": Out(1),
+            "alloc": In(1),
+            "alloc_slot": Out(w.slot),
+            "alloc_data": In(slot_layout(w)),
+            "hit": In(slot_ev),
+            "release": In(slot_ev),
+            "rd_slot": In(w.slot),
+            "rd_data": Out(slot_layout(w)),
+            "rd_hit": Out(1),
+            "inflight": Out(range(cfg.admission + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._cfg.admission
+        w = self._w
+        # One flip-flop signal per slot: conditional writes to single bits of one wide
+        # vector would each become a full-width multiplexer.
+        used = [Signal(name=f"used{i}") for i in range(n)]
+        mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
+        m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
+        wr = store.write_port()
+        rd = store.read_port(domain="comb")
+
+        any_free, free = lowest_set(m, [~u for u in used], "free_slot")
+        take = named(m, self.alloc & any_free, "take")
+        m.d.comb += [
+            self.alloc_ready.eq(any_free),
+            self.alloc_slot.eq(free),
+            wr.addr.eq(free),
+            wr.data.eq(self.alloc_data),
+            wr.en.eq(take),
+            rd.addr.eq(self.rd_slot),
+            self.rd_data.eq(rd.data),
+            self.rd_hit.eq(select(m, mshr_hit, self.rd_slot, "rd_hit")),
+            self.inflight.eq(sum(used)),
+        ]
+        for i in range(n):
+            with m.If(take & (free == i)):
+                m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+            with m.If(self.release.valid & (self.release.slot == i)):
+                m.d.sync += used[i].eq(0)
+            with m.If(self.hit.valid & (self.hit.slot == i)):
+                m.d.sync += mshr_hit[i].eq(1)
+        return m

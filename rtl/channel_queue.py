@@ -1,0 +1,146 @@
+"""One channel's queue of page operations, subarray busy bits and issue choice.
+
+Implements docs/timing-contract.md §6 (one queue of ``queue_depth`` operations per channel, at
+most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
+subarray and active-slot checks, the scheduler policies); REFERENCE M2, L2.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChannelQueue"]
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hbfsim.config import HbfConfig
+from hbfsim.rtl.layouts import (CmdOp, EntryKind, Widths, cmd_layout, cpl_layout,
+                                queue_op_layout)
+from hbfsim.rtl.logic import lowest_set, named, select
+
+
+class ChannelQueue(wiring.Component):
+    """Queue, subarray busy bits and active-slot count of one channel.
+
+    The queue is a collapsing queue: slot 0 holds the oldest operation and an issued
+    operation's younger neighbours move down by one, so slot order *is* enqueue order (the
+    age of §6) and "the oldest candidate" is the lowest candidate slot. An operation enqueued
+    in cycle t sits in the queue from t+1. In each cycle the candidates are the operations
+    whose subarray is not busy, if the active count is below ``active_per_channel``; the
+    policy picks one (§7):
+
+    * ``fcfs``: the oldest candidate;
+    * ``read-priority`` and ``partition-*``: the oldest READ, else the oldest PROGRAM;
+    * ``write-drain``: as read-priority, but the oldest PROGRAM first while ``drain_window``.
+
+    Issuing in t takes the subarray and an active slot; the completion on ``cpl`` in tc
+    releases both, free again from tc+1.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``queue_depth``, ``subarrays_per_channel``, ``active_per_channel`` and ``scheduler``.
+
+    Members
+    -------
+    enq : ``In(stream.Signature(queue_op_layout))``
+        Operation to enqueue; ``ready`` while the occupancy at the start of the cycle is
+        below ``queue_depth``.
+    cmd : ``Out(cmd_layout)``
+        The command issued in this cycle (valid only; the media never refuses, §1).
+    cpl : ``In(cpl_layout)``
+        The channel's completion of this cycle (valid only).
+    drain_window : ``In(1)``
+        The stack's write-drain window is open (``write-drain`` only).
+    count : ``Out(range(queue_depth + 1))``
+        Queued operations.
+    has_program : ``Out(1)``
+        A PROGRAM is queued.
+    active : ``Out(range(active_per_channel + 1))``
+        Issued operations whose completion has not been delivered.
+    """
+
+    def __init__(self, cfg: HbfConfig):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg)
+        super().__init__({
+            "enq": In(stream.Signature(queue_op_layout(w))),
+            "cmd": Out(cmd_layout(w)),
+            "cpl": In(cpl_layout(w)),
+            "drain_window": In(1),
+            "count": Out(range(cfg.queue_depth + 1)),
+            "has_program": Out(1),
+            "active": Out(range(cfg.active_per_channel + 1)),
+        })
+
+    @property
+    def cfg(self) -> HbfConfig:
+        return self._cfg
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, w = self._cfg, self._w
+        depth = cfg.queue_depth
+        policy = cfg.scheduler
+
+        slots = [Signal(queue_op_layout(w), name=f"op{k}") for k in range(depth)]
+        count = Signal(range(depth + 1))
+        busy = Signal(cfg.subarrays_per_channel)
+        active = Signal(range(cfg.active_per_channel + 1))
+        m.d.comb += [self.count.eq(count), self.active.eq(active)]
+
+        valid = [named(m, count > k, f"valid{k}") for k in range(depth)]
+        is_program = [named(m, slots[k].tag.kind == EntryKind.WBUF, f"program{k}")
+                      for k in range(depth)]
+        m.d.comb += self.has_program.eq(Cat(*[valid[k] & is_program[k]
+                                              for k in range(depth)]).any())
+
+        # ---- issue choice (§7) ----
+        room = named(m, active < cfg.active_per_channel, "room")
+        cand = [named(m, valid[k] & ~busy.bit_select(slots[k].subarray, 1) & room, f"cand{k}")
+                for k in range(depth)]
+        any_cand, oldest = lowest_set(m, cand, "oldest")
+        pick = Signal(range(max(2, depth)))
+        if policy == "fcfs":
+            m.d.comb += pick.eq(oldest)
+        else:
+            any_read, oldest_read = lowest_set(
+                m, [cand[k] & ~is_program[k] for k in range(depth)], "oldest_read")
+            any_prog, oldest_prog = lowest_set(
+                m, [cand[k] & is_program[k] for k in range(depth)], "oldest_program")
+            m.d.comb += pick.eq(Mux(any_read, oldest_read, oldest))
+            if policy == "write-drain":
+                with m.If(self.drain_window & any_prog):
+                    m.d.comb += pick.eq(oldest_prog)
+        issue = any_cand
+        op = select(m, slots, pick, "picked")
+        m.d.comb += [
+            self.cmd.valid.eq(issue),
+            self.cmd.op.eq(Mux(op.tag.kind == EntryKind.WBUF, CmdOp.PROGRAM, CmdOp.READ)),
+            self.cmd.subarray.eq(op.subarray),
+            self.cmd.page.eq(op.page),
+            self.cmd.tag.eq(op.tag),
+        ]
+
+        # ---- busy subarrays and active slots: taken at issue, released at completion ----
+        done = self.cpl.valid
+        one = Const(1, len(busy))
+        set_mask = Mux(issue, (one << op.subarray)[:len(busy)], 0)
+        clear_mask = Mux(done, (one << self.cpl.subarray)[:len(busy)], 0)
+        m.d.sync += [
+            busy.eq((busy | set_mask) & ~clear_mask),
+            active.eq(active + issue - done),
+        ]
+
+        # ---- collapsing queue: remove the issued slot, append the enqueued op ----
+        m.d.comb += self.enq.ready.eq(count < depth)
+        push = named(m, self.enq.valid & self.enq.ready, "push")
+        write_pos = named(m, count - issue, "write_pos")
+        m.d.sync += count.eq(count + push - issue)
+        for k in range(depth):
+            shifted = slots[k + 1] if k + 1 < depth else slots[k]
+            with m.If(push & (write_pos == k)):
+                m.d.sync += slots[k].eq(self.enq.payload)
+            with m.Elif(issue & (pick <= k)):
+                m.d.sync += slots[k].eq(shifted)
+        return m

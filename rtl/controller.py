@@ -1,0 +1,234 @@
+"""The stack controller: the blocks of one HBF stack behind the contract's four interfaces.
+
+Implements docs/timing-contract.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
+``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
+composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
+:mod:`.scheduler` and :mod:`.response`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Controller", "check_supported"]
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.admission import Admission
+from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
+                                resp_layout)
+from hbfsim.rtl.mapper import Mapper
+from hbfsim.rtl.mshr import Mshr
+from hbfsim.rtl.response import ResponseArbiter
+from hbfsim.rtl.scheduler import Scheduler
+from hbfsim.rtl.write_buffer import WriteBuffer
+
+
+def check_supported(cfg: HbfConfig) -> None:
+    """Raise :class:`ValueError` naming the first key the RTL does not implement.
+
+    The RTL leaves out what DESIGN-NOTES §6 lets it leave out: the logic-die page cache,
+    the ``ssd`` media mode and (for now) the multi-stack system layer.
+    """
+    if cfg.page_cache_pages > 0:
+        raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
+                         "is model-only; the RTL needs page_cache_pages = 0")
+    if cfg.media_mode != "hbf":
+        raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
+                         "media_mode = 'hbf'")
+    if cfg.active_total != 0:
+        raise ValueError(f"active_total = {cfg.active_total}: the RTL has only the per-channel "
+                         "active cap; it needs active_total = 0")
+    if cfg.stacks != 1:
+        raise ValueError(f"stacks = {cfg.stacks}: the RTL has no system layer yet (contract §2); "
+                         "it needs stacks = 1")
+
+
+class Controller(wiring.Component):
+    """One HBF stack controller built from an :class:`HbfConfig`.
+
+    Ingress (§4.1): ``req.ready`` is high while a request slot is free and the map register
+    M is empty at the start of the cycle or dispatches in it. The accepted request sits in M
+    from the next cycle; M dispatches it (§4.2) when its table takes it: a read goes to the
+    MSHR unless a write-buffer entry of its page is in use (read-after-write stall, which
+    also flushes an OPEN entry with cause ``raw``), a write goes to the write buffer. Mapping
+    is combinational from M (§3).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration; see :func:`check_supported` for what is rejected.
+    id_bits, source_bits : int
+        Widths of the request id and source fields.
+    sector_bytes : int
+        Coverage granularity of the write buffer (:class:`WriteBuffer`); 1 is exact.
+    checks : bool
+        Add the blocks' simulation assertions.
+
+    Members
+    -------
+    req : ``In(stream.Signature(req_layout))``
+        Host requests (stack-local address).
+    resp : ``Out(stream.Signature(resp_layout))``
+        Host responses.
+    cmd : ``Out(cmd_layout).array(channels)``
+        Media commands, valid only.
+    cpl : ``In(cpl_layout).array(channels)``
+        Media completions, valid only.
+    drain : ``In(1)``
+        End of workload: flush every OPEN write-buffer entry (W2).
+    m_valid : ``Out(1)``
+        M holds a request (observability: the co-simulation raises ``drain`` from the cycle
+        after the last request left M, as the golden run does).
+
+    Raises
+    ------
+    ValueError
+        For a configuration the RTL does not implement, naming the key.
+    """
+
+    def __new__(cls, cfg: HbfConfig, *args, **kwargs):
+        # Reject before the object exists: a refused configuration leaves no unused
+        # elaboratable behind (Amaranth warns about those when they are collected).
+        check_supported(cfg)
+        return super().__new__(cls, cfg, *args, **kwargs)
+
+    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
+                 sector_bytes: int = 1, checks: bool = True):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
+        self._sector = sector_bytes
+        self._checks = checks
+        c = cfg.channels
+        super().__init__({
+            "req": In(stream.Signature(req_layout(w))),
+            "resp": Out(stream.Signature(resp_layout(w))),
+            "cmd": Out(cmd_layout(w)).array(c),
+            "cpl": In(cpl_layout(w)).array(c),
+            "drain": In(1),
+            "m_valid": Out(1),
+        })
+
+    @property
+    def cfg(self) -> HbfConfig:
+        return self._cfg
+
+    @property
+    def widths(self) -> Widths:
+        return self._w
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, w = self._cfg, self._w
+        ids = dict(id_bits=w.id, source_bits=w.source)
+        m.submodules.admission = adm = Admission(cfg, **ids)
+        m.submodules.mapper = mapper = Mapper(cfg)
+        m.submodules.mshr = mshr = Mshr(cfg, checks=self._checks)
+        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector,
+                                                     checks=self._checks)
+        m.submodules.scheduler = sched = Scheduler(cfg)
+        m.submodules.response = arb = ResponseArbiter(cfg, checks=self._checks, **ids)
+
+        # ---- the map register M (§4.1, §4.2) ----
+        offset_bits = ceil_log2(PAGE_BYTES)
+        m_valid = Signal()
+        m_slot = Signal(w.slot)
+        m_op = Signal(ReqOp)
+        m_page = Signal(w.page)
+        m_offset = Signal(offset_bits)
+        m_bytes = Signal(w.bytes)
+        m.d.comb += [self.m_valid.eq(m_valid), mapper.page.eq(m_page),
+                     mapper.write.eq(m_op == ReqOp.WRITE)]
+        is_read = m_valid & (m_op == ReqOp.READ)
+        is_write = m_valid & (m_op == ReqOp.WRITE)
+
+        m.d.comb += [
+            wb.probe.valid.eq(is_read),
+            wb.probe.page.eq(m_page),
+            mshr.disp.valid.eq(is_read & ~wb.probe_block),
+            mshr.disp.payload.page.eq(m_page),
+            mshr.disp.payload.target.eq(mapper.target),
+            mshr.disp.payload.bytes.eq(m_bytes),
+            mshr.disp.payload.slot.eq(m_slot),
+            wb.disp.valid.eq(is_write),
+            wb.disp.payload.page.eq(m_page),
+            wb.disp.payload.target.eq(mapper.target),
+            wb.disp.payload.offset.eq(m_offset),
+            wb.disp.payload.bytes.eq(m_bytes),
+            wb.disp.payload.slot.eq(m_slot),
+        ]
+        read_fire = mshr.disp.valid & mshr.disp.ready
+        dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
+        m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_slot)]
+
+        # ---- ingress and admission (§4.1) ----
+        req = self.req
+        m.d.comb += req.ready.eq(adm.alloc_ready & (~m_valid | dispatch))
+        accept = req.valid & req.ready
+        m.d.comb += [
+            adm.alloc.eq(accept),
+            adm.alloc_data.id.eq(req.payload.id),
+            adm.alloc_data.op.eq(req.payload.op),
+            adm.alloc_data.source.eq(req.payload.source),
+            adm.alloc_data.bytes.eq(req.payload.bytes),
+        ]
+        with m.If(accept):
+            m.d.sync += [
+                m_valid.eq(1),
+                m_slot.eq(adm.alloc_slot),
+                m_op.eq(req.payload.op),
+                m_page.eq(req.payload.addr[offset_bits:]),
+                m_offset.eq(req.payload.addr[:offset_bits]),
+                m_bytes.eq(req.payload.bytes),
+            ]
+        with m.Elif(dispatch):
+            m.d.sync += m_valid.eq(0)
+
+        # ---- tables, scheduler and media ports (§6, §7) ----
+        m.d.comb += [
+            wb.mshr_tags.eq(mshr.tags),
+            wb.mshr_pending.eq(mshr.pending),
+            wb.drain.eq(self.drain),
+            sched.wb_occupied.eq(wb.occupied),
+        ]
+        for c in range(cfg.channels):
+            wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
+            wiring.connect(m, wb.enq[c], sched.wb_enq[c])
+            cmd, cpl = sched.cmd[c], self.cpl[c]
+            to_mshr = cmd.tag.kind == EntryKind.MSHR
+            done_mshr = cpl.tag.kind == EntryKind.MSHR
+            m.d.comb += [
+                self.cmd[c].eq(cmd),
+                sched.cpl[c].eq(cpl),
+                mshr.issue[c].valid.eq(cmd.valid & to_mshr),
+                mshr.issue[c].index.eq(cmd.tag.index),
+                wb.issue[c].valid.eq(cmd.valid & ~to_mshr),
+                wb.issue[c].index.eq(cmd.tag.index),
+                mshr.done[c].valid.eq(cpl.valid & done_mshr),
+                mshr.done[c].index.eq(cpl.tag.index),
+                mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
+                mshr.done[c].error.eq(cpl.error),
+                wb.done[c].valid.eq(cpl.valid & ~done_mshr),
+                wb.done[c].index.eq(cpl.tag.index),
+                wb.done[c].buffer_hit.eq(cpl.buffer_hit),
+                wb.done[c].error.eq(cpl.error),
+            ]
+
+        # ---- responses (§8) ----
+        wiring.connect(m, mshr.ret, arb.mshr_ret)
+        wiring.connect(m, wb.ret, arb.wb_ret)
+        wiring.connect(m, arb.resp, wiring.flipped(self.resp))
+        m.d.comb += [
+            mshr.ret_sel.eq(arb.mshr_sel),
+            wb.ret_sel.eq(arb.wb_sel),
+            arb.mshr_locked.eq(mshr.ret_locked),
+            arb.wb_locked.eq(wb.ret_locked),
+            adm.rd_slot.eq(arb.slot),
+            arb.slot_data.eq(adm.rd_data),
+            arb.slot_hit.eq(adm.rd_hit),
+            adm.release.valid.eq(self.resp.valid & self.resp.ready),
+            adm.release.slot.eq(arb.slot),
+        ]
+        return m

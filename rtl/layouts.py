@@ -1,0 +1,210 @@
+"""Widths, enums and payload layouts shared by the controller blocks.
+
+Bit layouts are defined here once (STYLE "Bit layouts are defined once"); the cocotb side packs
+and unpacks through the same layouts. Field sets follow docs/timing-contract.md §1.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CmdOp",
+    "EntryKind",
+    "ReqOp",
+    "Widths",
+    "cmd_layout",
+    "cpl_layout",
+    "done_layout",
+    "event_layout",
+    "queue_op_layout",
+    "req_layout",
+    "resp_layout",
+    "ret_layout",
+    "tag_layout",
+    "target_layout",
+]
+
+from dataclasses import dataclass
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, enum
+from amaranth.utils import bits_for, ceil_log2
+
+from hbfsim.config import PAGE_BYTES, HbfConfig
+
+
+class ReqOp(enum.Enum, shape=1):
+    """Operation of a host request (contract §1 ``req.op``)."""
+
+    READ = 0
+    WRITE = 1
+
+
+class CmdOp(enum.Enum, shape=1):
+    """Operation of a media command (contract §1 ``cmd.op``)."""
+
+    READ = 0
+    PROGRAM = 1
+
+
+class EntryKind(enum.Enum, shape=1):
+    """Which table a command tag indexes: the read MSHR or the write buffer."""
+
+    MSHR = 0
+    WBUF = 1
+
+
+def _index_bits(n: int) -> int:
+    # Never zero wide: a one-entry table still gets a 1-bit index, which Verilog accepts.
+    return max(1, ceil_log2(n))
+
+
+@dataclass(frozen=True)
+class Widths:
+    """Field widths of one stack controller, derived from an :class:`HbfConfig`.
+
+    Members
+    -------
+    page : int
+        Stack-local (and channel-local) page number.
+    addr : int
+        Stack-local byte address: page and 12 offset bits.
+    channel, subarray : int
+        Channel number in a stack and subarray number in a channel.
+    slot : int
+        Admission slot (request slot) number.
+    mshr_index, wb_index, tag_index : int
+        MSHR entry, write-buffer entry, and the index field of a command tag (the wider one).
+    bytes : int
+        Request size 1..4096.
+    id, source : int
+        Request id and source (return routing only, REFERENCE A5).
+    """
+
+    page: int
+    addr: int
+    channel: int
+    subarray: int
+    slot: int
+    mshr_index: int
+    wb_index: int
+    tag_index: int
+    bytes: int
+    id: int
+    source: int
+
+    @classmethod
+    def of(cls, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8) -> "Widths":
+        """Compute the widths of ``cfg``'s stack controller."""
+        page = _index_bits(cfg.pages_per_stack)
+        mshr_index = _index_bits(cfg.mshr_entries)
+        wb_index = _index_bits(cfg.write_buffer_entries)
+        return cls(
+            page=page,
+            addr=page + ceil_log2(PAGE_BYTES),
+            channel=_index_bits(cfg.channels),
+            subarray=_index_bits(cfg.subarrays_per_channel),
+            slot=_index_bits(cfg.admission),
+            mshr_index=mshr_index,
+            wb_index=wb_index,
+            tag_index=max(mshr_index, wb_index),
+            bytes=bits_for(PAGE_BYTES),
+            id=id_bits,
+            source=source_bits,
+        )
+
+
+def target_layout(w: Widths) -> data.StructLayout:
+    """Where a page lives in the stack (contract §3)."""
+    return data.StructLayout({
+        "channel": unsigned(w.channel),
+        "local": unsigned(w.page),
+        "subarray": unsigned(w.subarray),
+    })
+
+
+def tag_layout(w: Widths) -> data.StructLayout:
+    """Command tag: entry kind and index (contract §1 ``cmd.tag``)."""
+    return data.StructLayout({"kind": EntryKind, "index": unsigned(w.tag_index)})
+
+
+def queue_op_layout(w: Widths) -> data.StructLayout:
+    """A page operation waiting in a channel queue (contract §6); ``op`` follows ``tag.kind``."""
+    return data.StructLayout({
+        "tag": tag_layout(w),
+        "subarray": unsigned(w.subarray),
+        "page": unsigned(w.page),
+    })
+
+
+def event_layout(index_bits: int) -> data.StructLayout:
+    """A valid-only notification naming one table entry (command issued for it)."""
+    return data.StructLayout({"valid": 1, "index": unsigned(index_bits)})
+
+
+def done_layout(index_bits: int) -> data.StructLayout:
+    """A valid-only completion notification for one table entry, with its flags."""
+    return data.StructLayout({
+        "valid": 1,
+        "index": unsigned(index_bits),
+        "buffer_hit": 1,
+        "error": 1,
+    })
+
+
+def ret_layout(w: Widths, index_bits: int) -> data.StructLayout:
+    """The head waiter of a table entry in RETURN (contract §8)."""
+    return data.StructLayout({
+        "index": unsigned(index_bits),
+        "slot": unsigned(w.slot),
+        "channel": unsigned(w.channel),
+        "last": 1,
+        "buffer_hit": 1,
+        "error": 1,
+    })
+
+
+def req_layout(w: Widths) -> data.StructLayout:
+    """Host request (contract §1 ``req``)."""
+    return data.StructLayout({
+        "id": unsigned(w.id),
+        "op": ReqOp,
+        "addr": unsigned(w.addr),
+        "bytes": unsigned(w.bytes),
+        "source": unsigned(w.source),
+    })
+
+
+def resp_layout(w: Widths) -> data.StructLayout:
+    """Host response (contract §1 ``resp``)."""
+    return data.StructLayout({
+        "id": unsigned(w.id),
+        "op": ReqOp,
+        "source": unsigned(w.source),
+        "mshr_hit": 1,
+        "buffer_hit": 1,
+        "cache_hit": 1,
+        "error": 1,
+    })
+
+
+def cmd_layout(w: Widths) -> data.StructLayout:
+    """Media command, valid only (contract §1 ``cmd[c]``)."""
+    return data.StructLayout({
+        "valid": 1,
+        "op": CmdOp,
+        "subarray": unsigned(w.subarray),
+        "page": unsigned(w.page),
+        "tag": tag_layout(w),
+    })
+
+
+def cpl_layout(w: Widths) -> data.StructLayout:
+    """Media completion, valid only (contract §1 ``cpl[c]``)."""
+    return data.StructLayout({
+        "valid": 1,
+        "subarray": unsigned(w.subarray),
+        "tag": tag_layout(w),
+        "buffer_hit": 1,
+        "error": 1,
+    })
+

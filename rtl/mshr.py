@@ -1,0 +1,298 @@
+"""Read MSHR table: page-keyed miss entries with per-request waiter lists.
+
+Implements docs/timing-contract.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
+the MSHR side of §6 (enqueue candidates) and of §8 (responses in waiter-list order);
+REFERENCE R1, R2; DESIGN-NOTES §2 (waiter lists as linked lists in a memory of request slots).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Mshr", "MshrState", "disp_layout"]
+
+from amaranth.hdl import Array, Assert, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
+                                ret_layout, target_layout)
+from hbfsim.rtl.logic import lowest_set, named, select
+
+
+class MshrState(enum.Enum, shape=3):
+    """State of one MSHR entry (contract §4.3). WAIT, QUEUED and ISSUED are mergeable."""
+
+    FREE = 0
+    WAIT = 1
+    QUEUED = 2
+    ISSUED = 3
+    RETURN = 4
+
+
+def disp_layout(w: Widths) -> data.StructLayout:
+    """A read dispatched from the map register M (contract §4.2)."""
+    return data.StructLayout({
+        "page": unsigned(w.page),
+        "target": target_layout(w),
+        "bytes": unsigned(w.bytes),
+        "slot": unsigned(w.slot),
+    })
+
+
+class Mshr(wiring.Component):
+    """Read MSHR table of ``mshr_entries`` entries.
+
+    A read dispatched on ``disp`` merges into the mergeable (WAIT, QUEUED or ISSUED) entry of
+    its page, joining the tail of that entry's waiter list (an MSHR hit), or allocates the
+    lowest FREE entry in WAIT; with neither, ``disp.ready`` is low and the read stalls. With
+    ``mshr_merge = false`` every read allocates.
+    A WAIT entry is *ready* in demand mode, or once its byte count reaches
+    ``read_agg_threshold_bytes`` or ``read_agg_window_ticks`` cycles have passed since its
+    allocation; per channel the lowest-index ready entry is offered on ``enq[c]`` and moves
+    to QUEUED when taken. ``issue[c]`` moves it to ISSUED, ``done[c]`` to RETURN (the flags
+    are kept for every waiter). ``ret`` offers the head waiter of the entry being drained:
+    the one locked by an earlier choice, else the lowest-index entry in RETURN. The entry is
+    FREE from the cycle after its last waiter's handshake.
+
+    Waiter lists are linked lists threaded through a memory with one word per request slot
+    (``admission`` words): an entry keeps head and tail slots, the memory keeps each slot's
+    successor, so every merged request gets its own response, in arrival order.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``mshr_entries``, ``mshr_merge``, ``channels``, ``admission``, ``read_mode``,
+        ``read_agg_window_ticks`` and ``read_agg_threshold_bytes`` are used.
+    checks : bool
+        Add simulation assertions (:class:`amaranth.hdl.Assert`) for the table invariants
+        and the port protocol: at most one mergeable entry per page, a FREE entry has no
+        waiter and a busy one has at least one, events name entries in the right state.
+
+    Members
+    -------
+    disp : ``In(stream.Signature(disp_layout))``
+        Read dispatch from M: page, its mapping, request bytes and admission slot.
+    disp_hit : ``Out(1)``
+        The read on ``disp`` merges into an existing entry (valid with ``disp.valid``).
+    disp_index : ``Out(range(mshr_entries))``
+        The entry it merges into or allocates.
+    enq : ``Out(stream.Signature(queue_op_layout)).array(channels)``
+        Per channel, the lowest-index ready WAIT entry of that channel (§6).
+    issue : ``In(event_layout).array(channels)``
+        The channel issued the READ of an entry (QUEUED -> ISSUED).
+    done : ``In(done_layout).array(channels)``
+        The channel delivered the completion of an entry (ISSUED -> RETURN).
+    ret : ``Out(stream.Signature(ret_layout))``
+        Head waiter of the entry being drained; a handshake pops it.
+    ret_sel : ``In(1)``
+        The response arbiter chose this table in this cycle: the offered entry stays
+        chosen until its list is empty (§8). Must be high while ``ret_locked``.
+    ret_locked : ``Out(1)``
+        An entry is chosen and partly drained (or was chosen without a handshake).
+    tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
+        Page of every entry and whether it is in WAIT, QUEUED or ISSUED, for the write
+        buffer's flush rule (§4.4).
+    """
+
+    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg)
+        self._checks = checks
+        n, c = cfg.mshr_entries, cfg.channels
+        super().__init__({
+            "disp": In(stream.Signature(disp_layout(w))),
+            "disp_hit": Out(1),
+            "disp_index": Out(range(max(2, n))),
+            "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
+            "issue": In(event_layout(w.mshr_index)).array(c),
+            "done": In(done_layout(w.mshr_index)).array(c),
+            "ret": Out(stream.Signature(ret_layout(w, w.mshr_index))),
+            "ret_sel": In(1),
+            "ret_locked": Out(1),
+            "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
+            "pending": Out(n),
+        })
+
+    @property
+    def cfg(self) -> HbfConfig:
+        return self._cfg
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, w = self._cfg, self._w
+        n, channels = cfg.mshr_entries, cfg.channels
+        aggregation = cfg.read_mode == "aggregation"
+        window = cfg.read_agg_window_ticks
+
+        state = [Signal(MshrState, name=f"state{i}") for i in range(n)]
+        page = [Signal(w.page, name=f"page{i}") for i in range(n)]
+        target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
+        nbytes = [Signal(range(cfg.admission * PAGE_BYTES + 1), name=f"bytes{i}")
+                  for i in range(n)]
+        head = [Signal(w.slot, name=f"head{i}") for i in range(n)]
+        tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
+        buffer_hit = [Signal(name=f"buffer_hit{i}") for i in range(n)]
+        error = [Signal(name=f"error{i}") for i in range(n)]
+        # Cycles since allocation, saturating at the window (aggregation only, §4.3).
+        age = [Signal(range(window + 1), name=f"age{i}") for i in range(n)] if aggregation else []
+
+        # Successor of each request slot in its entry's waiter list.
+        m.submodules.next_slot = next_slot = memory.Memory(
+            shape=unsigned(w.slot), depth=cfg.admission, init=[])
+        link_wr = next_slot.write_port()
+        link_rd = next_slot.read_port(domain="comb")
+
+        # ---- dispatch from M: merge (MSHR hit) or allocate the lowest free entry (§4.2) ----
+        mergeable = [named(m, (s == MshrState.WAIT) | (s == MshrState.QUEUED)
+                           | (s == MshrState.ISSUED), f"mergeable{i}")
+                     for i, s in enumerate(state)]
+        if cfg.mshr_merge:
+            match = [mergeable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
+        else:  # merging off: every read allocates its own entry (§4.2 read step 3)
+            match = [Const(0, 1)] * n
+        hit, hit_index = lowest_set(m, match, "hit_index")
+        any_free, free_index = lowest_set(m, [s == MshrState.FREE for s in state], "free_index")
+        m.d.comb += [
+            self.disp.ready.eq(hit | any_free),
+            self.disp_hit.eq(hit),
+            self.disp_index.eq(Mux(hit, hit_index, free_index)),
+        ]
+        fire = named(m, self.disp.valid & self.disp.ready, "fire")
+        merge = named(m, fire & hit, "merge")
+        allocate = named(m, fire & ~hit, "allocate")
+        m.d.comb += [
+            link_wr.addr.eq(select(m, tail, hit_index, "hit_tail")),
+            link_wr.data.eq(self.disp.payload.slot),
+            link_wr.en.eq(merge),
+        ]
+        for i in range(n):
+            m.d.comb += [self.tags[i].eq(page[i]), self.pending[i].eq(mergeable[i])]
+
+        # ---- readiness and the per-channel enqueue candidates (§4.3, §6) ----
+        if not aggregation:
+            ready = [s == MshrState.WAIT for s in state]
+        else:
+            ready = [named(m, (state[i] == MshrState.WAIT)
+                           & ((nbytes[i] >= cfg.read_agg_threshold_bytes) | (age[i] >= window)),
+                           f"ready{i}")
+                     for i in range(n)]
+        enq_fire = []
+        enq_index = []
+        for c in range(channels):
+            valid, index = lowest_set(m, [ready[i] & (target[i].channel == c) for i in range(n)],
+                                      f"enq_index{c}")
+            port = self.enq[c]
+            offered = select(m, target, index, f"enq_target{c}")
+            m.d.comb += [
+                port.valid.eq(valid),
+                port.payload.tag.kind.eq(EntryKind.MSHR),
+                port.payload.tag.index.eq(index),
+                port.payload.subarray.eq(offered.subarray),
+                port.payload.page.eq(offered.local),
+            ]
+            enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
+            enq_index.append(index)
+
+        # ---- response side: drain one entry's waiter list in order (§8) ----
+        locked = Signal()
+        lock_index = Signal(range(max(2, n)))
+        any_return, low_return = lowest_set(m, [s == MshrState.RETURN for s in state],
+                                            "return_index")
+        cur = Signal(range(max(2, n)))
+        m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
+        cur_head = select(m, head, cur, "cur_head")
+        last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
+        m.d.comb += [
+            self.ret.valid.eq(locked | any_return),
+            self.ret.payload.index.eq(cur),
+            self.ret.payload.slot.eq(cur_head),
+            self.ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
+            self.ret.payload.last.eq(last),
+            self.ret.payload.buffer_hit.eq(Array(buffer_hit)[cur]),
+            self.ret.payload.error.eq(Array(error)[cur]),
+            link_rd.addr.eq(cur_head),
+            self.ret_locked.eq(locked),
+        ]
+        pop = named(m, self.ret.valid & self.ret.ready, "pop")
+        with m.If(self.ret_sel & self.ret.valid):
+            m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+
+        # ---- per-entry next state; the sources of each field exclude each other ----
+        for i in range(n):
+            with m.If(allocate & (free_index == i)):
+                m.d.sync += [
+                    state[i].eq(MshrState.WAIT),
+                    page[i].eq(self.disp.payload.page),
+                    target[i].eq(self.disp.payload.target),
+                    nbytes[i].eq(self.disp.payload.bytes),
+                    head[i].eq(self.disp.payload.slot),
+                    tail[i].eq(self.disp.payload.slot),
+                    buffer_hit[i].eq(0),
+                    error[i].eq(0),
+                ]
+                if aggregation:
+                    m.d.sync += age[i].eq(min(1, window))
+            with m.If(merge & (hit_index == i)):
+                m.d.sync += [
+                    nbytes[i].eq(nbytes[i] + self.disp.payload.bytes),
+                    tail[i].eq(self.disp.payload.slot),
+                ]
+            if aggregation:
+                with m.If((state[i] == MshrState.WAIT) & (age[i] != window)):
+                    m.d.sync += age[i].eq(age[i] + 1)
+            for c in range(channels):
+                with m.If(enq_fire[c] & (enq_index[c] == i)):
+                    m.d.sync += state[i].eq(MshrState.QUEUED)
+                with m.If(self.issue[c].valid & (self.issue[c].index == i)):
+                    m.d.sync += state[i].eq(MshrState.ISSUED)
+                with m.If(self.done[c].valid & (self.done[c].index == i)):
+                    m.d.sync += [
+                        state[i].eq(MshrState.RETURN),
+                        buffer_hit[i].eq(self.done[c].buffer_hit),
+                        error[i].eq(self.done[c].error),
+                    ]
+            with m.If(pop & (cur == i)):
+                with m.If(last):
+                    m.d.sync += state[i].eq(MshrState.FREE)
+                with m.Else():
+                    m.d.sync += head[i].eq(link_rd.data)
+
+        if self._checks:
+            self._add_checks(m, state, page, mergeable, head, tail, allocate, merge, hit_index,
+                             free_index, pop, cur, locked)
+        return m
+
+    def _add_checks(self, m, state, page, mergeable, head, tail, allocate, merge, hit_index,
+                    free_index, pop, cur, locked):
+        cfg = self._cfg
+        n = cfg.mshr_entries
+        # Waiters per entry: simulation-only bookkeeping for the leak checks.
+        waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
+        for i in range(n):
+            with m.If(allocate & (free_index == i)):
+                m.d.sync += waiters[i].eq(1)
+            with m.If(merge & (hit_index == i)):
+                m.d.sync += waiters[i].eq(waiters[i] + 1)
+            with m.If(pop & (cur == i)):
+                m.d.sync += waiters[i].eq(waiters[i] - 1)
+            free = state[i] == MshrState.FREE
+            m.d.sync += [
+                Assert(free == (waiters[i] == 0),
+                       f"MSHR entry {i}: FREE exactly when its waiter list is empty"),
+                Assert(free | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                       f"MSHR entry {i}: head == tail exactly when one waiter is left"),
+            ]
+            for j in range(i + 1, n if cfg.mshr_merge else 0):
+                m.d.sync += Assert(~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
+                                   f"MSHR entries {i} and {j} are both mergeable for one page")
+        states = Array(state)
+        for c in range(cfg.channels):
+            ev, done = self.issue[c], self.done[c]
+            m.d.sync += [
+                Assert(~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
+                       f"issue[{c}] names an MSHR entry that is not QUEUED"),
+                Assert(~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
+                       f"done[{c}] names an MSHR entry that is not ISSUED"),
+            ]
+        m.d.sync += Assert(~locked | self.ret_sel,
+                           "ret_sel dropped while an MSHR entry was being drained")

@@ -1,0 +1,128 @@
+"""Response arbiter with per-channel link credits.
+
+Implements docs/timing-contract.md §8 (L2): at most one response per cycle; the entry being
+drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then the lowest-index
+write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
+channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
+``link_burst_bytes * memory_clock_khz``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ResponseArbiter"]
+
+from amaranth.hdl import Array, Assert, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hbfsim.config import HbfConfig
+from hbfsim.rtl.admission import slot_layout
+from hbfsim.rtl.layouts import Widths, resp_layout, ret_layout
+
+
+class ResponseArbiter(wiring.Component):
+    """Choose the table that answers, check its channel's credit, drive ``resp``.
+
+    Each table (:class:`~hbfsim.rtl.mshr.Mshr`, :class:`~hbfsim.rtl.write_buffer.WriteBuffer`)
+    already offers the head waiter of the entry it drains, or of its lowest RETURN entry; this
+    block picks between the two tables (a locked table keeps the port, else the MSHR first),
+    tells the chosen one with ``*_sel`` so that its entry stays chosen even without a
+    handshake, and reads the request's slot for the response fields. The response is valid
+    only with enough credit on the entry's channel. Credit per channel follows
+    ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
+    ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``channels``, ``channel_bw_gbps``, ``link_burst_bytes``, ``memory_clock_mhz``.
+    id_bits, source_bits : int
+        Widths of the request id and source.
+    checks : bool
+        Assert that the two tables are never locked at once.
+
+    Members
+    -------
+    mshr_ret, wb_ret : ``In(stream.Signature(ret_layout))``
+        The tables' offers; ``ready`` is the handshake.
+    mshr_sel, wb_sel : ``Out(1)``
+        The table chosen in this cycle.
+    mshr_locked, wb_locked : ``In(1)``
+        The table is draining an entry it was chosen for.
+    slot : ``Out(range(admission))``
+        Slot of the offered response, for the slot table read.
+    slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
+        The slot's request fields and ``mshr_hit`` flag.
+    resp : ``Out(stream.Signature(resp_layout))``
+        The host response.
+    credit : ``Out(ArrayLayout(unsigned(bits), channels))``
+        Link credit per channel (observability).
+    """
+
+    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
+                 checks: bool = True):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
+        self._checks = checks
+        self._cap = cfg.link_cap
+        super().__init__({
+            "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
+            "wb_ret": In(stream.Signature(ret_layout(w, w.wb_index))),
+            "mshr_sel": Out(1),
+            "wb_sel": Out(1),
+            "mshr_locked": In(1),
+            "wb_locked": In(1),
+            "slot": Out(w.slot),
+            "slot_data": In(slot_layout(w)),
+            "slot_hit": In(1),
+            "resp": Out(stream.Signature(resp_layout(w))),
+            "credit": Out(data.ArrayLayout(range(self._cap + 1), cfg.channels)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        cap, gain, khz = self._cap, cfg.link_gain_per_tick, cfg.memory_clock_khz
+        credit = [Signal(range(cap + 1), init=cap, name=f"credit{c}")
+                  for c in range(cfg.channels)]
+        for c in range(cfg.channels):
+            m.d.comb += self.credit[c].eq(credit[c])
+
+        mr, wr = self.mshr_ret, self.wb_ret
+        sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
+        sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
+        m.d.comb += [self.mshr_sel.eq(sel_mshr), self.wb_sel.eq(sel_wb)]
+        # The two offers have index fields of different widths: pick field by field.
+        offer = Signal(ret_layout(self._w, max(self._w.mshr_index, self._w.wb_index)))
+        m.d.comb += [getattr(offer, f).eq(Mux(sel_mshr, getattr(mr.payload, f),
+                                              getattr(wr.payload, f)))
+                     for f in ("index", "slot", "channel", "last", "buffer_hit", "error")]
+        m.d.comb += self.slot.eq(offer.slot)
+
+        cost = Signal(range(4096 * khz + 1))
+        m.d.comb += cost.eq(self.slot_data.bytes * khz)
+        ok = Array(credit)[offer.channel] >= cost
+        r = self.resp
+        m.d.comb += [
+            r.valid.eq((sel_mshr | sel_wb) & ok),
+            r.payload.id.eq(self.slot_data.id),
+            r.payload.op.eq(self.slot_data.op),
+            r.payload.source.eq(self.slot_data.source),
+            r.payload.mshr_hit.eq(self.slot_hit),
+            r.payload.buffer_hit.eq(offer.buffer_hit),
+            r.payload.cache_hit.eq(0),
+            r.payload.error.eq(offer.error),
+        ]
+        handshake = r.valid & r.ready
+        m.d.comb += [mr.ready.eq(handshake & sel_mshr), wr.ready.eq(handshake & sel_wb)]
+
+        for c in range(cfg.channels):
+            spent = Mux(handshake & (offer.channel == c), cost, 0)
+            after = Signal(range(cap + gain + 1), name=f"credit_next{c}")
+            m.d.comb += after.eq(credit[c] - spent + gain)
+            m.d.sync += credit[c].eq(Mux(after > cap, cap, after))
+
+        if self._checks:
+            m.d.sync += Assert(~(self.mshr_locked & self.wb_locked),
+                               "the MSHR and the write buffer are both locked on the response")
+        return m

@@ -1,0 +1,110 @@
+"""Stack scheduler: the channel queues, the enqueue arbiter and the write-drain window.
+
+Implements docs/timing-contract.md §6 (enqueue arbiter: per channel the MSHR's offer before
+the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
+stack's write-drain window); REFERENCE M2.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Scheduler"]
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hbfsim.config import HbfConfig
+from hbfsim.rtl.channel_queue import ChannelQueue
+from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, queue_op_layout
+
+
+class Scheduler(wiring.Component):
+    """The ``channels`` channel queues of one stack, fed by the MSHR and the write buffer.
+
+    Enqueue arbiter (§6): per channel at most one enqueue per cycle; the MSHR's offer (its
+    lowest ready entry of that channel) wins over the write buffer's, and either is taken only
+    while the queue's occupancy at the start of the cycle is below ``queue_depth``.
+
+    Write-drain window (§7, ``scheduler = write-drain`` only), a function of start-of-cycle
+    state: closed -> open when ``wb_occupied >= write_drain_high_water``, a PROGRAM is queued
+    in the stack and the cooldown has passed; open -> closed when no PROGRAM is queued or the
+    window has been open ``write_drain_window_ticks`` cycles, and the cooldown then lasts
+    ``write_drain_window_ticks`` cycles. Counters stand in for the contract's absolute
+    ``start`` and ``cooldown`` ticks.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``channels``, ``scheduler``, ``write_drain_high_water``, ``write_drain_window_ticks``,
+        ``write_buffer_entries`` and the :class:`ChannelQueue` keys.
+
+    Members
+    -------
+    mshr_enq, wb_enq : ``In(stream.Signature(queue_op_layout)).array(channels)``
+        Per-channel offers of the MSHR and of the write buffer.
+    cmd : ``Out(cmd_layout).array(channels)``
+        Commands issued in this cycle.
+    cpl : ``In(cpl_layout).array(channels)``
+        Completions delivered in this cycle.
+    wb_occupied : ``In(range(write_buffer_entries + 1))``
+        Non-FREE write-buffer entries.
+    drain_open : ``Out(1)``
+        The write-drain window is open in this cycle.
+    """
+
+    def __init__(self, cfg: HbfConfig):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg)
+        c = cfg.channels
+        super().__init__({
+            "mshr_enq": In(stream.Signature(queue_op_layout(w))).array(c),
+            "wb_enq": In(stream.Signature(queue_op_layout(w))).array(c),
+            "cmd": Out(cmd_layout(w)).array(c),
+            "cpl": In(cpl_layout(w)).array(c),
+            "wb_occupied": In(range(cfg.write_buffer_entries + 1)),
+            "drain_open": Out(1),
+        })
+
+    @property
+    def cfg(self) -> HbfConfig:
+        return self._cfg
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        queues = []
+        for c in range(cfg.channels):
+            q = ChannelQueue(cfg)
+            m.submodules[f"queue{c}"] = q
+            queues.append(q)
+            mshr, wb = self.mshr_enq[c], self.wb_enq[c]
+            m.d.comb += [
+                q.enq.valid.eq(mshr.valid | wb.valid),
+                q.enq.payload.eq(Mux(mshr.valid, mshr.payload, wb.payload)),
+                mshr.ready.eq(q.enq.ready),
+                wb.ready.eq(q.enq.ready & ~mshr.valid),
+                self.cmd[c].eq(q.cmd),
+                q.cpl.eq(self.cpl[c]),
+                q.drain_window.eq(self.drain_open),
+            ]
+
+        if cfg.scheduler == "write-drain":
+            window = cfg.write_drain_window_ticks
+            was_open = Signal()
+            elapsed = Signal(range(window + 1))   # t - start while open
+            cooling = Signal(range(max(2, window)))  # cooldown - t while positive
+            programs = Cat(*[q.has_program for q in queues]).any()
+            with m.If(was_open):
+                m.d.comb += self.drain_open.eq(programs & (elapsed < window))
+            with m.Else():
+                m.d.comb += self.drain_open.eq((self.wb_occupied >= cfg.write_drain_high_water)
+                                               & programs & (cooling == 0))
+            m.d.sync += was_open.eq(self.drain_open)
+            with m.If(self.drain_open):
+                m.d.sync += elapsed.eq(Mux(was_open, Mux(elapsed == window, window, elapsed + 1),
+                                           1))
+            with m.If(was_open & ~self.drain_open):
+                m.d.sync += cooling.eq(window - 1)
+            with m.Elif(cooling != 0):
+                m.d.sync += cooling.eq(cooling - 1)
+        return m

@@ -1,0 +1,392 @@
+"""Write coverage buffer: per-page entries with a coverage bitmap, flush causes and waiters.
+
+Implements docs/timing-contract.md §4.2 (write dispatch, and read dispatch step 1: the
+read-after-write probe), §4.4 (write-buffer entries), §5 (flush causes), the write-buffer side
+of §6 (enqueue candidates) and of §8 (responses); REFERENCE W1-W4, W6.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FlushCause", "WbState", "WriteBuffer", "wdisp_layout"]
+
+from amaranth.hdl import Array, Assert, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
+                                ret_layout, target_layout)
+from hbfsim.rtl.logic import at_least, lowest_set, named, select
+
+
+class WbState(enum.Enum, shape=3):
+    """State of one write-buffer entry (contract §4.4)."""
+
+    FREE = 0
+    OPEN = 1
+    FLUSH = 2
+    QUEUED = 3
+    PROGRAM = 4
+    RETURN = 5
+
+
+class FlushCause(enum.Enum, shape=3):
+    """Why an entry left OPEN (contract §5), in priority order; NONE while OPEN."""
+
+    NONE = 0
+    FULL = 1
+    RAW = 2
+    PRESSURE = 3
+    DEADLINE = 4
+    DRAIN = 5
+
+
+def wdisp_layout(w: Widths) -> data.StructLayout:
+    """A write dispatched from the map register M (contract §4.2)."""
+    return data.StructLayout({
+        "page": unsigned(w.page),
+        "target": target_layout(w),
+        "offset": unsigned(ceil_log2(PAGE_BYTES)),
+        "bytes": unsigned(w.bytes),
+        "slot": unsigned(w.slot),
+    })
+
+
+class WriteBuffer(wiring.Component):
+    """Write coverage buffer of ``write_buffer_entries`` page entries.
+
+    A write on ``disp`` merges into the OPEN entry of its page (coverage ``|=`` its range,
+    waiter appended) or allocates the lowest FREE entry as OPEN with a deadline of
+    ``write_deadline_ticks``. With neither, ``disp.ready`` is low (the write stalls) and,
+    unless an entry chosen for pressure is still not FREE, the oldest OPEN entry is flushed
+    with cause ``pressure``.
+
+    In each cycle an OPEN entry goes to FLUSH on the first of ``full`` (coverage complete at
+    the start of the cycle), ``raw`` (``probe`` names its page), ``pressure``, ``deadline``
+    and ``drain``. A FLUSH entry with incomplete coverage under the ``strict`` policy goes
+    to RETURN with ``error`` on every response (W3); otherwise it is offered on ``enq[c]``
+    once no older entry of its page is in use (W4) and no MSHR entry of its page is
+    mergeable. ``issue[c]`` moves it to PROGRAM, ``done[c]`` to RETURN; ``ret`` then answers
+    its waiters in arrival order, as in :class:`~hbfsim.rtl.mshr.Mshr`.
+
+    Age order between entries is an age matrix: ``older[i]`` has bit ``j`` set when entry
+    ``j`` was allocated before entry ``i`` (and bit ``j`` is cleared when ``j`` is
+    allocated again), so "smaller alloc" costs no timestamp and never wraps.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        ``write_buffer_entries``, ``write_deadline_ticks``, ``write_timeout_policy``,
+        ``channels``, ``admission`` and ``mshr_entries`` are used.
+    sector_bytes : int
+        Coverage granularity: one bitmap bit per ``sector_bytes`` bytes (a power of two,
+        1..4096). 1 (default) tracks bytes exactly as the golden model does (W1); 32 costs
+        32 times fewer flip-flops and is exact when every write is 32-byte aligned; a
+        partially written sector counts as covered.
+    checks : bool
+        Add simulation assertions for the entry invariants and the port protocol.
+
+    Members
+    -------
+    disp : ``In(stream.Signature(wdisp_layout))``
+        Write dispatch from M: page, mapping, byte range, admission slot.
+    disp_merge : ``Out(1)``
+        The write on ``disp`` merges into an OPEN entry.
+    disp_index : ``Out(range(write_buffer_entries))``
+        The entry it merges into or allocates.
+    probe : ``In(data.StructLayout({"valid": 1, "page": page}))``
+        The read waiting in M, if any (its page).
+    probe_block : ``Out(1)``
+        Some entry of the probed page is not FREE: the read must stall (§4.2 read step 1).
+    drain : ``In(1)``
+        Flush every OPEN entry (idle tail drain, W2).
+    mshr_tags : ``In(ArrayLayout(page, mshr_entries))``, ``mshr_pending`` : ``In(mshr_entries)``
+        The MSHR entries' pages and which are in WAIT, QUEUED or ISSUED, for the flush rule
+        "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4).
+    enq, issue, done, ret, ret_sel, ret_locked
+        As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
+    occupied : ``Out(range(write_buffer_entries + 1))``
+        Non-FREE entries (write-drain trigger, §7).
+    programs_queued : ``Out(1)``
+        Some entry is QUEUED, i.e. a PROGRAM waits in a channel queue (§7).
+    cause : ``Out(ArrayLayout(FlushCause, write_buffer_entries))``
+        The flush cause each entry recorded (statistics, §5).
+
+    Raises
+    ------
+    ValueError
+        If ``sector_bytes`` is not a power of two between 1 and 4096.
+    """
+
+    def __new__(cls, cfg: HbfConfig, *args, sector_bytes: int = 1, **kwargs):
+        # Validate before the object exists (no unused-elaboratable warning on refusal).
+        if not (isinstance(sector_bytes, int) and 1 <= sector_bytes <= PAGE_BYTES
+                and sector_bytes & (sector_bytes - 1) == 0):
+            raise ValueError(f"sector_bytes must be a power of two in 1..{PAGE_BYTES}, "
+                             f"not {sector_bytes!r}")
+        return super().__new__(cls, cfg, *args, sector_bytes=sector_bytes, **kwargs)
+
+    def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool = True):
+        self._cfg = cfg
+        self._w = w = Widths.of(cfg)
+        self._sector = sector_bytes
+        self._checks = checks
+        m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
+        super().__init__({
+            "disp": In(stream.Signature(wdisp_layout(w))),
+            "disp_merge": Out(1),
+            "disp_index": Out(range(max(2, m))),
+            "probe": In(data.StructLayout({"valid": 1, "page": unsigned(w.page)})),
+            "probe_block": Out(1),
+            "drain": In(1),
+            "mshr_tags": In(data.ArrayLayout(unsigned(w.page), n)),
+            "mshr_pending": In(n),
+            "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
+            "issue": In(event_layout(w.wb_index)).array(c),
+            "done": In(done_layout(w.wb_index)).array(c),
+            "ret": Out(stream.Signature(ret_layout(w, w.wb_index))),
+            "ret_sel": In(1),
+            "ret_locked": Out(1),
+            "occupied": Out(range(m + 1)),
+            "programs_queued": Out(1),
+            "cause": Out(data.ArrayLayout(FlushCause, m)),
+        })
+
+    @property
+    def cfg(self) -> HbfConfig:
+        return self._cfg
+
+    @property
+    def sector_bytes(self) -> int:
+        return self._sector
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, w = self._cfg, self._w
+        n = cfg.write_buffer_entries
+        strict = cfg.write_timeout_policy == "strict"
+        sectors = PAGE_BYTES // self._sector
+        shift = self._sector.bit_length() - 1
+        deadline = cfg.write_deadline_ticks
+
+        state = [Signal(WbState, name=f"state{i}") for i in range(n)]
+        page = [Signal(w.page, name=f"page{i}") for i in range(n)]
+        target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
+        cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
+        # Cycles left to the deadline: 0 from cycle alloc + write_deadline_ticks on (§4.4).
+        remain = [Signal(range(max(2, deadline)), name=f"remain{i}") for i in range(n)]
+        cause = [Signal(FlushCause, name=f"cause{i}") for i in range(n)]
+        pressure = [Signal(name=f"pressure{i}") for i in range(n)]
+        older = [Signal(n, name=f"older{i}") for i in range(n)]
+        head = [Signal(w.slot, name=f"head{i}") for i in range(n)]
+        tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
+        error = [Signal(name=f"error{i}") for i in range(n)]
+
+        m.submodules.next_slot = next_slot = memory.Memory(
+            shape=unsigned(w.slot), depth=cfg.admission, init=[])
+        link_wr = next_slot.write_port()
+        link_rd = next_slot.read_port(domain="comb")
+
+        used = [named(m, s != WbState.FREE, f"used{i}") for i, s in enumerate(state)]
+        is_open = [named(m, s == WbState.OPEN, f"open{i}") for i, s in enumerate(state)]
+        full = [named(m, c.all(), f"full{i}") for i, c in enumerate(cov)]
+
+        # ---- dispatch of a write: merge into the OPEN entry or allocate (§4.2) ----
+        d = self.disp.payload
+        match = [is_open[i] & (page[i] == d.page) for i in range(n)]
+        hit, hit_index = lowest_set(m, match, "hit_index")
+        any_free, free_index = lowest_set(m, [~u for u in used], "free_index")
+        m.d.comb += [
+            self.disp.ready.eq(hit | any_free),
+            self.disp_merge.eq(hit),
+            self.disp_index.eq(Mux(hit, hit_index, free_index)),
+        ]
+        fire = named(m, self.disp.valid & self.disp.ready, "fire")
+        merge = named(m, fire & hit, "merge")
+        allocate = named(m, fire & ~hit, "allocate")
+        stalled = named(m, self.disp.valid & ~hit & ~any_free, "stalled")
+        # Sectors [lo, hi] of the byte range [offset, offset + bytes).
+        lo = d.offset >> shift
+        hi_plus_1 = Signal(range(sectors + 1))
+        m.d.comb += hi_plus_1.eq(((d.offset + d.bytes - 1) >> shift) + 1)
+        mask = Signal(sectors)
+        m.d.comb += mask.eq(at_least(m, lo, sectors, "from_lo")
+                            & ~at_least(m, hi_plus_1, sectors, "from_hi"))
+        m.d.comb += [
+            link_wr.addr.eq(select(m, tail, hit_index, "hit_tail")),
+            link_wr.data.eq(d.slot),
+            link_wr.en.eq(merge),
+        ]
+
+        # ---- flush triggers (§4.4 first bullet) ----
+        probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
+                       for i in range(n)]
+        m.d.comb += self.probe_block.eq(Cat(*probe_match).any())
+        pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
+                              "pressure_live")
+        oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
+        remain_zero = [r == 0 for r in remain]
+        triggers = []
+        for i in range(n):
+            raw = self.probe.valid & probe_match[i] & is_open[i]
+            victim = named(m, stalled & ~pressure_live & oldest_open[i], f"victim{i}")
+            triggers.append((victim, [(full[i], FlushCause.FULL), (raw, FlushCause.RAW),
+                                      (victim, FlushCause.PRESSURE),
+                                      (remain_zero[i], FlushCause.DEADLINE),
+                                      (self.drain, FlushCause.DRAIN)]))
+
+        # ---- FLUSH: strict errors and enqueue eligibility (§4.4 second and third bullets) ----
+        eligible = []
+        strict_error = []
+        serialized = []
+        for i in range(n):
+            in_flush = state[i] == WbState.FLUSH
+            same_page_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
+                                    for j in range(n)]).any()
+            mshr_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
+                              for k in range(cfg.mshr_entries)]).any()
+            complete = full[i] if strict else 1
+            serialized.append(named(m, ~same_page_older, f"serialized{i}"))
+            eligible.append(named(m, in_flush & complete & serialized[i] & ~mshr_busy,
+                                  f"eligible{i}"))
+            strict_error.append(in_flush & ~full[i] if strict else Const(0))
+        enq_fire, enq_index = [], []
+        for c in range(cfg.channels):
+            valid, index = lowest_set(m, [eligible[i] & (target[i].channel == c)
+                                          for i in range(n)], f"enq_index{c}")
+            port = self.enq[c]
+            offered = select(m, target, index, f"enq_target{c}")
+            m.d.comb += [
+                port.valid.eq(valid),
+                port.payload.tag.kind.eq(EntryKind.WBUF),
+                port.payload.tag.index.eq(index),
+                port.payload.subarray.eq(offered.subarray),
+                port.payload.page.eq(offered.local),
+            ]
+            enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
+            enq_index.append(index)
+
+        # ---- responses (§8), as in the MSHR ----
+        locked = Signal()
+        lock_index = Signal(range(max(2, n)))
+        any_return, low_return = lowest_set(m, [s == WbState.RETURN for s in state],
+                                            "return_index")
+        cur = Signal(range(max(2, n)))
+        m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
+        cur_head = select(m, head, cur, "cur_head")
+        last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
+        m.d.comb += [
+            self.ret.valid.eq(locked | any_return),
+            self.ret.payload.index.eq(cur),
+            self.ret.payload.slot.eq(cur_head),
+            self.ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
+            self.ret.payload.last.eq(last),
+            self.ret.payload.buffer_hit.eq(0),
+            self.ret.payload.error.eq(Array(error)[cur]),
+            link_rd.addr.eq(cur_head),
+            self.ret_locked.eq(locked),
+        ]
+        pop = named(m, self.ret.valid & self.ret.ready, "pop")
+        with m.If(self.ret_sel & self.ret.valid):
+            m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+
+        m.d.comb += [
+            self.occupied.eq(sum(used)),
+            self.programs_queued.eq(Cat(*[s == WbState.QUEUED for s in state]).any()),
+        ]
+        for i in range(n):
+            m.d.comb += self.cause[i].eq(cause[i])
+
+        # ---- per-entry next state ----
+        alloc_onehot = Cat(*[free_index == j for j in range(n)])
+        for i in range(n):
+            allocated_here = allocate & (free_index == i)
+            with m.If(allocated_here):
+                m.d.sync += [
+                    state[i].eq(WbState.OPEN),
+                    page[i].eq(d.page),
+                    target[i].eq(d.target),
+                    cov[i].eq(mask),
+                    remain[i].eq(deadline - 1),
+                    cause[i].eq(FlushCause.NONE),
+                    pressure[i].eq(0),
+                    older[i].eq(Cat(*used)),
+                    head[i].eq(d.slot),
+                    tail[i].eq(d.slot),
+                    error[i].eq(0),
+                ]
+            with m.Elif(allocate):
+                m.d.sync += older[i].eq(older[i] & ~alloc_onehot)
+            with m.If(merge & (hit_index == i)):
+                m.d.sync += [cov[i].eq(cov[i] | mask), tail[i].eq(d.slot)]
+            with m.If(~allocated_here & (remain[i] != 0)):
+                m.d.sync += remain[i].eq(remain[i] - 1)
+
+            victim, causes = triggers[i]
+            with m.If(victim):
+                m.d.sync += pressure[i].eq(1)
+            with m.If(is_open[i]):
+                for k, (cond, why) in enumerate(causes):
+                    with (m.If if k == 0 else m.Elif)(cond):
+                        m.d.sync += [state[i].eq(WbState.FLUSH), cause[i].eq(why)]
+            with m.If(strict_error[i]):
+                m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(1)]
+            for c in range(cfg.channels):
+                with m.If(enq_fire[c] & (enq_index[c] == i)):
+                    m.d.sync += state[i].eq(WbState.QUEUED)
+                with m.If(self.issue[c].valid & (self.issue[c].index == i)):
+                    m.d.sync += state[i].eq(WbState.PROGRAM)
+                with m.If(self.done[c].valid & (self.done[c].index == i)):
+                    m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(self.done[c].error)]
+            with m.If(pop & (cur == i)):
+                with m.If(last):
+                    m.d.sync += state[i].eq(WbState.FREE)
+                with m.Else():
+                    m.d.sync += head[i].eq(link_rd.data)
+
+        if self._checks:
+            self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,
+                             pop, cur, locked, serialized)
+        return m
+
+    def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
+                    pop, cur, locked, serialized):
+        cfg = self._cfg
+        n = cfg.write_buffer_entries
+        waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
+        for i in range(n):
+            with m.If(allocate & (free_index == i)):
+                m.d.sync += waiters[i].eq(1)
+            with m.If(merge & (hit_index == i)):
+                m.d.sync += waiters[i].eq(waiters[i] + 1)
+            with m.If(pop & (cur == i)):
+                m.d.sync += waiters[i].eq(waiters[i] - 1)
+            free = state[i] == WbState.FREE
+            programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
+            m.d.sync += [
+                Assert(~programming | serialized[i],
+                       f"write-buffer entry {i} programs while an older entry of its page is "
+                       f"in use (W4)"),
+                Assert(free == (waiters[i] == 0),
+                       f"write-buffer entry {i}: FREE exactly when its waiter list is empty"),
+                Assert(free | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                       f"write-buffer entry {i}: head == tail exactly when one waiter is left"),
+            ]
+            for j in range(i + 1, n):
+                m.d.sync += Assert(
+                    ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
+                      & (page[i] == page[j])),
+                    f"write-buffer entries {i} and {j} are both OPEN for one page")
+        states = Array(state)
+        for c in range(cfg.channels):
+            ev, done = self.issue[c], self.done[c]
+            m.d.sync += [
+                Assert(~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
+                       f"issue[{c}] names a write-buffer entry that is not QUEUED"),
+                Assert(~done.valid | ((done.index < n)
+                                      & (states[done.index] == WbState.PROGRAM)),
+                       f"done[{c}] names a write-buffer entry that is not PROGRAM"),
+            ]
+        m.d.sync += Assert(~locked | self.ret_sel,
+                           "ret_sel dropped while a write-buffer entry was being drained")
