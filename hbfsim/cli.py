@@ -5,6 +5,8 @@
     hbfsim config show [--profile P] [--config F.toml]
     hbfsim trace validate F
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
+    hbfsim rtl emit [--config F.toml] -o controller.v
+    hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
 file left half-written (outputs are written to a temporary name and renamed when complete).
@@ -66,6 +68,18 @@ def _parser() -> argparse.ArgumentParser:
     tsub = tr.add_subparsers(dest="trace_cmd", required=True, parser_class=_Parser)
     val = tsub.add_parser("validate", help="check that a file is hbf-trace-v1")
     val.add_argument("file")
+    rtl = sub.add_parser("rtl", help="controller RTL commands")
+    rsub = rtl.add_subparsers(dest="rtl_cmd", required=True, parser_class=_Parser)
+    emit = rsub.add_parser("emit", help="write the controller as Verilog")
+    _add_config_args(emit)
+    emit.add_argument("-o", "--output", required=True, metavar="controller.v")
+    emit.add_argument("--sector-bytes", type=int, default=1,
+                      help="write-coverage granularity in bytes (1 = byte-exact, default)")
+    rst = rsub.add_parser("stats", help="cells, flip-flops and memory bits per block (Yosys)")
+    _add_config_args(rst)
+    rst.add_argument("--sector-bytes", type=int, default=1)
+    rst.add_argument("--abc", action="store_true", help="technology-map through ABC (slow)")
+    rst.add_argument("--json", metavar="S.json", help="also write the figures as JSON")
     rp = sub.add_parser("replay", help="device-only replay of an hbf-trace-v1 file")
     rp.add_argument("file")
     _add_config_args(rp)
@@ -256,6 +270,49 @@ def _cmd_trace_validate(a) -> int:
     return 0
 
 
+def _rtl_options(a):
+    if a.sector_bytes < 1 or a.sector_bytes > 4096 or a.sector_bytes & (a.sector_bytes - 1):
+        raise UsageError(f"--sector-bytes must be a power of two in 1..4096, "
+                         f"not {a.sector_bytes}")
+
+
+def _cmd_rtl(a) -> int:
+    cfg = load_config(a.config, a.profile)
+    _rtl_options(a)
+    try:
+        from hbfsim.rtl.controller import check_supported
+        check_supported(cfg)
+    except ValueError as e:
+        raise UsageError(f"the RTL does not implement {e}") from None
+    if a.rtl_cmd == "emit":
+        from hbfsim.rtl.emit import emit_verilog
+
+        _check_output(a.output, "output")
+        text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
+        tmp = Path(a.output + ".partial")
+        tmp.write_text(text)
+        os.replace(tmp, a.output)
+        print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller)")
+        return 0
+    from hbfsim.rtl.synth import SynthError, synth_stats
+
+    _check_output(a.json, "stats file")
+    try:
+        rows = synth_stats(cfg, sector_bytes=a.sector_bytes, abc=a.abc)
+    except SynthError as e:
+        raise UsageError(str(e)) from None
+    print(f"hbfsim rtl stats: profile {cfg.profile}, {cfg.channels} channels, "
+          f"{cfg.mshr_entries} MSHRs, {cfg.write_buffer_entries} write-buffer entries, "
+          f"admission {cfg.admission}, coverage granularity {a.sector_bytes} B")
+    print(f"  {'block':<34} {'cells':>10} {'flip-flops':>11} {'memory bits':>12}")
+    for name, r in sorted(rows.items(), key=lambda kv: (kv[0] == "total", kv[0])):
+        short = name.replace("hbf_controller.", "") if name != "hbf_controller" else "(top)"
+        print(f"  {short:<34} {r['cells']:>10,} {r['flip_flops']:>11,} {r['memory_bits']:>12,}")
+    if a.json:
+        _write_json(a.json, rows)
+    return 0
+
+
 def main(argv=None) -> int:
     from hbfsim.model.mapping import AddressError
     from hbfsim.model.requests import InputError
@@ -270,6 +327,8 @@ def main(argv=None) -> int:
             return _cmd_config_show(a)
         if a.cmd == "trace":
             return _cmd_trace_validate(a)
+        if a.cmd == "rtl":
+            return _cmd_rtl(a)
     except (UsageError, ConfigError, InputError, AddressError) as e:
         print(f"hbfsim: error: {e}", file=sys.stderr)
         return 2
