@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from hbfsim.config import PAGE_BYTES, load_config
@@ -27,3 +29,13 @@ def small_cfg():
     """A small, fast configuration: 1 stack, 2 channels, 4 subarrays each."""
     return load_config(channels=2, subarrays_per_channel=4, active_per_channel=4,
                        capacity_bytes=2 * 4 * 256 * PAGE_BYTES * 16)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--waves", action="store_true",
+                     help="write a VCD and GTKWave save file per RTL test under waves/")
+
+
+def pytest_configure(config):
+    if config.getoption("--waves"):
+        os.environ["HBFSIM_WAVES"] = "1"

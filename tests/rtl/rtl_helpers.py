@@ -1,7 +1,8 @@
 """Shared simulation helpers for the RTL tests (one place, STYLE "Tests").
 
-Waveforms only on request: set ``HBFSIM_WAVES=1`` and each simulation writes
-``waves/<test id>.vcd`` and ``.gtkw`` (never committed, see waves/README.md).
+Waveforms only on request: ``pytest --waves`` (or ``HBFSIM_WAVES=1``) makes each simulation
+write ``waves/<test id>.vcd`` and a ``.gtkw`` save file that shows the block's ports first
+(never committed, see waves/README.md).
 """
 
 from __future__ import annotations
@@ -58,10 +59,24 @@ def simulate(dut, *testbenches, background=(), deadline=None) -> None:
     if os.environ.get("HBFSIM_WAVES"):
         _WAVES.mkdir(exist_ok=True)
         stem = _WAVES / _wave_stem()
-        with sim.write_vcd(f"{stem}.vcd", f"{stem}.gtkw"):
+        with sim.write_vcd(f"{stem}.vcd", f"{stem}.gtkw", traces=key_signals(dut)):
             go()
     else:
         go()
+
+
+def key_signals(dut) -> list:
+    """The ports a GTKWave save file should show first: the component's interface members
+    (for the Controller: req, resp, cmd[c], cpl[c], drain, m_valid)."""
+    sig = getattr(dut, "signature", None)
+    if sig is None:
+        return []
+    out = []
+    for name in sig.members:
+        member = getattr(dut, name, None)
+        if member is not None:
+            out.append(member)
+    return out
 
 
 def small_config(**overrides):
