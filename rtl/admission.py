@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.layouts import ReqOp, Widths
-from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 
 
 def slot_layout(w: Widths) -> data.StructLayout:
@@ -99,7 +99,7 @@ class Admission(wiring.Component):
             rd.addr.eq(self.rd_slot),
             self.rd_data.eq(rd.data),
             self.rd_hit.eq(select(m, mshr_hit, self.rd_slot, "rd_hit")),
-            self.inflight.eq(sum(used)),
+            self.inflight.eq(tree_sum(used)),
         ]
         for i in range(n):
             with m.If(take & (free == i)):

@@ -5,7 +5,7 @@ Not blocks themselves (no ports): helpers that add logic to a :class:`Module`.
 
 from __future__ import annotations
 
-__all__ = ["at_least", "divmod_const", "lowest_set", "named", "select"]
+__all__ = ["at_least", "divmod_const", "lowest_set", "named", "select", "tree_sum"]
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.utils import bits_for, ceil_log2
@@ -69,6 +69,18 @@ def lowest_set(m: Module, bits: list, name: str) -> tuple[Value, Signal]:
     found, raw = node(0, len(bits))
     m.d.comb += index.eq(Mux(found, raw, 0))
     return found, index
+
+
+def tree_sum(values: list) -> Value:
+    """Sum ``values`` as a balanced adder tree (log depth; Python's ``sum`` builds a chain as
+    deep as the list, which overflows Python's recursion limit for thousands of terms)."""
+    vals = [Value.cast(v) for v in values]
+    if not vals:
+        return Const(0, 1)
+    while len(vals) > 1:
+        vals = [vals[i] + vals[i + 1] if i + 1 < len(vals) else vals[i]
+                for i in range(0, len(vals), 2)]
+    return vals[0]
 
 
 def at_least(m: Module, value: Value, n: int, name: str) -> Signal:

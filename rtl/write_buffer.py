@@ -17,7 +17,7 @@ from amaranth.utils import ceil_log2
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.logic import at_least, lowest_set, named, select
+from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
 
 
 class WbState(enum.Enum, shape=3):
@@ -292,7 +292,7 @@ class WriteBuffer(wiring.Component):
             m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
 
         m.d.comb += [
-            self.occupied.eq(sum(used)),
+            self.occupied.eq(tree_sum(used)),
             self.programs_queued.eq(Cat(*[s == WbState.QUEUED for s in state]).any()),
         ]
         for i in range(n):

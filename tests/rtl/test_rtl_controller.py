@@ -162,3 +162,33 @@ def test_unsupported_configuration_is_rejected(key, value):
     with pytest.raises(ValueError, match=key):
         Controller(small_config(**{key: value}))
     gc.collect()  # a refused component must leave no unused-elaboratable warning behind
+
+
+def test_accepts_one_request_per_cycle_for_1000_cycles():
+    """Issue 3 item 6: with resources free, one accept per cycle, back to back; every read
+    after the first of its page is decided an MSHR hit in its dispatch cycle (§4.2)."""
+    n = 1024
+    cfg = small_config(admission=1024, mshr_entries=8, t_read_us=5.0)  # no completion in time
+    dut = Controller(cfg)
+    accepts, hits = [], []
+
+    async def tb(ctx):
+        ctx.set(dut.resp.ready, 1)
+        k = 0
+        for t in range(n + 3):
+            ctx.set(dut.req.valid, k < n)
+            if k < n:
+                ctx.set(dut.req.payload, {"id": k, "op": 0, "source": 0, "bytes": 32,
+                                          "addr": (k % 8) * PAGE_BYTES + 32 * (k // 8 % 128)})
+                if ctx.get(dut.req.ready):
+                    accepts.append(t)
+                    k += 1
+            await ctx.tick()
+
+    simulate(dut, tb)
+    assert accepts == list(range(n))
+    # the model, given the same stream, agrees on accept cycles and on every hit/miss
+    reqs = [("R", k % 8, 32 * (k // 8 % 128), 32, 0) for k in range(n)]
+    model, _ = run_model(cfg, reqs)
+    assert [model[k][0] for k in range(n)] == accepts
+    assert sum(model[k][2] for k in range(n)) == n - 8
