@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Assert, Module, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -59,8 +59,10 @@ class Admission(wiring.Component):
         Slots in use.
     """
 
-    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
+    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
+                 checks: bool = True):
         self._cfg = cfg
+        self._checks = checks
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
         slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
         super().__init__({
@@ -108,4 +110,9 @@ class Admission(wiring.Component):
                 m.d.sync += used[i].eq(0)
             with m.If(self.hit.valid & (self.hit.slot == i)):
                 m.d.sync += mshr_hit[i].eq(1)
+        if self._checks:
+            # exactly one response per request: a response releases a slot in use
+            m.d.sync += Assert(~self.release.valid | select(m, used, self.release.slot,
+                                                            "release_used"),
+                               "response for a request slot that holds no request")
         return m

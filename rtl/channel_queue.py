@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["ChannelQueue"]
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,8 +60,9 @@ class ChannelQueue(wiring.Component):
         Issued operations whose completion has not been delivered.
     """
 
-    def __init__(self, cfg: HbfConfig):
+    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
         self._cfg = cfg
+        self._checks = checks
         self._w = w = Widths.of(cfg)
         super().__init__({
             "enq": In(stream.Signature(queue_op_layout(w))),
@@ -131,6 +132,13 @@ class ChannelQueue(wiring.Component):
             busy.eq((busy | set_mask) & ~clear_mask),
             active.eq(active + issue - done),
         ]
+        if self._checks:
+            m.d.sync += [
+                Assert(~issue | ~busy.bit_select(op.subarray, 1),
+                       "command issued to a busy subarray (§7)"),
+                Assert(~done | busy.bit_select(self.cpl.subarray, 1),
+                       "completion for a subarray that is not busy"),
+            ]
 
         # ---- collapsing queue: remove the issued slot, append the enqueued op ----
         m.d.comb += self.enq.ready.eq(count < depth)

@@ -123,12 +123,12 @@ class Controller(wiring.Component):
         m = Module()
         cfg, w = self._cfg, self._w
         ids = dict(id_bits=w.id, source_bits=w.source)
-        m.submodules.admission = adm = Admission(cfg, **ids)
+        m.submodules.admission = adm = Admission(cfg, **ids, checks=self._checks)
         m.submodules.mapper = mapper = Mapper(cfg)
         m.submodules.mshr = mshr = Mshr(cfg, checks=self._checks)
         m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector,
                                                      checks=self._checks)
-        m.submodules.scheduler = sched = Scheduler(cfg)
+        m.submodules.scheduler = sched = Scheduler(cfg, checks=self._checks)
         m.submodules.response = arb = ResponseArbiter(cfg, checks=self._checks, **ids)
 
         # ---- the map register M (§4.1, §4.2) ----

@@ -52,8 +52,9 @@ class Scheduler(wiring.Component):
         The write-drain window is open in this cycle.
     """
 
-    def __init__(self, cfg: HbfConfig):
+    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
         self._cfg = cfg
+        self._checks = checks
         self._w = w = Widths.of(cfg)
         c = cfg.channels
         super().__init__({
@@ -74,7 +75,7 @@ class Scheduler(wiring.Component):
         cfg = self._cfg
         queues = []
         for c in range(cfg.channels):
-            q = ChannelQueue(cfg)
+            q = ChannelQueue(cfg, checks=self._checks)
             m.submodules[f"queue{c}"] = q
             queues.append(q)
             mshr, wb = self.mshr_enq[c], self.wb_enq[c]

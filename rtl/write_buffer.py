@@ -347,13 +347,27 @@ class WriteBuffer(wiring.Component):
 
         if self._checks:
             self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                             pop, cur, locked, serialized)
+                             pop, cur, locked, serialized, cov, full)
         return m
 
     def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                    pop, cur, locked, serialized):
+                    pop, cur, locked, serialized, cov, full):
         cfg = self._cfg
         n = cfg.write_buffer_entries
+        strict = cfg.write_timeout_policy == "strict"
+        for i in range(n):
+            was_open = Signal(name=f"chk_was_open{i}")
+            cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
+            is_open = state[i] == WbState.OPEN
+            m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
+            m.d.sync += Assert(~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
+                               f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
+            if strict:
+                for c in range(cfg.channels):
+                    ev = self.issue[c]
+                    m.d.sync += Assert(~(ev.valid & (ev.index == i)) | full[i],
+                                       f"write-buffer entry {i}: PROGRAM of an incomplete page "
+                                       "under the strict policy (W3)")
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
         for i in range(n):
             with m.If(allocate & (free_index == i)):
