@@ -113,9 +113,11 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
-    from hbfsim.model.stats import collect_stats, format_table
-    from hbfsim.model.system import HbfSystem
+def _traced_run(cfg, trace_path, trace_level, stats_path, run):
+    """Run ``run(trace) -> HbfSystem`` with the trace file opened (and removed on failure).
+
+    Returns ``(system, extra, host_seconds, trace, path, level)``; ``run`` may return
+    ``(system, extra)`` to pass something on."""
     from hbfsim.model.trace import TraceWriter
 
     path = trace_path or cfg.trace_file or None
@@ -125,11 +127,7 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
     trace = TraceWriter(path, level) if path else None
     t0 = time.perf_counter()
     try:
-        system = HbfSystem(cfg, trace=trace, keep=False)
-        for r in requests:
-            system.submit(r)
-        system.close_input()
-        system.run()
+        out = run(trace)
     except BaseException:
         if trace is not None:
             trace.abort()
@@ -137,12 +135,22 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
     host = time.perf_counter() - t0
     if trace is not None:
         trace.close()
+    system, extra = out if isinstance(out, tuple) else (out, None)
+    return system, extra, host, trace, path, level
+
+
+def _report(header, system, host, trace, path, level, stats_path, extra_stats=None,
+            extra_lines=()):
+    from hbfsim.model.stats import collect_stats, format_table
+
     stats = collect_stats(system)
+    if extra_stats:
+        stats.update(extra_stats)
     stats["host_seconds"] = host
-    print(f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
-          f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
-          f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes")
+    print(header)
     print(format_table(stats))
+    for line in extra_lines:
+        print(line)
     print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
     if path:
         print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
@@ -150,6 +158,26 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
         _write_json(stats_path, stats)
         print(f"  statistics: {stats_path}")
     return 0
+
+
+def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
+    from hbfsim.model.system import HbfSystem
+
+    def run(trace):
+        system = HbfSystem(cfg, trace=trace, keep=False)
+        for r in requests:
+            system.submit(r)
+        system.close_input()
+        system.run()
+        return system
+
+    system, _, host, trace, path, level = _traced_run(cfg, trace_path, trace_level,
+                                                      stats_path, run)
+    header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
+              f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
+              f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, "
+              f"{cfg.write_timeout_policy} writes")
+    return _report(header, system, host, trace, path, level, stats_path)
 
 
 def _param_value(text: str):
@@ -166,8 +194,6 @@ def _param_value(text: str):
 
 def _run_workload(a, cfg) -> int:
     from hbfsim.model.gpu import GpuError, run_closed_loop
-    from hbfsim.model.stats import collect_stats, format_table
-    from hbfsim.model.trace import TraceWriter
     from hbfsim.model.workloads import DeviceStream, get_workload
 
     params = {}
@@ -186,36 +212,19 @@ def _run_workload(a, cfg) -> int:
     if isinstance(work, DeviceStream):
         return _simulate(cfg, iter(work), a.trace, a.trace_level, a.stats_json,
                          f"run --workload {a.workload} (device stream)")
-    path = a.trace or cfg.trace_file or None
-    level = a.trace_level or cfg.trace_level or 2
-    _check_output(path, "trace")
-    _check_output(a.stats_json, "stats file")
-    trace = TraceWriter(path, level) if path else None
-    t0 = time.perf_counter()
-    try:
+    def run(trace):
         result = run_closed_loop(cfg, work, trace=trace)
-    except BaseException:
-        if trace is not None:
-            trace.abort()
-        raise
-    host = time.perf_counter() - t0
-    if trace is not None:
-        trace.close()
-    stats = collect_stats(result.system)
-    stats["gpu"] = result.summary()
-    stats["host_seconds"] = host
-    print(f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
-          f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} "
-          f"us, {len(result.kernels)} kernels")
-    print(format_table(stats))
-    print(f"  GPU span: {result.span_gpu_cycles:,} GPU cycles ({result.span_us:.3f} us)")
-    print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
-    if path:
-        print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
-    if a.stats_json:
-        _write_json(a.stats_json, stats)
-        print(f"  statistics: {a.stats_json}")
-    return 0
+        return result.system, result
+
+    system, result, host, trace, path, level = _traced_run(cfg, a.trace, a.trace_level,
+                                                           a.stats_json, run)
+    header = (f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
+              f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
+              f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels")
+    return _report(header, system, host, trace, path, level, a.stats_json,
+                   {"gpu": result.summary()},
+                   [f"  GPU span: {result.span_gpu_cycles:,} GPU cycles "
+                    f"({result.span_us:.3f} us)"])
 
 
 def _cmd_run(a) -> int:

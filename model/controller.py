@@ -214,33 +214,11 @@ class StackController:
         return req
 
     def respond_one(self, t: int) -> bool:
-        """Candidate and handshake in one call (single stack, ``resp.ready`` high)."""
-        cur = self.cur
-        if cur is None:
-            if self.ret_r:
-                cur = self.mshr[heapq.heappop(self.ret_r)]
-            elif self.ret_w:
-                cur = self.wb[heapq.heappop(self.ret_w)]
-            else:
-                return False
-            self.cur = cur
-        req = cur.waiters[cur.head]
-        ch = cur.ch
-        credit = self.credit
-        c = credit[ch] + self.gain * (t - self.credit_t[ch])
-        if c > self.cap:
-            c = self.cap
-        cost = req.nbytes * self.khz
-        if c < cost:
-            if self.blocked_since < 0:
-                self.blocked_since = t
-            self.credit_wait = self.credit_t[ch] + -(-(cost - credit[ch]) // self.gain)
+        """Candidate and handshake in one call (``resp.ready`` high)."""
+        req = self.response_candidate(t)
+        if req is None:
             return False
-        self.credit_wait = None
-        c += self.gain - cost
-        credit[ch] = c if c < self.cap else self.cap
-        self.credit_t[ch] = t + 1
-        self._handshake(cur, req, ch, t)
+        self.respond(req, t)
         return True
 
     def respond(self, req: Request, t: int) -> None:

@@ -189,19 +189,8 @@ class HbfSystem:
             if busy:
                 t += 1
                 continue
-            nxt = None
-            for s in stacks:
-                n = s.next_timer(t)
-                if n is not None and (nxt is None or n < nxt):
-                    nxt = n
-            if ingress and ingress[0].arrival > t and (nxt is None or ingress[0].arrival < nxt):
-                nxt = ingress[0].arrival
-            if self.drain_at is not None and self.drain_at > t and (nxt is None
-                                                                    or self.drain_at < nxt):
-                nxt = self.drain_at
+            nxt = self._next_tick(t)
             if nxt is None:
-                if ingress or self.n_done < self.submitted - len(ingress):
-                    raise DeadlockError(self._describe(t))
                 break
             if until is not None and nxt > until:
                 t = until + 1
@@ -209,6 +198,26 @@ class HbfSystem:
             t = nxt
         self.t = t
         return t
+
+    def _next_tick(self, t: int) -> int | None:
+        """After a cycle that changed nothing: the next tick at which something can (C3).
+
+        Returns None when nothing is left to do; raises :class:`DeadlockError` when work is
+        left that no event can release."""
+        nxt = None
+        for s in self.stacks:
+            n = s.next_timer(t)
+            if n is not None and (nxt is None or n < nxt):
+                nxt = n
+        ingress = self.ingress
+        if ingress and ingress[0].arrival > t and (nxt is None or ingress[0].arrival < nxt):
+            nxt = ingress[0].arrival
+        if self.drain_at is not None and self.drain_at > t and (nxt is None
+                                                                or self.drain_at < nxt):
+            nxt = self.drain_at
+        if nxt is None and (ingress or self.n_done < self.submitted):
+            raise DeadlockError(self._describe(t))
+        return nxt
 
     def _run_fused(self, until: int | None) -> int:
         """The single-stack run loop with the per-request hot paths inlined.
@@ -347,16 +356,12 @@ class HbfSystem:
             if busy:
                 t += 1
                 continue
-            nxt = S.next_timer(t)
-            if ingress and ingress[0].arrival > t and (nxt is None or ingress[0].arrival < nxt):
-                nxt = ingress[0].arrival
-            if self.drain_at is not None and self.drain_at > t and (nxt is None
-                                                                    or self.drain_at < nxt):
-                nxt = self.drain_at
+            try:
+                nxt = self._next_tick(t)
+            except DeadlockError:
+                self.steps += steps
+                raise
             if nxt is None:
-                if ingress or self.n_done < self.submitted - len(ingress):
-                    self.steps += steps
-                    raise DeadlockError(self._describe(t))
                 break
             if until is not None and nxt > until:
                 t = until + 1
