@@ -7,6 +7,7 @@
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
+    hbfsim study NAME [--quick] [--out DIR] [--workers N]
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
 file left half-written (outputs are written to a temporary name and renamed when complete).
@@ -86,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--trace", metavar="T.csv", help="write the replay's own trace")
     rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
+    from hbfsim import study
+
+    study.register(sub)
     return ap
 
 
@@ -207,6 +211,10 @@ def _run_workload(a, cfg) -> int:
     name = a.workload.replace("-", "_")
     try:
         work = get_workload(name, cfg, **params)
+        if getattr(work, "config", None):
+            # the workload's study settings sit under the user's profile, file and flags
+            cfg = load_config(a.config, a.profile, base=work.config)
+            work = get_workload(name, cfg, **params)
     except (GpuError, ValueError, OSError) as e:
         raise UsageError(str(e)) from None
     if isinstance(work, DeviceStream):
@@ -338,6 +346,8 @@ def main(argv=None) -> int:
             return _cmd_trace_validate(a)
         if a.cmd == "rtl":
             return _cmd_rtl(a)
+        if hasattr(a, "func"):  # study, cosim, waves: sub-commands registered by their modules
+            return a.func(a)
     except (UsageError, ConfigError, InputError, AddressError) as e:
         print(f"hbfsim: error: {e}", file=sys.stderr)
         return 2

@@ -418,8 +418,9 @@ def build_config(values: dict) -> HbfConfig:
 
 
 def load_config(path: str | Path | None = None, profile: str | None = None,
-                **overrides) -> HbfConfig:
-    """Load a configuration: profile defaults, then the TOML file, then ``overrides``.
+                base: dict | None = None, **overrides) -> HbfConfig:
+    """Load a configuration: profile defaults, then ``base`` (for example a workload's
+    recommended settings), then the TOML file, then ``overrides``.
 
     Raises
     ------
@@ -445,6 +446,7 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     name = over.get("profile") or profile or file_values.get("profile") or "reference"
     if name not in PROFILES:
         raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {name!r}")
-    values = {"profile": name} | PROFILES[name] | file_values | over
+    base_values = _normalise(base or {}, "workload defaults")
+    values = {"profile": name} | PROFILES[name] | base_values | file_values | over
     values["profile"] = name
     return build_config(values)

@@ -55,6 +55,7 @@ __all__ = [
 # Heap events are (tick, seq, kind, producer): kind 0 launches the next kernel, kind n > 0
 # lets the producer issue up to n accesses (n = bound at its start, 1 per completion).
 _LAUNCH = 0
+_NEVER = 1 << 62        # a tick later than any simulation reaches
 
 
 class GpuError(ValueError):
@@ -206,7 +207,7 @@ class Kernel:
     """
 
     __slots__ = ("name", "producers", "compute", "index", "launch", "end", "requests",
-                 "out", "live", "feeding", "nproducers")
+                 "out", "live", "feeding", "nproducers", "ucticks")
 
     def __init__(self, name: str, producers, compute: int = 0):
         if isinstance(compute, bool) or not isinstance(compute, int) or compute < 0:
@@ -218,6 +219,7 @@ class Kernel:
         self.index = -1
         self.launch = self.end = -1
         self.requests = self.out = self.live = self.feeding = self.nproducers = 0
+        self.ucticks = -1
 
 
 class GpuProgram:
@@ -418,6 +420,15 @@ class ClosedLoop:
         self.violations = 0
         self.records: list | None = [] if record else None
         self.end_tick = -1
+        # direct chunks (see run): accesses created from the response callback are granted
+        # at once when last_grant < tick < direct_before; chunk_h is the running chunk's end
+        self.direct_before = -1
+        self.last_grant = -1
+        self.chunk_h = -1
+        self.base = cfg.base_address
+        self.pb = g.partition_bytes
+        self.nparts = g.partitions
+        self.submit = self.system.submit
 
     # ---------------------------------------------------------------- response callback
     def _on_response(self, req, t: int) -> None:
@@ -432,15 +443,64 @@ class ClosedLoop:
                 req.id, p.kernel.index, p.pid, p.sm, req.source, req.op, req.addr, req.nbytes,
                 req.data if req.op == "W" else None, req.created, req.arrival, req.t_accept,
                 t, req.mshr_hit, req.error))
-        if p.nxt is not None:
-            # the released slot issues the next access after the return path and compute
-            heapq.heappush(self.heap, (t + 1 + self.ret + p.cticks, self.seq, 1, p))
+        acc = p.nxt
+        if acc is None:
+            if p.out == 0:
+                k = p.kernel
+                k.live -= 1
+                if k.live == 0:
+                    self._kernel_end(k, t)
+            return
+        # the released slot issues the next access after the return path and compute
+        c = t + 1 + self.ret + p.cticks
+        if not self.last_grant < c < self.direct_before:
+            if c <= self.chunk_h:      # the driver's horizon rule was broken: a model bug
+                raise GpuError(f"internal: response in tick {t} schedules tick {c} inside the "
+                               f"running chunk (through {self.chunk_h})")
+            heapq.heappush(self.heap, (c, self.seq, 1, p))
             self.seq += 1
-        elif p.out == 0:
-            k = p.kernel
-            k.live -= 1
-            if k.live == 0:
-                self._kernel_end(k, t)
+            return
+        # Direct issue (a direct chunk of run()): the partition FIFOs are empty, no other
+        # GPU event lies before the chunk's end, and every response of the kernel creates
+        # its access in a later tick than the previous one (one response per tick, one
+        # compute delay for all producers). The arbiter would grant the access in its
+        # creation tick c, exactly as the tick-by-tick driver does, so it is created and
+        # submitted now with arrival = c.
+        op, addr, nb = acc
+        rel = addr - self.base
+        nparts = self.nparts
+        part = (rel // self.pb + rel // PAGE_BYTES) % nparts
+        rid = self.next_id
+        if op == "R":
+            r = GpuRequest(rid, op, addr, nb, part, c)
+            self.reads += 1
+        elif op == "W":
+            r = GpuRequest(rid, op, addr, nb, part, c, write_pattern(rid, nb))
+            self.writes += 1
+        else:
+            raise GpuError(f"kernel {p.kernel.name!r} producer {p.pid}: op must be "
+                           f"R or W, not {op!r}")
+        self.next_id = rid + 1
+        r.producer = p
+        r.created = c
+        k = p.kernel
+        k.requests += 1
+        p.issued += 1
+        out = p.out + 1
+        p.out = out
+        if out > p.peak:
+            p.peak = out
+            if out > self.peak:
+                self.peak = out
+        self.rr = part + 1 if part + 1 < nparts else 0
+        self.last_grant = c
+        self.submit(r)
+        acc = p.nxt = next(p.it, None)
+        if acc is None:
+            k.feeding -= 1
+            if not self.closed and self._inputs_exhausted():
+                self.system.close_input()      # G6: right after the program's last grant
+                self.closed = True
 
     def _kernel_end(self, k: Kernel, t: int) -> None:
         k.end = t
@@ -468,6 +528,7 @@ class ClosedLoop:
         k.nproducers = len(prods)
         live = 0
         cfg = self.cfg
+        ctick = set()
         for p in prods:
             if not isinstance(p, Producer):
                 raise GpuError(f"kernel {k.name!r}: producers must be Producer objects, "
@@ -477,7 +538,9 @@ class ClosedLoop:
             p.pid = self.n_producers
             self.n_producers += 1
             p.kernel = k
-            p.cticks = gpu_cycles_to_ticks(k.compute if p.compute is None else p.compute, cfg)
+            p.cticks = c = gpu_cycles_to_ticks(k.compute if p.compute is None else p.compute,
+                                               cfg)
+            ctick.add(c)
             p.it = iter(p.accesses)
             p.nxt = next(p.it, None)
             if p.nxt is None:
@@ -487,6 +550,9 @@ class ClosedLoop:
                                        p.bound, p))
             self.seq += 1
         k.live = k.feeding = live
+        # one compute delay for every producer: responses (one per tick) then create their
+        # follow-up accesses in strictly increasing ticks, which the direct path needs
+        k.ucticks = ctick.pop() if len(ctick) == 1 else -1
         if live == 0:
             self._kernel_end(k, now)
 
@@ -499,11 +565,14 @@ class ClosedLoop:
     def run(self) -> GpuResult:
         """Run the program to its last barrier; return a :class:`GpuResult`.
 
-        Each round handles the GPU ticks ``now .. h`` (issue events, one port grant per
-        tick) and then runs the system through tick ``h``. ``h`` is at most ``now +
-        return ticks`` (a response in tick t causes events from ``t + 1 + return`` on) and
-        stops before the next known GPU event; the per-request work is written out here
-        because it runs once per request.
+        Each round handles the GPU ticks ``now .. x`` (issue events, one port grant per
+        tick) and then runs the system in a chunk through tick ``h``. In a horizon chunk
+        ``h`` is at most ``now + return ticks`` (a response in tick t causes events from
+        ``t + 1 + return`` on) and stops before the next known GPU event. In a direct chunk
+        (partition FIFOs empty, one compute delay for the whole kernel) the response
+        callback creates and grants the released accesses itself, so ``h`` is the tick
+        before the next known GPU event, or unbounded (docs/gpu.md §2). The per-request
+        work is written out here because it runs once per request.
         """
         system = self.system
         heap = self.heap
@@ -527,6 +596,7 @@ class ClosedLoop:
         rr = 0              # arbiter pointer: the partition to look at first
         rid = 0             # next request id (creation order)
         reads = writes = 0
+        lg = -1             # tick of the last grant
         pw_sum = pw_max = 0
         now = start
         while True:
@@ -586,7 +656,7 @@ class ClosedLoop:
                     r = parts[i].popleft()
                     queued -= 1
                     rr = i + 1 if i + 1 < nparts else 0
-                    r.arrival = x
+                    r.arrival = lg = x
                     w = x - r.created
                     pw_sum += w
                     if w > pw_max:
@@ -607,16 +677,37 @@ class ClosedLoop:
                 system.t = now
                 sysrun()
                 break
-            h = x
-            if not queued:
+            g0 = heap[0][0] if heap else None
+            k = self.cur
+            direct = not queued and k is not None and k.ucticks >= 0
+            if queued:
+                h = x
+            elif direct:
+                # a direct chunk: responses create and grant their follow-up accesses from
+                # the callback (_on_response), so the system may run up to the next known
+                # GPU event (or to quiescence) and skip idle ticks on its own
+                h = None if g0 is None else g0 - 1
+            else:
                 h = limit
-                if heap and heap[0][0] - 1 < h:
-                    h = heap[0][0] - 1
+                if g0 is not None and g0 - 1 < h:
+                    h = g0 - 1
+            self.next_id, self.reads, self.writes, self.rr, self.last_grant = \
+                rid, reads, writes, rr, lg
+            self.chunk_h = _NEVER if h is None else h
+            if direct:
+                self.direct_before = _NEVER if g0 is None else g0
             system.t = now
             sysrun(h)
+            self.direct_before = self.chunk_h = -1
+            rid, reads, writes, rr, lg = \
+                self.next_id, self.reads, self.writes, self.rr, self.last_grant
+            if self.closed:          # the last access was granted inside the chunk
+                sysrun()
+                break
             st = system.t
             g = h + 1 if queued else (heap[0][0] if heap else None)
-            if st <= h:      # the system is idle: nothing in flight, nothing queued
+            if h is None or st <= h:
+                # the system stopped by itself: nothing in flight, nothing queued
                 if g is None:
                     raise GpuError(self._describe(st))
                 now = g
@@ -624,6 +715,9 @@ class ClosedLoop:
                 now = g      # the system skipped no-op ticks past the next GPU event (C3)
             else:
                 now = st
+            if now < st and system.n_done != system.submitted:
+                raise GpuError(f"internal: rewinding the system from tick {st} to {now} "
+                               f"with {system.submitted - system.n_done} requests open")
         self.next_id = rid
         self.reads, self.writes = reads, writes
         self.pw_sum, self.pw_max = pw_sum, pw_max

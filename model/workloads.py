@@ -314,7 +314,8 @@ def placement(cfg: HbfConfig | None = None, pages: int = 64, entries: int = 1,
     """Placement study (§6.1): ``pages`` active pages ``p_i = i * stride``, ``entries`` loads each.
 
     One warp per load, all launched together. ``config`` carries the study's resources (4
-    channels, 32 subarrays in total, 8 active slots per channel, admission 4096) plus the placement
+    channels, 32 subarrays in total, 8 active operations in the whole stack, admission 4096)
+    plus the placement
     overrides of :func:`placement_map` for ``mapping``; pass ``channels`` = the channel
     count you run with, since the explicit maps depend on it.
     """
@@ -336,10 +337,11 @@ def placement(cfg: HbfConfig | None = None, pages: int = 64, entries: int = 1,
                for p in active for e in range(entries)]
         yield Kernel("placement", _one_access_warps(acc, sms))
 
-    # The source's cap of eight active operations is controller-wide; the controller has a
-    # per-channel cap (L2), and eight per channel reproduces its stride-4/32 results.
+    # The source's cap of eight active operations is controller-wide: active_total = 8
+    # (the per-channel cap of L2 stays at 8, so it never binds first).
     config = {"channels": channels, "subarrays_per_channel": max(1, 32 // channels),
-              "active_per_channel": 8, "admission": 4096, "page_cache_pages": 0}
+              "active_per_channel": 8, "active_total": 8, "admission": 4096,
+              "page_cache_pages": 0}
     config.update(overrides)
     return GpuProgram(kernels, "placement", config=config, gpu=GpuConfig(sms=sms),
                       expected={"requests": pages * entries, "active_pages": active},
@@ -400,9 +402,13 @@ def rw_isolation(cfg: HbfConfig | None = None, read_sectors: int = 512, read_pag
                   for j in range(read_pages)]
         yield Kernel("rw_isolation", prods)
 
+    # admission 4096: the source's admission slots count page operations (docs/model.md,
+    # "Two admission bounds"); 256 request slots would hold the 512 write sectors until
+    # their PROGRAMs complete and stall the reads at ingress whatever the scheduler.
     return GpuProgram(kernels, "rw_isolation",
                       config={"channels": 4, "subarrays_per_channel": 1,
-                              "active_per_channel": 1, "write_deadline_ticks": 10000,
+                              "active_per_channel": 1, "admission": 4096,
+                              "write_deadline_ticks": 10000,
                               "scheduler": "read-priority", "page_cache_pages": 0},
                       gpu=GpuConfig(sms=sms),
                       expected={"requests": read_sectors + write_pages * write_sectors,
