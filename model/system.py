@@ -47,6 +47,9 @@ class HbfSystem:
         for s in self.stacks:
             s.on_response = self._responded
         self.ingress: deque[Request] = deque()
+        self._span = cfg.capacity_bytes
+        self._map_key = None
+        self._map_val = None
         self.t = 0
         self.rr = 0
         self.inputs_done = False
@@ -81,26 +84,38 @@ class HbfSystem:
         ValueError
             The arrival tick is earlier than the previous request's.
         """
-        if req.op not in ("R", "W"):
-            raise ValueError(f"op must be R or W, not {req.op!r}")
-        self.mapper.check(req.addr, req.nbytes)
+        op = req.op
+        if op != "R" and op != "W":
+            raise ValueError(f"op must be R or W, not {op!r}")
+        base = self.cfg.base_address
+        rel = req.addr - base
+        page, off = divmod(rel, PAGE_BYTES)
+        if not (0 <= rel < self._span and 1 <= req.nbytes <= PAGE_BYTES - off):
+            self.mapper.check(req.addr, req.nbytes)  # raises with the precise reason
         if req.arrival < self.last_arrival:
             raise ValueError(f"request {req.id}: arrival tick {req.arrival} is earlier than "
                              f"the previous request's {self.last_arrival}")
         if self.inputs_done:
             raise ValueError("submit() after close_input()")
-        if req.op == "W" and req.data is not None and len(req.data) != req.nbytes:
+        if op == "W" and req.data is not None and len(req.data) != req.nbytes:
             raise ValueError(f"request {req.id}: {len(req.data)} data bytes for a "
                              f"{req.nbytes}-byte write")
         self.last_arrival = req.arrival
-        page = (req.addr - self.cfg.base_address) // PAGE_BYTES
-        req.off = (req.addr - self.cfg.base_address) % PAGE_BYTES
-        req.stack, req.q = self.mapper.stack_of(page)
-        req.ch, req.local, req.sub = self.mapper.channel_of(req.q, req.op == "W")
+        req.off = off
+        # Consecutive requests usually share a page (sectors of one line, lines of one
+        # page): remember the last page's mapping.
+        key = (page, op)
+        if key == self._map_key:
+            req.stack, req.q, req.ch, req.local, req.sub = self._map_val
+        else:
+            stack, q = self.mapper.stack_of(page)
+            ch, local, sub = self.mapper.channel_of(q, op == "W")
+            req.stack, req.q, req.ch, req.local, req.sub = val = (stack, q, ch, local, sub)
+            self._map_key, self._map_val = key, val
         if self.first_arrival is None:
             self.first_arrival = req.arrival
-        self.requested[req.op] += req.nbytes
-        self.n_req[req.op] += 1
+        self.requested[op] += req.nbytes
+        self.n_req[op] += 1
         self.stacks[req.stack].ch_requests[req.ch] += 1
         self.submitted += 1
         self.ingress.append(req)
