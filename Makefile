@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-cosim clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/bench_model.py
+
+bench-cosim: $(STAMP)
+	$(VENV)/bin/python bench/bench_cosim.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info waves/*.vcd waves/*.gtkw

@@ -8,6 +8,9 @@
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
     hbfsim study NAME [--quick] [--out DIR] [--workers N]
+    hbfsim cosim run --scenario NAME --seed S --requests N --sim verilator|icarus [--waves]
+    hbfsim cosim soak --requests N
+    hbfsim waves list F | request F --id N | check F --trace T
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
 file left half-written (outputs are written to a temporary name and renamed when complete).
@@ -88,8 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
     from hbfsim import study
+    from hbfsim.cosim import cli as cosim_cli
 
     study.register(sub)
+    cosim_cli.register(sub, _Parser)
     return ap
 
 

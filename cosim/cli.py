@@ -1,0 +1,284 @@
+"""``hbfsim cosim ...`` and ``hbfsim waves ...``: the co-simulation commands.
+
+    hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
+                      [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
+    hbfsim cosim soak [--requests N] [--seed S] [--sim verilator|icarus]
+    hbfsim waves list F.vcd
+    hbfsim waves request F.vcd --id N
+    hbfsim waves check F.vcd --trace T.csv
+
+:func:`register` adds them to the ``hbfsim`` parser; every handler is stored as the parsed
+namespace's ``func`` and returns the exit status (0 agree, 1 a mismatch). Bad input raises
+:class:`ValueError` with one line naming what is wrong (``hbfsim.cli`` prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+__all__ = ["register"]
+
+import random
+import sys
+import time
+
+from hbfsim.cosim import scenarios
+
+
+def register(subparsers, parser_class=None) -> None:
+    """Add ``cosim`` and ``waves`` to ``subparsers`` (an ``add_subparsers()`` result).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+    parser_class : type, optional
+        Parser class of the nested sub-commands (default: the one ``subparsers`` uses).
+    """
+    pc = parser_class or getattr(subparsers, "_parser_class", None)
+    kw = {"parser_class": pc} if pc is not None else {}
+    cos = subparsers.add_parser("cosim", help="co-simulate the RTL against the golden model")
+    csub = cos.add_subparsers(dest="cosim_cmd", required=True, **kw)
+    run = csub.add_parser("run", help="one scenario, every event compared")
+    run.add_argument("--scenario", default="mix", metavar="NAME",
+                     help="one of: " + ", ".join(sorted(scenarios.SCENARIOS)) + " (default mix)")
+    run.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    run.add_argument("--requests", type=int, default=None, metavar="N",
+                     help="number of requests, where the scenario has a size")
+    run.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
+    run.add_argument("--waves", action="store_true",
+                     help="write waves/NAME.vcd and a GTKWave save file beside it")
+    run.add_argument("--window", metavar="A:B", help="with --waves: keep cycles A..B only")
+    run.add_argument("--csv", metavar="F.csv", help="requests from a CSV file instead of a "
+                     "named scenario (tick,op,address,bytes,source)")
+    run.add_argument("--config", metavar="F.toml", help="with --csv: configuration file")
+    run.add_argument("--profile", help="with --csv: named profile")
+    run.add_argument("--resp-ready", type=float, default=None, metavar="P",
+                     help="with --csv: probability that resp.ready is high (default 1)")
+    run.set_defaults(func=_cmd_run)
+    soak = csub.add_parser("soak", help="seeded random traffic across every policy")
+    soak.add_argument("--requests", type=int, default=20000, metavar="N",
+                      help="requests in total (default 20000)")
+    soak.add_argument("--seed", type=int, default=1)
+    soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
+    soak.set_defaults(func=_cmd_soak)
+
+    wav = subparsers.add_parser("waves", help="read a co-simulation VCD back")
+    wsub = wav.add_subparsers(dest="waves_cmd", required=True, **kw)
+    ls = wsub.add_parser("list", help="ports, cycles and every request seen in a VCD")
+    ls.add_argument("file")
+    ls.set_defaults(func=_cmd_waves_list)
+    rq = wsub.add_parser("request", help="one request's lifecycle from the VCD")
+    rq.add_argument("file")
+    rq.add_argument("--id", type=int, required=True, metavar="N")
+    rq.set_defaults(func=_cmd_waves_request)
+    ck = wsub.add_parser("check", help="the VCD and an hbf-trace-v1 trace agree")
+    ck.add_argument("file")
+    ck.add_argument("--trace", required=True, metavar="T.csv")
+    ck.set_defaults(func=_cmd_waves_check)
+
+
+def _sim(name: str) -> str:
+    from hbfsim.cosim.runner import SIMULATORS, skip_reason
+
+    if name not in SIMULATORS:
+        raise ValueError(f"--sim must be one of {', '.join(SIMULATORS)}, not {name!r}")
+    reason = skip_reason(name)
+    if reason:
+        raise ValueError(f"--sim {name}: {reason}")
+    return name
+
+
+def _window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    a, sep, b = text.partition(":")
+    try:
+        lo, hi = int(a), int(b)
+    except ValueError:
+        lo = hi = -1
+    if not sep or lo < 0 or hi < lo:
+        raise ValueError(f"--window must be A:B with 0 <= A <= B (cycles), not {text!r}")
+    return lo, hi
+
+
+def _scenario(a):
+    from hbfsim.config import load_config
+    from hbfsim.cosim.scenario import Scenario
+    from hbfsim.model.requests import load_requests_csv
+
+    if a.csv is None:
+        if a.config or a.profile or a.resp_ready is not None:
+            raise ValueError("--config, --profile and --resp-ready go with --csv")
+        return scenarios.make(a.scenario, a.seed, a.requests)
+    cfg = load_config(a.config, a.profile)
+    from hbfsim.rtl.controller import check_supported
+
+    try:
+        check_supported(cfg)
+    except ValueError as e:
+        raise ValueError(f"the RTL does not implement {e}") from None
+    reqs = load_requests_csv(a.csv, cfg)
+    if a.requests is not None:
+        reqs = reqs[:a.requests]
+    p = 1.0 if a.resp_ready is None else a.resp_ready
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"--resp-ready must be in (0, 1], not {p}")
+    from pathlib import Path
+
+    return Scenario.from_requests(Path(a.csv).stem, cfg, reqs, resp_ready=p, seed=a.seed)
+
+
+def _cmd_run(a) -> int:
+    from hbfsim.cosim import runner
+
+    sim = _sim(a.sim)
+    window = _window(a.window)
+    if window and not a.waves:
+        raise ValueError("--window goes with --waves")
+    sc = _scenario(a)
+    t0 = time.perf_counter()
+    try:
+        (r,) = runner.run([sc], sim=sim, waves=a.waves, window=window)
+    except RuntimeError as e:  # a failed build: the message names its log
+        print(f"hbfsim: {e}", file=sys.stderr)
+        return 1
+    total = time.perf_counter() - t0
+    cfg = sc.cfg()
+    print(f"hbfsim cosim run {sc.name}: {sim}, {cfg.channels} channels, scheduler "
+          f"{cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes, "
+          f"{len(sc.requests)} requests, resp.ready {sc.resp_ready:g}")
+    if r.get("cycles") is not None:
+        print(f"  {r['cycles']:,} cycles in {r.get('wall_s', 0):.2f} s "
+              f"({r.get('cycles_per_s', 0):,.0f} cycles/s), build {r.get('build_s', 0):.1f} s, "
+              f"total {total:.1f} s")
+    if r.get("golden_trace"):
+        print(f"  traces: {r['golden_trace']} (golden), {r['rtl_trace']} (RTL), "
+              f"{'identical' if r.get('traces_identical') else 'DIFFERENT'}")
+    if r.get("vcd"):
+        print(f"  waves: {r['vcd']} (GTKWave: {r['gtkw']})")
+    if not r["passed"]:
+        print(r["diff"])
+    print(f"cosim run {sc.name}: {r['events_compared']:,} events compared, "
+          f"{r['mismatches']} mismatches")
+    return 0 if r["passed"] else 1
+
+
+def _cmd_soak(a) -> int:
+    from hbfsim.cosim import runner
+    from hbfsim.cosim.scenario import Scenario
+
+    sim = _sim(a.sim)
+    if a.requests < 1:
+        raise ValueError(f"--requests must be at least 1, not {a.requests}")
+    cfgs = scenarios.soak_configs()
+    rng = random.Random(a.seed)
+    per = 400  # requests per run: several seeds per configuration, each run short
+    total = a.requests
+    chunks = max(len(cfgs), -(-total // per)) if total >= len(cfgs) else total
+    scs = []
+    for i in range(chunks):
+        cfg = cfgs[i % len(cfgs)]
+        n = total // chunks + (1 if i < total % chunks else 0)
+        seed = rng.randrange(1 << 30)
+        r2 = random.Random(seed)
+        spec = scenarios.workload(r2, n, pages=r2.choice([4, 8, 16, 32]),
+                                  reads=r2.choice([0.3, 0.6, 0.9]), gap=r2.choice([1, 3, 10]))
+        b = cfg.base_address
+        rows = [[j, op, b + page * 4096 + off, size, 0, t]
+                for j, (op, page, off, size, t) in enumerate(spec)]
+        scs.append(Scenario(f"soak-{i}-c{i % len(cfgs)}", cfg.as_dict(), rows,
+                            resp_ready=r2.choice([1.0, 0.9, 0.6]), seed=seed))
+    t0 = time.perf_counter()
+    try:
+        results = runner.run(scs, sim=sim)
+    except RuntimeError as e:
+        print(f"hbfsim: {e}", file=sys.stderr)
+        return 1
+    total = time.perf_counter() - t0
+    events = sum(r["events_compared"] for r in results)
+    bad = [r for r in results if not r["passed"]]
+    for i, cfg in enumerate(cfgs):
+        mine = [r for r, s in zip(results, scs) if s.name.endswith(f"-c{i}")]
+        print(f"  {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
+              f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}: "
+              f"{sum(r['events_compared'] for r in mine):,} events, "
+              f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs")
+    for r in bad[:3]:
+        print(r["diff"])
+    print(f"cosim soak: {events:,} events compared, {len(bad)} mismatches, {total:.1f} s "
+          f"({len(scs)} runs, {a.requests:,} requests, seed {a.seed})")
+    return 0 if not bad else 1
+
+
+def _cmd_waves_list(a) -> int:
+    from hbfsim.cosim.waves import WaveFile
+
+    w = WaveFile(a.file)
+    sc = w.scenario
+    print(f"{a.file}: scenario {sc.name!r}, {w.cfg.channels} channels, cycles "
+          f"{w.first_cycle}..{w.last_cycle} (cycle 0 at {w.cycle0} ns, {w.period} ns/cycle)")
+    acc = {f["id"]: (t, f) for t, f in w.accepts()}
+    res = {f["id"]: (t, f) for t, f in w.responses()}
+    cmds = w.commands()
+    print(f"  {len(acc)} requests accepted, {len(res)} answered, {len(cmds)} media commands "
+          "in these cycles")
+    print(f"  {'id':>6} {'op':>2} {'addr':>14} {'bytes':>5} {'accept':>8} {'response':>8} "
+          f"{'mshr_hit':>8} {'buf_hit':>7} {'error':>5}")
+    rows = {r[0]: r for r in w.scenario.requests}
+    for rid in sorted(set(acc) | set(res)):
+        _, op, addr, nbytes, _, _ = rows.get(rid, (rid, "?", 0, 0, 0, 0))
+        t = acc[rid][0] if rid in acc else "-"
+        r = res.get(rid)
+        cols = (f"{r[0]:>8} {r[1]['mshr_hit']:>8} {r[1]['buffer_hit']:>7} {r[1]['error']:>5}"
+                if r else f"{'-':>8} {'-':>8} {'-':>7} {'-':>5}")
+        print(f"  {rid:>6} {op:>2} {addr:>#14x} {nbytes:>5} {t:>8} {cols}")
+    return 0
+
+
+def _cmd_waves_request(a) -> int:
+    from hbfsim.cosim.waves import WaveFile
+
+    w = WaveFile(a.file)
+    life = w.lifecycle(a.id)
+    op = "read" if life["op"] == "R" else "write"
+    print(f"request {life['id']}: {op} of {life['bytes']} B at {life['addr']:#x} "
+          f"(channel {life['channel']}, subarray {life['subarray']}, local page "
+          f"{life['local_page']}), arrival cycle {life['arrival']}")
+    print(f"  accept:     cycle {life['accept']} ({life['accept_ns']} ns)")
+    resp = life["response"]
+    if resp is not None and life["op"] == "R":
+        hit = "MSHR hit (merged into a pending read)" if resp["mshr_hit"] else \
+            "MSHR miss (allocated an entry)"
+        print(f"  dispatch:   {hit}")
+    c = life["command"]
+    if c is not None:
+        print(f"  media:      {c['op']} issued cycle {c['cycle']} ({c['ns']} ns), tag "
+              f"{c['tag']}, subarray {c['subarray']}")
+        d = life["completion"]
+        if d is not None:
+            print(f"  completion: cycle {d['cycle']} ({d['ns']} ns), buffer_hit "
+                  f"{d['buffer_hit']}, error {d['error']}")
+    else:
+        print("  media:      no command (" + ("strict-policy error, never programmed"
+                                            if resp and resp["error"] else
+                                            "none seen in the recorded cycles") + ")")
+    if resp is not None:
+        print(f"  response:   cycle {resp['cycle']} ({resp['ns']} ns), mshr_hit "
+              f"{resp['mshr_hit']}, buffer_hit {resp['buffer_hit']}, error {resp['error']}; "
+              f"latency {resp['cycle'] - life['arrival']} ticks from arrival")
+    else:
+        print("  response:   none in the recorded cycles")
+    return 0
+
+
+def _cmd_waves_check(a) -> int:
+    from hbfsim.cosim.waves import WaveFile
+    from hbfsim.model.trace import read_trace
+
+    w = WaveFile(a.file)
+    rows = read_trace(a.trace)
+    n, why = w.check_trace(rows)
+    if why is None:
+        print(f"{a.file} and {a.trace} agree: {n} requests (accept and response cycles, "
+              "flags)")
+        return 0
+    print(f"{a.file} and {a.trace} disagree: {why}")
+    return 1

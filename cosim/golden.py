@@ -1,0 +1,108 @@
+"""The golden side of a co-simulation: the model's events at the controller's ports.
+
+:func:`run_golden` runs :class:`hbfsim.model.system.HbfSystem` on a :class:`Scenario` and
+returns what a monitor on the four interfaces would see (docs/timing-contract.md §1): the
+accept cycle of every request, every media command, every response with its flags. The
+RTL testbench records the same three streams; :mod:`hbfsim.cosim.scoreboard` compares them.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Events", "run_golden", "summary"]
+
+from dataclasses import dataclass, field
+
+from hbfsim.model.system import HbfSystem
+from hbfsim.model.trace import TraceWriter
+
+from hbfsim.cosim.scenario import Scenario
+
+#: Integer codes of the event fields (contract §1; ``ReqOp`` and ``CmdOp`` of rtl/layouts.py,
+#: READ/PROGRAM of model/media.py).
+OPS = {"R": 0, "W": 1}
+
+
+@dataclass
+class Events:
+    """The three observable streams, each in the order a monitor sees them.
+
+    Members
+    -------
+    accepts : list of (cycle, id)
+        ``req`` handshakes.
+    cmds : list of (cycle, channel, subarray, op, page, tag)
+        Media commands, by cycle then channel; ``op`` 0 = READ, 1 = PROGRAM; ``tag`` =
+        index * 2 + kind (docs/rtl.md "Command tag").
+    resps : list of (cycle, id, op, source, mshr_hit, buffer_hit, cache_hit, error)
+        ``resp`` handshakes; ``op`` 0 = read, 1 = write.
+    """
+
+    accepts: list = field(default_factory=list)
+    cmds: list = field(default_factory=list)
+    resps: list = field(default_factory=list)
+
+    def count(self) -> int:
+        return len(self.accepts) + len(self.cmds) + len(self.resps)
+
+
+def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
+    """Run the golden model on ``sc``; write an hbf-trace-v1 level-1 trace if asked.
+
+    Returns the events and the finished system (for its statistics).
+    """
+    cfg = sc.cfg(golden=True)
+    trace = TraceWriter(trace_path, 1) if trace_path else None
+    system = HbfSystem(cfg, trace=trace, keep=True)
+    system.resp_ready = sc.ready()
+    cmds = []
+    media = system.stacks[0].media
+    issue = media.issue
+
+    def logged(t, ch, sub, op, local, tag):
+        cmds.append((t, ch, sub, op, local, tag))
+        return issue(t, ch, sub, op, local, tag)
+
+    media.issue = logged
+    try:
+        system.run_requests(sc.model_requests())
+    except BaseException:
+        if trace is not None:
+            trace.abort()
+        raise
+    if trace is not None:
+        trace.close()
+    ev = Events()
+    done = system.completed
+    ev.accepts = sorted((r.t_accept, r.id) for r in done)
+    ev.cmds = sorted(cmds)
+    ev.resps = [(r.t_done, r.id, OPS[r.op], r.source, int(r.mshr_hit), int(r.buffer_hit),
+                 int(r.cache_hit), int(r.error)) for r in done]
+    ev.resps.sort(key=lambda e: e[0])
+    return ev, system
+
+
+def summary(ev: Events) -> dict:
+    """Functional counts derived from observed events (the same on both sides on a pass).
+
+    Keys: ``requests``, ``responses``, ``answered_once`` (every accepted id answered exactly
+    once), ``page_reads``, ``page_programs``, ``mshr_hits``, ``buffer_hits``, ``errors``,
+    ``reads``, ``writes``, ``first_accept``, ``last_response``, ``window``.
+    """
+    ids = [e[1] for e in ev.resps]
+    out = {
+        "requests": len(ev.accepts),
+        "responses": len(ev.resps),
+        "answered_once": int(sorted(ids) == sorted(a[1] for a in ev.accepts)
+                             and len(set(ids)) == len(ids)),
+        "page_reads": sum(1 for c in ev.cmds if c[3] == 0),
+        "page_programs": sum(1 for c in ev.cmds if c[3] == 1),
+        "mshr_hits": sum(e[4] for e in ev.resps),
+        "buffer_hits": sum(e[5] for e in ev.resps),
+        "errors": sum(e[7] for e in ev.resps),
+        "reads": sum(1 for e in ev.resps if e[2] == 0),
+        "writes": sum(1 for e in ev.resps if e[2] == 1),
+        "first_accept": ev.accepts[0][0] if ev.accepts else -1,
+        "last_response": ev.resps[-1][0] if ev.resps else -1,
+    }
+    out["window"] = out["last_response"] - out["first_accept"] if ev.resps else 0
+    return out

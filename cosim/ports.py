@@ -1,0 +1,196 @@
+"""The controller's ports as the co-simulation sees them: packed integers in the bit layouts
+of :mod:`hbfsim.rtl.layouts`.
+
+STYLE "Bit layouts are defined once": :class:`StructCodec` reads every field's offset and
+width from the Amaranth layout itself, so nothing here knows a bit position. It exists
+because ``data.Const(layout, v).field`` costs 30-50 us per access, more than a whole
+co-simulated cycle; tests/cosim/test_cosim_ports.py checks it against ``layout.const(...)``
+and ``data.Const`` views field by field.
+
+:class:`Port` reads and writes one top-level signal. Under Verilator, cocotb's runner sets
+``COCOTB_TRUST_INERTIAL_WRITES=1``: cocotb then writes at once, and so does :class:`Port`,
+through the GPI handle below cocotb's value objects (0.1 us instead of 2-5 us per access).
+Elsewhere (Icarus) it goes through the public ``handle.value``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ControllerPorts", "Port", "StructCodec", "port_names"]
+
+import enum
+import os
+
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+from hbfsim.config import HbfConfig
+from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout, resp_layout
+
+
+class StructCodec:
+    """Pack and unpack integers of one ``data.Layout`` by the layout's own field offsets.
+
+    Parameters
+    ----------
+    layout : data.Layout
+        A struct layout; nested struct fields are flattened to dotted names (``tag.kind``).
+
+    Members
+    -------
+    fields : dict[str, tuple[int, int]]
+        Dotted field name -> (offset, width).
+    size : int
+        Width of the packed value.
+    """
+
+    def __init__(self, layout: data.Layout):
+        self.layout = layout
+        self.size = Shape.cast(layout).width
+        self.fields: dict[str, tuple[int, int]] = {}
+        self._enums: dict[str, type] = {}
+        self._walk(layout, "", 0)
+
+    def _walk(self, layout, prefix: str, base: int) -> None:
+        for name, field in layout:
+            path = prefix + name
+            if isinstance(field.shape, data.Layout):
+                self._walk(field.shape, path + ".", base + field.offset)
+            else:
+                self.fields[path] = (base + field.offset, field.width)
+                if isinstance(field.shape, type) and issubclass(field.shape, enum.Enum):
+                    self._enums[path] = field.shape
+
+    def mask(self, name: str) -> int:
+        """The bits of field ``name`` in a packed value (e.g. to test ``valid`` quickly)."""
+        off, width = self.fields[name]
+        return ((1 << width) - 1) << off
+
+    def pack(self, values: dict) -> int:
+        """Pack ``{dotted name: int or enum member}``; missing fields are 0.
+
+        Raises
+        ------
+        ValueError
+            An unknown field, or a value that does not fit its field (named).
+        """
+        out = 0
+        for name, v in values.items():
+            if name not in self.fields:
+                raise ValueError(f"{name!r} is not a field of {self.layout!r}")
+            if isinstance(v, enum.Enum):
+                v = v.value
+            off, width = self.fields[name]
+            if not 0 <= v < 1 << width:
+                raise ValueError(f"field {name} = {v} does not fit in {width} bits")
+            out |= v << off
+        return out
+
+    def unpack(self, value: int) -> dict[str, int]:
+        """Every field of ``value`` as an integer (enums as their ``.value``)."""
+        return {name: (value >> off) & ((1 << width) - 1)
+                for name, (off, width) in self.fields.items()}
+
+    def getter(self, *names: str):
+        """A fast ``f(value) -> tuple`` of the named fields, in the order given."""
+        spec = [(self.fields[n][0], (1 << self.fields[n][1]) - 1) for n in names]
+
+        def get(value: int) -> tuple:
+            return tuple((value >> off) & m for off, m in spec)
+
+        return get
+
+
+def port_names(cfg: HbfConfig) -> list[str]:
+    """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``)."""
+    names = ["clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
+             "resp__ready", "resp__payload", "drain", "m_valid"]
+    for c in range(cfg.channels):
+        names += [f"cmd__{c}", f"cpl__{c}"]
+    return names
+
+
+class Port:
+    """One top-level signal read and written as an unsigned integer.
+
+    Parameters
+    ----------
+    handle : cocotb handle
+        The signal.
+    """
+
+    __slots__ = ("handle", "name", "width", "last", "_raw", "_wide", "_mask")
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.name = handle._name
+        self.width = len(handle)
+        self.last: int | None = None
+        trusted = os.environ.get("COCOTB_TRUST_INERTIAL_WRITES") == "1"
+        self._raw = getattr(handle, "_handle", None) if trusted else None
+        self._wide = self.width > 32
+        self._mask = (1 << self.width) - 1
+
+    def read(self) -> int:
+        """The current value. Raises ValueError on X or Z (four-state simulators)."""
+        raw = self._raw
+        if raw is None:
+            return int(self.handle.value)
+        if self._wide:
+            return int(raw.get_signal_val_binstr(), 2)
+        return raw.get_signal_val_long() & self._mask
+
+    def write(self, value: int) -> None:
+        """Drive ``value`` (skipped when it is what this port last drove)."""
+        if value == self.last:
+            return
+        self.last = value
+        raw = self._raw
+        if raw is None:
+            self.handle.value = value
+        elif self._wide:
+            raw.set_signal_val_binstr(0, format(value, f"0{self.width}b"))
+        else:
+            raw.set_signal_val_int(0, value)
+
+
+class ControllerPorts:
+    """Every port of ``hbf_controller`` with the codecs of its payloads.
+
+    Parameters
+    ----------
+    dut : cocotb handle
+        The top-level ``hbf_controller``.
+    cfg : HbfConfig
+        Its configuration (channel count and widths).
+    id_bits, source_bits : int
+        As given to :func:`hbfsim.rtl.emit.emit_verilog`.
+
+    Raises
+    ------
+    ValueError
+        A port's width disagrees with its layout (the build does not match ``cfg``).
+    """
+
+    def __init__(self, dut, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
+        w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
+        self.widths = w
+        self.req = StructCodec(req_layout(w))
+        self.resp = StructCodec(resp_layout(w))
+        self.cmd = StructCodec(cmd_layout(w))
+        self.cpl = StructCodec(cpl_layout(w))
+        g = lambda n: Port(getattr(dut, n))  # noqa: E731
+        self.clk = dut.clk
+        self.rst = g("rst")
+        self.req_valid, self.req_ready, self.req_payload = (g("req__valid"), g("req__ready"),
+                                                            g("req__payload"))
+        self.resp_valid, self.resp_ready, self.resp_payload = (
+            g("resp__valid"), g("resp__ready"), g("resp__payload"))
+        self.drain, self.m_valid = g("drain"), g("m_valid")
+        self.cmds = [g(f"cmd__{c}") for c in range(cfg.channels)]
+        self.cpls = [g(f"cpl__{c}") for c in range(cfg.channels)]
+        for port, codec in ([(self.req_payload, self.req), (self.resp_payload, self.resp)]
+                            + [(p, self.cmd) for p in self.cmds]
+                            + [(p, self.cpl) for p in self.cpls]):
+            if port.width != codec.size:
+                raise ValueError(f"port {port.name} is {port.width} bits but its layout is "
+                                 f"{codec.size}: the build does not match the configuration")

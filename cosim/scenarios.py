@@ -1,0 +1,306 @@
+"""Named co-simulation scenarios: the golden model's functional checks and seeded random mixes.
+
+Every scenario is a function ``f(seed, n) -> Scenario`` (``n``: how many requests, where the
+scenario has a size). The configurations are small and use short NAND timings (tR 9 ticks)
+so that a run takes thousands of cycles, not millions; scenarios share a few RTL parameter
+sets (:data:`RTL_SETS`) so that they share Verilator builds. ``expect`` holds the functional
+property each one demonstrates (tests/model/test_controller.py), checked on the events both
+sides produced.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RTL_SETS", "SCENARIOS", "config", "make", "random_config", "soak_configs",
+           "workload"]
+
+import random
+
+from hbfsim.config import PAGE_BYTES, SCHEDULERS, HbfConfig, load_config
+from hbfsim.cosim.scenario import Scenario
+
+#: Short NAND timings (tR 9, tPROG 17, tBERS 43 ticks), as tests/rtl/test_rtl_controller.py.
+FAST = dict(t_read_us=0.01, t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2,
+            pages_per_block=4)
+#: The small controller of the RTL tests (tests/rtl/rtl_helpers.small_config), with 32
+#: request slots so that a page's 32 sector reads can all merge (§5.3).
+BASE = dict(channels=2, subarrays_per_channel=4, active_per_channel=4, admission=32,
+            mshr_entries=8, queue_depth=4, write_buffer_entries=4, write_deadline_ticks=40,
+            read_agg_window_ticks=6, read_agg_threshold_bytes=2048, write_drain_high_water=2,
+            write_drain_window_ticks=30)
+#: RTL parameter sets; scenarios on the same set share one build.
+RTL_SETS = {
+    "A": dict(),
+    "B": dict(channels=4, scheduler="write-drain", read_mode="aggregation",
+              write_timeout_policy="partial", active_per_channel=2),
+    "C": dict(channels=4, scheduler="partition-2r2w", mshr_merge=False),
+    "read-priority": dict(scheduler="read-priority"),
+    "partition-1r3w": dict(channels=4, scheduler="partition-1r3w"),
+    "partition-3r1w": dict(channels=4, scheduler="partition-3r1w", read_mode="aggregation"),
+    "tiny": dict(mshr_entries=2, write_buffer_entries=2, admission=4, queue_depth=2,
+                 active_per_channel=1),
+    "link": dict(channel_bw_gbps=60.0),
+    "1ch": dict(channels=1),
+    "16ch": dict(channels=16),
+}
+
+
+def config(rtl: str = "A", **over) -> HbfConfig:
+    """The configuration of RTL set ``rtl`` with ``over`` applied."""
+    v = BASE | RTL_SETS[rtl] | FAST | over
+    if "capacity_bytes" not in v:
+        # Eight erase blocks per subarray (small page numbers, a valid split).
+        v["capacity_bytes"] = (v["channels"] * v["subarrays_per_channel"]
+                               * v["pages_per_block"] * PAGE_BYTES * 8)
+    return load_config(**v)
+
+
+def _rows(cfg: HbfConfig, spec) -> list:
+    """``[id, op, addr, bytes, 0, arrival]`` from ``(op, page, offset, bytes, arrival)``."""
+    b = cfg.base_address
+    return [[i, op, b + page * PAGE_BYTES + off, n, 0, a]
+            for i, (op, page, off, n, a) in enumerate(spec)]
+
+
+def workload(rng: random.Random, n: int, *, pages: int, reads: float = 0.6, gap: int = 3,
+             sizes=(32, 128, 512, 4096)) -> list[tuple]:
+    """``n`` random requests ``(op, page, offset, bytes, arrival)`` over ``pages`` pages.
+
+    Writes are whole quarter pages half of the time (so pages can complete), else aligned
+    fragments; arrivals come in bursts with gaps up to ``gap`` ticks.
+    """
+    out, t = [], 0
+    for _ in range(n):
+        t += rng.choice([0, 0, 0, rng.randint(0, gap)])
+        op = "R" if rng.random() < reads else "W"
+        page = rng.randrange(pages)
+        if op == "W" and rng.random() < 0.5:
+            off, size = 1024 * rng.randrange(4), 1024
+        else:
+            size = rng.choice(sizes)
+            off = size * rng.randrange(PAGE_BYTES // size)
+        out.append((op, page, off, size, t))
+    return out
+
+
+def _pages(cfg: HbfConfig) -> int:
+    return cfg.pages_per_stack
+
+
+# ---- the golden model's functional checks (tests/model/test_controller.py) -----------------
+
+def conservation(seed: int, n: int = 64, channels: int = 2) -> Scenario:
+    """Every request answered exactly once (routing at 1..16 channels)."""
+    cfg = config(channels=channels)
+    spec = [("R" if i % 3 else "W", (i * 7) % _pages(cfg), 0,
+             PAGE_BYTES if i % 3 == 0 else 64, i) for i in range(n)]
+    return Scenario(f"conservation-{channels}ch", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"requests": n, "responses": n, "answered_once": 1})
+
+
+def shared_staging(seed: int, n: int = 32) -> Scenario:
+    """One page read serves every merged request (R1): 1 READ, n-1 MSHR hits (tR 85 ticks,
+    longer than the accepts take)."""
+    cfg = config(t_read_us=0.1)
+    n = max(2, min(n, PAGE_BYTES // 128))
+    spec = [("R", 5, 128 * i, 128, i) for i in range(n)]
+    return Scenario("shared-staging", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_reads": 1, "mshr_hits": n - 1, "responses": n})
+
+
+def merging_off(seed: int, n: int = 32) -> Scenario:
+    """With ``mshr_merge = false`` every read is its own page operation."""
+    cfg = config("C")
+    n = max(2, min(n, PAGE_BYTES // 128))
+    spec = [("R", 5, 128 * i, 128, i) for i in range(n)]
+    return Scenario("merging-off", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_reads": n, "mshr_hits": 0, "responses": n})
+
+
+def burst(seed: int, n: int = 512) -> Scenario:
+    """Burst page service (§5.3): pages of 32 merged 128 B reads, all at once. tR is 85
+    ticks here (0.1 us), longer than a page's 32 accepts, so every read of a page merges."""
+    cfg = config(t_read_us=0.1)
+    pages = max(1, n // 32)
+    spec = [("R", p, 128 * k, 128, 0) for p in range(pages) for k in range(32)]
+    return Scenario("burst", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_reads": pages, "mshr_hits": pages * 31})
+
+
+def saturation(seed: int, n: int = 96) -> Scenario:
+    """Reads of distinct pages, all at tick 0: admission, MSHRs, queues and subarrays full."""
+    cfg = config()
+    n = min(n, _pages(cfg))
+    spec = [("R", p, 0, 64, 0) for p in range(n)]
+    return Scenario("saturation", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_reads": n, "mshr_hits": 0, "responses": n})
+
+
+def coverage(seed: int, n: int = 0) -> Scenario:
+    """Coverage union: overlapping fragments and the page's last byte complete a page (W1);
+    repeated fragments alone never do (strict error at the idle drain)."""
+    cfg = config()
+    spec = [("W", 4, 0, 100, 0), ("W", 4, 50, 100, 1), ("W", 4, 0, 150, 2),
+            ("W", 4, 4095, 1, 3), ("W", 4, 150, 3945, 4),
+            ("W", 6, 0, 2048, 10), ("W", 6, 0, 2048, 11), ("W", 6, 1, 2047, 12)]
+    return Scenario("coverage", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_programs": 1, "errors": 3, "responses": 8})
+
+
+def _half_pages(cfg: HbfConfig, n: int) -> list[tuple]:
+    pages = max(1, n // 8)
+    return [("W", 3 + p, 256 * k, 256, 20 * p + k) for p in range(pages) for k in range(8)]
+
+
+def strict(seed: int, n: int = 32) -> Scenario:
+    """Half-written pages at their deadline: strict policy answers every write with an
+    incomplete-page error and programs nothing (W3)."""
+    cfg = config()
+    spec = _half_pages(cfg, n)
+    return Scenario("strict", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_programs": 0, "errors": len(spec)})
+
+
+def partial(seed: int, n: int = 32) -> Scenario:
+    """The same half pages under the partial policy: padded and programmed, no error."""
+    cfg = config("B")
+    spec = _half_pages(cfg, n)
+    return Scenario("partial", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_programs": len(spec) // 8, "errors": 0})
+
+
+def read_after_write(seed: int, n: int = 0) -> Scenario:
+    """A read of a page with an OPEN write entry stalls and flushes it (``raw``), then reads
+    the programmed page; a read of a half-written page gets the write's strict error first."""
+    cfg = config()
+    spec = [("W", 2, 128 * k, 128, k) for k in range(32)]
+    spec.append(("R", 2, 0, 256, 33))
+    spec += [("W", 9, 0, 128, 60), ("R", 9, 0, 64, 70)]
+    return Scenario("read-after-write", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"page_programs": 1, "errors": 1, "responses": len(spec)})
+
+
+def scheduler(name: str, rtl: str):
+    def make_one(seed: int, n: int = 120) -> Scenario:
+        cfg = config(rtl)
+        rng = random.Random(seed)
+        spec = workload(rng, n, pages=10, reads=0.6)
+        return Scenario(f"sched-{name}", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                        expect={"responses": n, "answered_once": 1})
+    make_one.__doc__ = f"A read/write mix under the {name} scheduler (§7)."
+    return make_one
+
+
+def mix_on(rtl: str, tag: str, resp_ready: float, **load):
+    def make_one(seed: int, n: int = 200) -> Scenario:
+        cfg = config(rtl)
+        rng = random.Random(seed)
+        spec = workload(rng, n, **({"pages": 8} | load))
+        return Scenario(f"mix-{tag}", cfg.as_dict(), _rows(cfg, spec), resp_ready=resp_ready,
+                        seed=seed, expect={"responses": n, "answered_once": 1})
+    make_one.__doc__ = (f"Seeded random traffic on RTL set {rtl!r}, resp.ready high with "
+                        f"probability {resp_ready}.")
+    return make_one
+
+
+# ---- random configurations --------------------------------------------------------------
+
+def random_config(rng: random.Random, **fixed) -> HbfConfig:
+    """A random small configuration the RTL implements (``fixed`` keys win)."""
+    ch = fixed.get("channels", rng.choice([1, 2, 4, 8, 16]))
+    subs = rng.choice([1, 2, 4])
+    scheds = ["fcfs", "read-priority", "write-drain"]
+    if ch % 4 == 0:  # a partition splits the channels in quarters (config validation)
+        scheds += [s for s in SCHEDULERS if s.startswith("partition-")]
+    v = dict(channels=ch, subarrays_per_channel=subs,
+             active_per_channel=rng.choice([1, 2, subs]),
+             admission=rng.choice([4, 8, 16]), mshr_entries=rng.choice([2, 4, 8]),
+             mshr_merge=rng.random() < 0.7, queue_depth=rng.choice([2, 4]),
+             write_buffer_entries=rng.choice([2, 4]),
+             write_deadline_ticks=rng.choice([12, 40, 200]),
+             write_timeout_policy=rng.choice(["strict", "partial"]),
+             read_mode=rng.choice(["demand", "aggregation"]),
+             read_agg_window_ticks=rng.choice([3, 6, 20]),
+             read_agg_threshold_bytes=rng.choice([256, 2048]),
+             scheduler=rng.choice(scheds), write_drain_high_water=rng.choice([1, 2]),
+             write_drain_window_ticks=rng.choice([10, 30]),
+             channel_bw_gbps=rng.choice([192.0, 192.0, 60.0]))
+    v |= fixed
+    return config(**v)
+
+
+def mix(seed: int, n: int = 200) -> Scenario:
+    """Seeded random everything: configuration (1-16 channels, every policy), traffic,
+    backpressure."""
+    rng = random.Random(seed)
+    cfg = random_config(rng)
+    p = rng.choice([1.0, 0.8, 0.5])
+    spec = workload(rng, n, pages=rng.choice([4, 8, 16]), reads=rng.choice([0.3, 0.6, 0.9]),
+                    gap=rng.choice([1, 3, 10]))
+    return Scenario(f"mix-s{seed}", cfg.as_dict(), _rows(cfg, spec), resp_ready=p, seed=seed,
+                    expect={"responses": n, "answered_once": 1})
+
+
+def soak_configs() -> list[HbfConfig]:
+    """Six configurations that together use every scheduler, read mode, write policy and
+    merging setting, at 1, 2, 4, 8 and 16 channels (``cosim soak``)."""
+    rows = [
+        dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
+        dict(channels=2, scheduler="read-priority", read_mode="aggregation",
+             write_timeout_policy="partial", mshr_merge=False),
+        dict(channels=4, scheduler="write-drain", read_mode="demand",
+             write_timeout_policy="partial", active_per_channel=2),
+        dict(channels=4, scheduler="partition-1r3w", read_mode="aggregation",
+             write_timeout_policy="strict"),
+        dict(channels=8, scheduler="partition-2r2w", read_mode="demand",
+             write_timeout_policy="strict", mshr_merge=False, channel_bw_gbps=60.0),
+        dict(channels=16, scheduler="partition-3r1w", read_mode="aggregation",
+             write_timeout_policy="partial", subarrays_per_channel=2),
+    ]
+    return [config(**r) for r in rows]
+
+
+SCENARIOS = {
+    "conservation": conservation,
+    "shared-staging": shared_staging,
+    "merging-off": merging_off,
+    "burst": burst,
+    "saturation": saturation,
+    "coverage": coverage,
+    "strict": strict,
+    "partial": partial,
+    "read-after-write": read_after_write,
+    "sched-fcfs": scheduler("fcfs", "A"),
+    "sched-read-priority": scheduler("read-priority", "read-priority"),
+    "sched-write-drain": scheduler("write-drain", "B"),
+    "sched-partition-1r3w": scheduler("partition-1r3w", "partition-1r3w"),
+    "sched-partition-2r2w": scheduler("partition-2r2w", "C"),
+    "sched-partition-3r1w": scheduler("partition-3r1w", "partition-3r1w"),
+    "mix-backpressure": mix_on("A", "backpressure", 0.6),
+    "mix-aggregation": mix_on("B", "aggregation", 0.8, reads=0.7),
+    "mix-merge-off": mix_on("C", "merge-off", 1.0, reads=0.8),
+    "mix-tiny": mix_on("tiny", "tiny", 0.7, pages=6),
+    "mix-link": mix_on("link", "link", 1.0, pages=10, reads=0.8),
+    "mix-1ch": mix_on("1ch", "1ch", 0.7, pages=6, reads=0.5),
+    "mix-16ch": mix_on("16ch", "16ch", 0.8, pages=40, reads=0.7),
+    "mix": mix,
+}
+for _c in (1, 4, 8, 16):
+    SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
+
+
+def make(name: str, seed: int = 1, n: int | None = None) -> Scenario:
+    """Build scenario ``name`` (``n`` requests where it has a size).
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the known ones) or a bad size.
+    """
+    f = SCENARIOS.get(name)
+    if f is None:
+        raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
+                         f"not {name!r}")
+    if n is not None and n < 1:
+        raise ValueError(f"--requests must be at least 1, not {n}")
+    sc = f(seed) if n is None else f(seed, n)
+    return sc

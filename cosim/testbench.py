@@ -1,0 +1,428 @@
+"""The cocotb test module: the Verilated controller against the golden model, event by event.
+
+The simulator process reads a :class:`hbfsim.cosim.scenario.Batch` from the JSON file named by
+``$HBFSIM_COSIM_BATCH`` and runs one cocotb test per scenario (reset in between). Per
+scenario the golden model runs first (:func:`hbfsim.cosim.golden.run_golden`); then the RTL
+runs with the same requests, the same NAND media (:class:`hbfsim.model.media.Media`, one
+completion per channel per cycle) and the same ``resp.ready`` pattern, and a
+:class:`~hbfsim.cosim.scoreboard.Scoreboard` compares every accept, media command and
+response as it happens. Both sides write hbf-trace-v1 level 1; on a pass the two files are
+byte-identical.
+
+Timing (docs/cosim.md "How it works"). cocotb's ``Clock`` toggles ``clk`` inside the
+simulator (GPI), period 4 ns. Cycle ``t`` starts at the rising edge ``e + 4t``; the
+testbench acts only at ``e + 4t + 3``, after the falling edge and before the next rising
+edge: it reads the outputs of cycle ``t`` (every output is a function of registered state
+only: no port of ``hbf_controller`` depends combinationally on an input, which the run
+checks) and drives the inputs of cycle ``t``, which the next edge latches. Python is woken
+only for cycles that need it:
+
+* a request to present (the driver knows the cycle), and the cycle after an accept; a
+  request that waits for ``req.ready`` is held and sleeps on a change of ``req.ready``;
+* a media completion due (``Media.next_due``), and the cycle after one to clear ``cpl``;
+* ``resp.valid`` high (it stays awake while it is), any ``cmd[c]`` changing, or ``m_valid``
+  falling while ``drain`` waits for it: value-change triggers, which fire at the edge that
+  starts the cycle;
+* the cycle of the next event the golden model expects (so a missing event is caught in its
+  own cycle), and the end of the watch window after the last one.
+
+Between those cycles the inputs hold values that are right for every cycle skipped
+(``req.valid`` low or the waiting request, ``cpl`` invalid, ``drain`` as set), and NAND
+latencies of 12,750 ticks cost C++ time only.
+
+Request presentation, the drain rule and completion delivery follow
+tests/rtl/test_rtl_controller.py and contract §4.1/§1: requests in arrival order from cycle
+``max(arrival, previous accept + 1)``; ``drain`` from the first cycle in which every request
+has been accepted and M is empty; the media's completions of cycle ``t`` are delivered after
+the commands of cycle ``t`` were issued to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import First, RisingEdge, Timer
+
+from hbfsim.config import PAGE_BYTES
+from hbfsim.cosim.golden import OPS, run_golden, summary
+from hbfsim.cosim.ports import ControllerPorts
+from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
+from hbfsim.cosim.scoreboard import Mismatch, Scoreboard
+from hbfsim.model.mapping import Mapper
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
+from hbfsim.model.trace import TraceWriter
+
+#: Clock period and the offset in it at which the testbench acts (simulation steps = ns).
+PERIOD = 4
+ACT = 3
+RESET_CYCLES = 4
+
+
+def file_stem(name: str) -> str:
+    """A scenario name made safe for file names."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+
+
+class RequestDriver:
+    """Presents the scenario's requests on ``req`` (contract §4.1) and reports accepts."""
+
+    def __init__(self, ports: ControllerPorts, sc: Scenario, mapper: Mapper):
+        self.valid, self.ready, self.payload = ports.req_valid, ports.req_ready, \
+            ports.req_payload
+        self.codec = ports.req
+        self.reqs = sc.requests
+        self.n = len(sc.requests)
+        self.mapper = mapper
+        self.base = mapper.base
+        self.k = 0
+        self.last = -1
+
+    def _pack(self, i: int) -> int:
+        rid, op, addr, n, src, _ = self.reqs[i]
+        page, off = divmod(addr - self.base, PAGE_BYTES)
+        _, q = self.mapper.stack_of(page)
+        return self.codec.pack({"id": rid, "op": OPS[op], "addr": q * PAGE_BYTES + off,
+                                "bytes": n, "source": src})
+
+    def next_cycle(self) -> int | None:
+        """First cycle at which the next request is presented (None: all accepted)."""
+        if self.k >= self.n:
+            return None
+        a = self.reqs[self.k][5]
+        return a if a > self.last else self.last + 1
+
+    def cycle(self, t: int) -> int | None:
+        """Drive ``req`` for cycle ``t``; return the accepted request's id, if any."""
+        nxt = self.next_cycle()
+        if nxt is None or t < nxt:
+            self.valid.write(0)
+            return None
+        self.valid.write(1)
+        self.payload.write(self._pack(self.k))
+        if not self.ready.read():
+            return None
+        rid = self.reqs[self.k][0]
+        self.k += 1
+        self.last = t
+        return rid
+
+
+class MediaResponder:
+    """The NAND side: takes ``cmd[c]`` into :class:`Media`, drives its completions on
+    ``cpl[c]`` for one cycle each (at most one per channel per cycle, contract §1)."""
+
+    def __init__(self, ports: ControllerPorts, cfg):
+        self.media = Media(cfg)
+        self.ports = ports.cpls
+        self.codec = ports.cpl
+        self.driven: list[int] = []
+        self._packed: dict = {}
+
+    def _pack(self, sub: int, tag: int, flags: int) -> int:
+        key = (sub, tag, flags)
+        v = self._packed.get(key)
+        if v is None:
+            v = self._packed[key] = self.codec.pack({
+                "valid": 1, "subarray": sub, "tag.kind": tag & 1, "tag.index": tag >> 1,
+                "buffer_hit": int(bool(flags & FLAG_BUFFER_HIT)),
+                "error": int(bool(flags & FLAG_ERROR))})
+        return v
+
+    def cycle(self, t: int) -> None:
+        """Drive the completions of cycle ``t`` (after its commands were issued)."""
+        out = self.media.deliver(t)
+        now = []
+        for ch, sub, tag, flags in out:
+            self.ports[ch].write(self._pack(sub, tag, flags))
+            now.append(ch)
+        for ch in self.driven:
+            if ch not in now:
+                self.ports[ch].write(0)
+        self.driven = now
+
+    def next_cycle(self, t: int) -> int | None:
+        """The next cycle this responder must act in."""
+        if self.driven:
+            return t + 1
+        d = self.media.next_due()
+        if d is None:
+            return None
+        return d if d > t else t + 1
+
+
+class CommandMonitor:
+    """Samples every ``cmd[c]``; each valid command is an event and goes to the media."""
+
+    def __init__(self, ports: ControllerPorts, media: MediaResponder):
+        self.ports = list(enumerate(ports.cmds))
+        self.valid = ports.cmd.mask("valid")
+        self.get = ports.cmd.getter("subarray", "op", "page", "tag.index", "tag.kind")
+        self.issue = media.media.issue
+        self.triggers = [port.handle.value_change for _, port in self.ports]
+
+    def sample(self, t: int) -> list[tuple]:
+        """``(t, channel, subarray, op, page, tag)`` of the commands of cycle ``t``."""
+        out = []
+        for ch, port in self.ports:
+            v = port.read()
+            if v & self.valid:
+                sub, op, page, index, kind = self.get(v)
+                tag = index * 2 + kind  # docs/rtl.md "Command tag"
+                out.append((t, ch, sub, op, page, tag))
+                self.issue(t, ch, sub, op, page, tag)
+        return out
+
+
+class ResponseMonitor:
+    """Drives ``resp.ready`` from the scenario's pattern and samples the handshakes (§8)."""
+
+    def __init__(self, ports: ControllerPorts, ready_fn):
+        self.valid, self.ready, self.payload = ports.resp_valid, ports.resp_ready, \
+            ports.resp_payload
+        self.ready_fn = ready_fn
+        self.get = ports.resp.getter("id", "op", "source", "mshr_hit", "buffer_hit",
+                                     "cache_hit", "error")
+        self.busy = False  # resp.valid was high in the last sampled cycle
+
+    def sample(self, t: int) -> tuple | None:
+        """``(t, id, op, source, mshr_hit, buffer_hit, cache_hit, error)`` of cycle ``t``'s
+        handshake, or None."""
+        ready = self.ready_fn is None or self.ready_fn(t)
+        self.ready.write(1 if ready else 0)
+        self.busy = bool(self.valid.read())
+        if self.busy and ready:
+            return (t,) + self.get(self.payload.read())
+        return None
+
+
+class TraceRecorder:
+    """Writes the RTL side's hbf-trace-v1 rows with the golden model's :class:`TraceWriter`,
+    from :class:`Request` objects filled in from the observed accepts and responses."""
+
+    def __init__(self, sc: Scenario, cfg, mapper: Mapper, path: Path):
+        self.cfg = cfg
+        self.writer = TraceWriter(path, 1)
+        self.reqs = {r.id: r for r in sc.model_requests()}
+        for r in self.reqs.values():
+            page = (r.addr - cfg.base_address) // PAGE_BYTES
+            r.stack, r.q = mapper.stack_of(page)
+            r.ch, r.local, r.sub = mapper.channel_of(r.q, r.op == "W")
+        self.accepted = self.answered = 0
+
+    def accept(self, t: int, rid: int, inflight: int) -> None:
+        r = self.reqs[rid]
+        r.t_accept = t
+        r.depth = inflight  # requests inside the controller at Ingress
+        self.accepted += 1
+
+    def respond(self, ev: tuple) -> None:
+        r = self.reqs[ev[1]]
+        r.t_done = ev[0]
+        r.mshr_hit, r.buffer_hit, r.cache_hit, r.error = (bool(x) for x in ev[4:])
+        self.writer.request(r, self.cfg)
+        self.answered += 1
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Testbench:
+    """One scenario: golden run, reset, the event-driven cycle loop, results.
+
+    Parameters
+    ----------
+    dut : cocotb handle
+        ``hbf_controller``.
+    sc : Scenario
+    out_dir : Path
+        Traces and the result JSON go here.
+    tail_cycles : int
+        Cycles watched after the last expected event.
+    """
+
+    def __init__(self, dut, sc: Scenario, out_dir: Path, tail_cycles: int = 32):
+        self.dut = dut
+        self.sc = sc
+        self.cfg = sc.cfg()
+        self.out = Path(out_dir)
+        self.stem = file_stem(sc.name)
+        self.tail = tail_cycles
+        self.ports = ControllerPorts(dut, self.cfg)
+        self.mapper = Mapper(self.cfg)
+        self.e = 0
+        self.wakes = self.sleeps = 0
+
+    def vcd_time(self, t: int) -> int:
+        return self.e + PERIOD * t
+
+    def _now_cycle(self) -> int:
+        d = get_sim_time("step") - self.e
+        if d % PERIOD:
+            raise RuntimeError(f"an output of hbf_controller changed at time {self.e + d}, "
+                               "between clock edges: a port depends combinationally on an "
+                               "input, which this testbench assumes it does not")
+        return d // PERIOD
+
+    async def _reset(self) -> None:
+        p = self.ports
+        p.rst.write(1)
+        p.req_valid.write(0)
+        p.resp_ready.write(0)
+        p.drain.write(0)
+        for c in p.cpls:
+            c.write(0)
+        Clock(p.clk, PERIOD, unit="step").start(start_high=False)
+        for _ in range(RESET_CYCLES):
+            await RisingEdge(p.clk)
+        self.e = get_sim_time("step")
+        await Timer(ACT, unit="step")
+        p.rst.write(0)
+
+    async def run(self) -> dict:
+        sc, cfg = self.sc, self.cfg
+        golden_trace = self.out / f"{self.stem}.golden.csv"
+        rtl_trace = self.out / f"{self.stem}.rtl.csv"
+        t0 = time.perf_counter()
+        expected, _ = run_golden(sc, golden_trace)
+        golden_s = time.perf_counter() - t0
+        result = {"name": sc.name, "passed": False, "events_compared": 0,
+                  "expected_events": expected.count(), "mismatches": 0, "diff": "",
+                  "golden_s": golden_s, "golden_trace": str(golden_trace),
+                  "rtl_trace": str(rtl_trace), "requests": len(sc.requests)}
+        await self._reset()
+        sb = Scoreboard(expected, sc.name, self.vcd_time)
+        trace = TraceRecorder(sc, self.cfg, self.mapper, rtl_trace)
+        t1 = time.perf_counter()
+        try:
+            cycles = await self._loop(sb, trace)
+        except Mismatch as m:
+            result.update(mismatches=1, diff=m.text, mismatch_cycle=m.cycle,
+                          mismatch_stream=m.stream)
+            cycles = m.cycle
+        finally:
+            trace.close()
+        wall = time.perf_counter() - t1
+        result.update(events_compared=sb.compared, cycles=cycles, wall_s=wall,
+                      cycles_per_s=cycles / wall if wall > 0 else 0.0,
+                      requests_per_s=len(sc.requests) / wall if wall > 0 else 0.0,
+                      wakes=self.wakes, sleeps=self.sleeps,
+                      golden_summary=summary(expected), rtl_summary=summary(sb.actual),
+                      vcd_cycle0_ns=self.e)
+        same = golden_trace.read_bytes() == rtl_trace.read_bytes()
+        result["traces_identical"] = same
+        if not result["mismatches"] and not same:
+            a = golden_trace.read_text().splitlines()
+            b = rtl_trace.read_text().splitlines()
+            k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            result.update(mismatches=1, diff=(
+                f"events agree but the hbf-trace-v1 files differ at line {k + 1}:\n"
+                f"  golden: {a[k] if k < len(a) else '(end of file)'}\n"
+                f"  RTL:    {b[k] if k < len(b) else '(end of file)'}"))
+        result["passed"] = result["mismatches"] == 0
+        return result
+
+    async def _loop(self, sb: Scoreboard, trace: TraceRecorder) -> int:
+        """The cycle loop; returns the cycles simulated. Raises Mismatch."""
+        p = self.ports
+        drv = RequestDriver(p, self.sc, self.mapper)
+        media = MediaResponder(p, self.cfg)
+        cmon = CommandMonitor(p, media)
+        rmon = ResponseMonitor(p, self.sc.ready())
+        m_valid, drain_port = p.m_valid, p.drain
+        check = sb.check
+        drain = False
+        end = sb.last_expected_cycle() + self.tail
+        t = 0
+        while True:
+            self.wakes += 1
+            # drain: from the first cycle with every request accepted and M empty (§1, W2)
+            if not drain and drv.k == drv.n and not m_valid.read():
+                drain = True
+                drain_port.write(1)
+            # requests (§4.1); Ingress depth counts requests accepted and not answered
+            # before this cycle
+            inflight = trace.accepted - trace.answered
+            rid = drv.cycle(t)
+            if rid is not None:
+                trace.accept(t, rid, inflight)
+                check(t, "accept", [(t, rid)])
+            else:
+                check(t, "accept", [])
+            ev = rmon.sample(t)
+            if ev is not None:
+                check(t, "resp", [ev])
+                trace.respond(ev)
+            else:
+                check(t, "resp", [])
+            # media commands (§1, §7), then this cycle's completions
+            cmds = cmon.sample(t)
+            check(t, "cmd", cmds)
+            media.cycle(t)
+            if t >= end and sb.done():
+                return t
+            # plan the next wake-up
+            nxt = t + 1
+            # Stay awake while an output is busy or an input must change next cycle (cpl
+            # to clear; req.valid after an accept). A request that waits for req.ready
+            # holds its inputs and sleeps on a change of req.ready instead.
+            waiting = drv.valid.last and rid is None
+            if not (rmon.busy or cmds or media.driven or rid is not None):
+                cands = [end]
+                for c in (None if waiting else drv.next_cycle(), media.next_cycle(t),
+                          sb.next_cycle()):
+                    if c is not None:
+                        cands.append(c)
+                wake = min(cands)
+                if wake > nxt:
+                    self.sleeps += 1
+                    trig = [Timer(PERIOD * (wake - t), unit="step"),
+                            rmon.valid.handle.value_change, *cmon.triggers]
+                    if not drain and drv.k == drv.n:
+                        trig.append(m_valid.handle.value_change)
+                    if waiting:
+                        trig.append(drv.ready.handle.value_change)
+                    fired = await First(*trig)
+                    if fired is trig[0]:
+                        t = wake
+                    else:
+                        t = self._now_cycle()
+                        await Timer(ACT, unit="step")
+                    continue
+                nxt = max(wake, nxt)
+            await Timer(PERIOD * (nxt - t), unit="step")
+            t = nxt
+
+
+def _load_batch() -> Batch | None:
+    path = os.environ.get(SCENARIO_ENV)
+    return Batch.read(path) if path else None
+
+
+_BATCH = _load_batch()
+_NAMES = [s.name for s in _BATCH.scenarios] if _BATCH else ["(no batch)"]
+
+
+@cocotb.test()
+@cocotb.parametrize(scenario=_NAMES)
+async def cosim(dut, scenario: str) -> None:
+    """Run one scenario of the batch; fail with the scoreboard's diff on a mismatch."""
+    if _BATCH is None:
+        raise RuntimeError(f"${SCENARIO_ENV} does not name a scenario batch file")
+    sc = next(s for s in _BATCH.scenarios if s.name == scenario)
+    out = Path(_BATCH.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tb = Testbench(dut, sc, out, _BATCH.tail_cycles)
+    result = await tb.run()
+    path = out / f"{file_stem(sc.name)}.result.json"
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)
+    if not result["passed"]:
+        raise AssertionError(result["diff"])

@@ -1,0 +1,58 @@
+"""Shared co-simulation runs: every selected scenario runs once per session, grouped by RTL
+build (one Verilator build and one simulator process per parameter set)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hbfsim.cosim import runner, scenarios
+
+#: Seed of the CI runs (the full suite adds more).
+SEED = 1
+
+#: Scenarios of the default (CI) run: RTL sets A, B, C, 1ch and 16ch, five builds.
+FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging",
+        "merging-off", "burst", "saturation", "coverage", "strict", "partial",
+        "read-after-write", "sched-fcfs", "sched-write-drain", "sched-partition-2r2w",
+        "mix-backpressure", "mix-aggregation", "mix-merge-off", "mix-1ch", "mix-16ch"]
+#: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
+#: and fully random configurations (one build each).
+FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",
+               "mix-tiny", "mix-link", "conservation-4ch", "conservation-8ch"] + \
+    [f"mix@{s}" for s in range(1, 9)]
+
+
+def full_suite() -> bool:
+    return os.environ.get("HBFSIM_COSIM_FULL", "") not in ("", "0")
+
+
+def selected() -> list[str]:
+    return FULL if full_suite() else FAST
+
+
+def make(key: str):
+    """``name`` or ``name@seed`` -> Scenario."""
+    name, _, seed = key.partition("@")
+    return scenarios.make(name, int(seed) if seed else SEED)
+
+
+def verilator_or_skip():
+    reason = runner.skip_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def cosim_results(request):
+    """``{scenario key: result}`` for every scenario key the session's tests ask for."""
+    verilator_or_skip()
+    keys = []
+    for item in request.session.items:
+        cs = getattr(item, "callspec", None)
+        if cs is not None and "scenario_key" in cs.params and \
+                cs.params["scenario_key"] not in keys:
+            keys.append(cs.params["scenario_key"])
+    scs = [make(k) for k in keys]
+    return dict(zip(keys, runner.run(scs)))
