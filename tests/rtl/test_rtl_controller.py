@@ -17,6 +17,7 @@ import pytest
 from rtl_helpers import simulate, small_config
 
 from hbfsim.config import PAGE_BYTES
+from hbfsim.cosim import scenarios
 from hbfsim.model.controller import Request
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
 from hbfsim.model.system import HbfSystem
@@ -100,20 +101,10 @@ def run_rtl(cfg, reqs, max_cycles=20000):
 
 
 def workload(seed, n, *, pages, reads=1.0, gap=3, sizes=(32, 128, 512, 4096)):
-    """``n`` requests (op, page, offset, bytes, arrival) over ``pages`` pages."""
-    rng = random.Random(seed)
-    out, t = [], 0
-    for _ in range(n):
-        t += rng.choice([0, 0, 0, rng.randint(0, gap)])
-        op = "R" if rng.random() < reads else "W"
-        page = rng.randrange(pages)
-        if op == "W" and rng.random() < 0.5:
-            off, size = 1024 * rng.randrange(4), 1024   # quarters that can fill a page
-        else:
-            size = rng.choice(sizes)
-            off = size * rng.randrange(PAGE_BYTES // size)
-        out.append((op, page, off, size, t))
-    return out
+    """``n`` requests (op, page, offset, bytes, arrival) over ``pages`` pages (the
+    co-simulation's generator, so both levels are driven alike)."""
+    return scenarios.workload(random.Random(seed), n, pages=pages, reads=reads, gap=gap,
+                              sizes=sizes)
 
 
 CASES = {
