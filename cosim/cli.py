@@ -48,10 +48,17 @@ def register(subparsers, parser_class=None) -> None:
     run.add_argument("--window", metavar="A:B", help="with --waves: keep cycles A..B only")
     run.add_argument("--csv", metavar="F.csv", help="requests from a CSV file instead of a "
                      "named scenario (tick,op,address,bytes,source)")
-    run.add_argument("--config", metavar="F.toml", help="with --csv: configuration file")
-    run.add_argument("--profile", help="with --csv: named profile")
+    run.add_argument("--replay", metavar="T.csv", help="requests from the Ingress rows of an "
+                     "hbf-trace-v1 trace (device-only replay) instead of a named scenario")
+    run.add_argument("--workload", metavar="NAME", help="a named workload (hbfsim run "
+                     "--list-workloads): device streams as they are; GPU programs run closed "
+                     "loop on the golden model and their ingress is replayed (fixed arrivals)")
+    run.add_argument("--config", metavar="F.toml",
+                     help="with --csv/--replay/--workload: configuration file")
+    run.add_argument("--profile", help="with --csv/--replay/--workload: named profile")
     run.add_argument("--resp-ready", type=float, default=None, metavar="P",
-                     help="with --csv: probability that resp.ready is high (default 1)")
+                     help="with --csv/--replay/--workload: probability that resp.ready is "
+                          "high (default 1)")
     run.set_defaults(func=_cmd_run)
     soak = csub.add_parser("soak", help="seeded random traffic across every policy")
     soak.add_argument("--requests", type=int, default=20000, metavar="N",
@@ -100,30 +107,54 @@ def _window(text: str | None) -> tuple[int, int] | None:
 
 
 def _scenario(a):
+    from pathlib import Path
+
     from hbfsim.config import load_config
     from hbfsim.cosim.scenario import Scenario
-    from hbfsim.model.requests import load_requests_csv
 
-    if a.csv is None:
+    sources = [x for x in (a.csv, a.replay, a.workload) if x is not None]
+    if len(sources) > 1:
+        raise ValueError("give at most one of --csv, --replay and --workload")
+    if not sources:
         if a.config or a.profile or a.resp_ready is not None:
-            raise ValueError("--config, --profile and --resp-ready go with --csv")
+            raise ValueError("--config, --profile and --resp-ready go with --csv, --replay "
+                             "or --workload")
         return scenarios.make(a.scenario, a.seed, a.requests)
     cfg = load_config(a.config, a.profile)
     from hbfsim.rtl.controller import check_supported
 
+    if a.csv is not None:
+        from hbfsim.model.requests import load_requests_csv
+
+        reqs, name = load_requests_csv(a.csv, cfg), Path(a.csv).stem
+    elif a.replay is not None:
+        from hbfsim.model.trace import read_trace, replay_requests
+
+        reqs, name = replay_requests(read_trace(a.replay), cfg), Path(a.replay).stem
+    else:
+        from hbfsim.model.gpu import open_loop_requests, run_closed_loop
+        from hbfsim.model.workloads import DeviceStream, get_workload
+
+        wname = a.workload.replace("-", "_")
+        work = get_workload(wname, cfg)
+        if getattr(work, "config", None):
+            cfg = load_config(a.config, a.profile, base=work.config)
+            work = get_workload(wname, cfg)
+        if isinstance(work, DeviceStream):
+            reqs = list(work)
+        else:  # the GPU model drives the golden model; its ingress becomes the RTL's input
+            reqs = open_loop_requests(run_closed_loop(cfg, work, record=True))
+        name = a.workload
     try:
         check_supported(cfg)
     except ValueError as e:
         raise ValueError(f"the RTL does not implement {e}") from None
-    reqs = load_requests_csv(a.csv, cfg)
     if a.requests is not None:
         reqs = reqs[:a.requests]
     p = 1.0 if a.resp_ready is None else a.resp_ready
     if not 0.0 < p <= 1.0:
         raise ValueError(f"--resp-ready must be in (0, 1], not {p}")
-    from pathlib import Path
-
-    return Scenario.from_requests(Path(a.csv).stem, cfg, reqs, resp_ready=p, seed=a.seed)
+    return Scenario.from_requests(name, cfg, reqs, resp_ready=p, seed=a.seed)
 
 
 def _cmd_run(a) -> int:
