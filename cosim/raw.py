@@ -29,7 +29,7 @@ from hbfsim.cosim import toolchain
 from hbfsim.cosim.ports import StructCodec
 from hbfsim.cosim.runner import BUILD_ROOT, TOPLEVEL, _environ, _locked
 from hbfsim.model.mapping import Mapper
-from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout, resp_layout
+from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout
 
 
 def _mangle(name: str) -> str:
@@ -39,7 +39,7 @@ def _mangle(name: str) -> str:
 
 def _harness(cfg: HbfConfig, requests: list) -> str:
     w = Widths.of(cfg)
-    req, resp = StructCodec(req_layout(w)), StructCodec(resp_layout(w))
+    req = StructCodec(req_layout(w))
     cmd, cpl = StructCodec(cmd_layout(w)), StructCodec(cpl_layout(w))
     mapper = Mapper(cfg)
     words = (req.size + 31) // 32

@@ -286,7 +286,7 @@ class Testbench:
         p.rst.write(0)
 
     async def run(self) -> dict:
-        sc, cfg = self.sc, self.cfg
+        sc = self.sc
         golden_trace = self.out / f"{self.stem}.golden.csv"
         rtl_trace = self.out / f"{self.stem}.rtl.csv"
         t0 = time.perf_counter()

@@ -161,7 +161,7 @@ def test_accepts_one_request_per_cycle_for_1000_cycles():
     n = 1024
     cfg = small_config(admission=1024, mshr_entries=8, t_read_us=5.0)  # no completion in time
     dut = Controller(cfg)
-    accepts, hits = [], []
+    accepts = []
 
     async def tb(ctx):
         ctx.set(dut.resp.ready, 1)
