@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
+from hbfsim.rtl.entry_table import drain_waiters, offer_enqueues
 from hbfsim.rtl.logic import lowest_set, named, select
 
 
@@ -176,46 +177,12 @@ class Mshr(wiring.Component):
                            & ((nbytes[i] >= cfg.read_agg_threshold_bytes) | (age[i] >= window)),
                            f"ready{i}")
                      for i in range(n)]
-        enq_fire = []
-        enq_index = []
-        for c in range(channels):
-            valid, index = lowest_set(m, [ready[i] & (target[i].channel == c) for i in range(n)],
-                                      f"enq_index{c}")
-            port = self.enq[c]
-            offered = select(m, target, index, f"enq_target{c}")
-            m.d.comb += [
-                port.valid.eq(valid),
-                port.payload.tag.kind.eq(EntryKind.MSHR),
-                port.payload.tag.index.eq(index),
-                port.payload.subarray.eq(offered.subarray),
-                port.payload.page.eq(offered.local),
-            ]
-            enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
-            enq_index.append(index)
+        enq_fire, enq_index = offer_enqueues(m, self.enq, ready, target, EntryKind.MSHR)
 
-        # ---- response side: drain one entry's waiter list in order (§8) ----
-        locked = Signal()
-        lock_index = Signal(range(max(2, n)))
-        any_return, low_return = lowest_set(m, [s == MshrState.RETURN for s in state],
-                                            "return_index")
-        cur = Signal(range(max(2, n)))
-        m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
-        cur_head = select(m, head, cur, "cur_head")
-        last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
-        m.d.comb += [
-            self.ret.valid.eq(locked | any_return),
-            self.ret.payload.index.eq(cur),
-            self.ret.payload.slot.eq(cur_head),
-            self.ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
-            self.ret.payload.last.eq(last),
-            self.ret.payload.buffer_hit.eq(Array(buffer_hit)[cur]),
-            self.ret.payload.error.eq(Array(error)[cur]),
-            link_rd.addr.eq(cur_head),
-            self.ret_locked.eq(locked),
-        ]
-        pop = named(m, self.ret.valid & self.ret.ready, "pop")
-        with m.If(self.ret_sel & self.ret.valid):
-            m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+        # ---- responses: drain one entry's waiter list in order (§8) ----
+        pop, cur, last, locked = drain_waiters(
+            m, self.ret, self.ret_sel, self.ret_locked, [s == MshrState.RETURN for s in state],
+            head, tail, target, error, link_rd, buffer_hit=buffer_hit)
 
         # ---- per-entry next state; the sources of each field exclude each other ----
         for i in range(n):

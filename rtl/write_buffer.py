@@ -17,6 +17,7 @@ from amaranth.utils import ceil_log2
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
+from hbfsim.rtl.entry_table import drain_waiters, offer_enqueues
 from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
 
 
@@ -251,45 +252,12 @@ class WriteBuffer(wiring.Component):
             eligible.append(named(m, in_flush & complete & serialized[i] & ~mshr_busy,
                                   f"eligible{i}"))
             strict_error.append(in_flush & ~full[i] if strict else Const(0))
-        enq_fire, enq_index = [], []
-        for c in range(cfg.channels):
-            valid, index = lowest_set(m, [eligible[i] & (target[i].channel == c)
-                                          for i in range(n)], f"enq_index{c}")
-            port = self.enq[c]
-            offered = select(m, target, index, f"enq_target{c}")
-            m.d.comb += [
-                port.valid.eq(valid),
-                port.payload.tag.kind.eq(EntryKind.WBUF),
-                port.payload.tag.index.eq(index),
-                port.payload.subarray.eq(offered.subarray),
-                port.payload.page.eq(offered.local),
-            ]
-            enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
-            enq_index.append(index)
+        enq_fire, enq_index = offer_enqueues(m, self.enq, eligible, target, EntryKind.WBUF)
 
-        # ---- responses (§8), as in the MSHR ----
-        locked = Signal()
-        lock_index = Signal(range(max(2, n)))
-        any_return, low_return = lowest_set(m, [s == WbState.RETURN for s in state],
-                                            "return_index")
-        cur = Signal(range(max(2, n)))
-        m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
-        cur_head = select(m, head, cur, "cur_head")
-        last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
-        m.d.comb += [
-            self.ret.valid.eq(locked | any_return),
-            self.ret.payload.index.eq(cur),
-            self.ret.payload.slot.eq(cur_head),
-            self.ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
-            self.ret.payload.last.eq(last),
-            self.ret.payload.buffer_hit.eq(0),
-            self.ret.payload.error.eq(Array(error)[cur]),
-            link_rd.addr.eq(cur_head),
-            self.ret_locked.eq(locked),
-        ]
-        pop = named(m, self.ret.valid & self.ret.ready, "pop")
-        with m.If(self.ret_sel & self.ret.valid):
-            m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+        # ---- responses: drain one entry's waiter list in order (§8) ----
+        pop, cur, last, locked = drain_waiters(
+            m, self.ret, self.ret_sel, self.ret_locked, [s == WbState.RETURN for s in state],
+            head, tail, target, error, link_rd)
 
         m.d.comb += [
             self.occupied.eq(tree_sum(used)),

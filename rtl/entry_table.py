@@ -1,0 +1,79 @@
+"""The two parts the MSHR table and the write buffer share: offering ready entries to the
+channel queues, and draining one entry's waiter list to the response port.
+
+Implements the table side of docs/timing-contract.md §6 (per channel, the lowest-index
+ready entry is offered) and §8 (the chosen entry keeps the response port until its waiter
+list is empty; otherwise the lowest-index entry in RETURN).
+"""
+
+from __future__ import annotations
+
+__all__ = ["drain_waiters", "offer_enqueues"]
+
+from amaranth.hdl import Array, Mux, Signal
+
+from hbfsim.rtl.logic import lowest_set, named, select
+
+
+def offer_enqueues(m, enq_ports, ready, target, kind):
+    """Drive each channel's ``enq`` port with the lowest-index ready entry of that channel.
+
+    Parameters
+    ----------
+    enq_ports : list of stream interfaces (``queue_op_layout`` payload), one per channel
+    ready : list of 1-bit values, one per entry
+    target : list of ``target_layout`` signals, one per entry
+    kind : EntryKind of the table (the command tag's kind)
+
+    Returns
+    -------
+    (enq_fire, enq_index) : lists per channel of the handshake and the offered entry index
+    """
+    enq_fire, enq_index = [], []
+    for c, port in enumerate(enq_ports):
+        valid, index = lowest_set(m, [ready[i] & (target[i].channel == c)
+                                      for i in range(len(ready))], f"enq_index{c}")
+        offered = select(m, target, index, f"enq_target{c}")
+        m.d.comb += [
+            port.valid.eq(valid),
+            port.payload.tag.kind.eq(kind),
+            port.payload.tag.index.eq(index),
+            port.payload.subarray.eq(offered.subarray),
+            port.payload.page.eq(offered.local),
+        ]
+        enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
+        enq_index.append(index)
+    return enq_fire, enq_index
+
+
+def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, error,
+                  link_rd, buffer_hit=None):
+    """Offer the head waiter of the entry being drained on ``ret`` (§8).
+
+    ``buffer_hit`` is a list of per-entry flags, or None for a table whose responses never
+    carry it (the write buffer). Returns ``(pop, cur, last, locked)``: the handshake, the
+    entry drained, whether this is its last waiter, and the lock register.
+    """
+    n = len(in_return)
+    locked = Signal()
+    lock_index = Signal(range(max(2, n)))
+    any_return, low_return = lowest_set(m, in_return, "return_index")
+    cur = Signal(range(max(2, n)))
+    m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
+    cur_head = select(m, head, cur, "cur_head")
+    last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
+    m.d.comb += [
+        ret.valid.eq(locked | any_return),
+        ret.payload.index.eq(cur),
+        ret.payload.slot.eq(cur_head),
+        ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
+        ret.payload.last.eq(last),
+        ret.payload.buffer_hit.eq(0 if buffer_hit is None else Array(buffer_hit)[cur]),
+        ret.payload.error.eq(Array(error)[cur]),
+        link_rd.addr.eq(cur_head),
+        ret_locked.eq(locked),
+    ]
+    pop = named(m, ret.valid & ret.ready, "pop")
+    with m.If(ret_sel & ret.valid):
+        m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+    return pop, cur, last, locked
