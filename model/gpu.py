@@ -38,6 +38,7 @@ __all__ = [
     "ClosedLoop",
     "GpuConfig",
     "GpuError",
+    "GpuPort",
     "GpuProgram",
     "GpuRequest",
     "GpuResult",
@@ -49,6 +50,7 @@ __all__ = [
     "partition_of",
     "run_closed_loop",
     "run_open_loop",
+    "run_stepped",
     "us_to_gpu_cycles",
 ]
 
@@ -301,8 +303,9 @@ class GpuResult:
 
     Members
     -------
-    system : HbfSystem
-        The finished HBF system (``collect_stats(result.system)`` for controller figures).
+    system : HbfSystem or None
+        The finished HBF system (``collect_stats(result.system)`` for controller figures);
+        None for a :class:`GpuPort` run against another controller (the RTL).
     start_tick, end_tick : int
         First kernel launch and last kernel barrier (the last completion).
     span_ticks, span_gpu_cycles, span_us : int, int, float
@@ -321,6 +324,8 @@ class GpuResult:
         Producers that ever exceeded their bound (always 0; a self-check).
     records : list of RequestRecord or None
         With ``record=True``, every request in completion order.
+    cfg : HbfConfig
+        The HBF configuration the run used.
     """
 
     system: HbfSystem
@@ -340,6 +345,7 @@ class GpuResult:
     peak_outstanding: int
     bound_violations: int
     records: list | None = None
+    cfg: HbfConfig | None = None
 
     @property
     def gpu_latency_mean(self) -> float:
@@ -347,7 +353,7 @@ class GpuResult:
 
     def summary(self) -> dict:
         """A JSON-friendly dictionary of the GPU-side figures."""
-        cfg = self.system.cfg
+        cfg = self.cfg
         return {
             "start_tick": self.start_tick, "end_tick": self.end_tick,
             "span_ticks": self.span_ticks, "span_gpu_cycles": self.span_gpu_cycles,
@@ -362,41 +368,19 @@ class GpuResult:
 
 
 # ----------------------------------------------------------------------------- closed loop
-class ClosedLoop:
-    """Run a :class:`GpuProgram` against an :class:`HbfSystem` with completion feedback.
-
-    Parameters
-    ----------
-    cfg : HbfConfig
-        HBF configuration (also supplies ``gpu_clock_mhz``).
-    program : GpuProgram or iterable of Kernel
-        What to run.
-    gpu : GpuConfig, optional
-        GPU configuration; default ``program.gpu`` or :class:`GpuConfig()`.
-    keep : bool
-        Keep completed requests in ``system.completed``.
-    record : bool
-        Keep a :class:`RequestRecord` per request (needed for open-loop replay).
-    trace : TraceWriter, optional
-        hbf-trace-v1 writer handed to the system.
-
-    Notes
-    -----
-    The driver advances the system in chunks with ``HbfSystem.run(until=H)``. Every event a
-    response can cause lies at least ``1 + return ticks`` after it, so a chunk may run
-    ``return ticks`` beyond the current tick without missing one; with a backlog in the
-    partition FIFOs the arbiter needs every tick and the chunk is one tick. When the
-    system skipped idle ticks past the next GPU event, the driver moves ``system.t`` back
-    to that event: the skipped ticks were no-ops (C3), so this is exact (docs/gpu.md).
-    """
+class _GpuCore:
+    """The GPU side of a closed loop: kernels, producers, partition FIFOs, the port arbiter's
+    state and the response callback. :class:`ClosedLoop` drives it against an
+    :class:`HbfSystem` in chunks; :class:`GpuPort` steps it one tick at a time for any
+    controller (the RTL in co-simulation)."""
 
     def __init__(self, cfg: HbfConfig, program, gpu: GpuConfig | None = None,
-                 keep: bool = False, record: bool = False, trace=None):
+                 record: bool = False):
         self.cfg = cfg
         self.program = program
         self.gpu = gpu or getattr(program, "gpu", None) or GpuConfig()
         self.record = record
-        self.system = HbfSystem(cfg, on_response=self._on_response, keep=keep, trace=trace)
+        self.system: HbfSystem | None = None
         g = self.gpu
         self.ret = gpu_cycles_to_ticks(g.return_cycles, cfg)
         self.launch_gap = gpu_cycles_to_ticks(g.launch_cycles, cfg)
@@ -420,15 +404,16 @@ class ClosedLoop:
         self.violations = 0
         self.records: list | None = [] if record else None
         self.end_tick = -1
-        # direct chunks (see run): accesses created from the response callback are granted
-        # at once when last_grant < tick < direct_before; chunk_h is the running chunk's end
+        # direct chunks (ClosedLoop.run): accesses created from the response callback are
+        # granted at once when last_grant < tick < direct_before; chunk_h is the running
+        # chunk's end. -1 (the stepped port) sends every released access through the heap.
         self.direct_before = -1
         self.last_grant = -1
         self.chunk_h = -1
         self.base = cfg.base_address
         self.pb = g.partition_bytes
         self.nparts = g.partitions
-        self.submit = self.system.submit
+        self.submit = None
 
     # ---------------------------------------------------------------- response callback
     def _on_response(self, req, t: int) -> None:
@@ -561,6 +546,109 @@ class ClosedLoop:
         # a pending launch always has next_kernel set, so no heap scan is needed
         return self.next_kernel is None and not self.queued and (k is None or k.feeding == 0)
 
+    def _issue(self, p: Producer, n: int, x: int) -> None:
+        """Producer ``p`` creates up to ``n`` accesses in tick ``x`` (within its bound) into
+        the partition FIFOs."""
+        acc = p.nxt
+        if acc is None:
+            return
+        k = p.kernel
+        out = p.out
+        bound = p.bound if out + n >= p.bound else out + n
+        base, pb, nparts, parts = self.base, self.pb, self.nparts, self.parts
+        rid = self.next_id
+        while out < bound and acc is not None:
+            op, addr, nb = acc
+            rel = addr - base
+            part = (rel // pb + rel // PAGE_BYTES) % nparts
+            if op == "R":
+                r = GpuRequest(rid, op, addr, nb, part, x)
+                self.reads += 1
+            elif op == "W":
+                r = GpuRequest(rid, op, addr, nb, part, x, write_pattern(rid, nb))
+                self.writes += 1
+            else:
+                raise GpuError(f"kernel {k.name!r} producer {p.pid}: op must be R or W, "
+                               f"not {op!r}")
+            rid += 1
+            r.producer = p
+            r.created = x
+            parts[part].append(r)
+            out += 1
+            acc = next(p.it, None)
+        self.next_id = rid
+        self.queued += out - p.out
+        k.requests += out - p.out
+        p.issued += out - p.out
+        p.out = out
+        p.nxt = acc
+        if acc is None:
+            k.feeding -= 1
+        if out > p.peak:
+            p.peak = out
+            if out > self.peak:
+                self.peak = out
+
+    def _describe(self, t: int) -> str:
+        k = self.cur
+        return (f"GPU deadlock at tick {t}: kernel {k.name if k else None!r} has "
+                f"{k.live if k else 0} unfinished producers, nothing in flight")
+
+    def _result(self, start: int) -> GpuResult:
+        cfg = self.cfg
+        end = self.end_tick if self.end_tick >= 0 else start
+        span = end - start + 1
+        kernels = [{"name": k.name, "launch": k.launch, "end": k.end,
+                    "requests": k.requests, "producers": k.nproducers}
+                   for k in self.kernels_done]
+        return GpuResult(
+            system=self.system, start_tick=start, end_tick=end, span_ticks=span,
+            span_gpu_cycles=cfg.ticks_to_gpu_cycles(span), span_us=cfg.ticks_to_us(span),
+            kernels=kernels, requests=self.next_id, reads=self.reads, writes=self.writes,
+            gpu_latency_sum=self.lat_sum, gpu_latency_max=self.lat_max,
+            partition_wait_sum=self.pw_sum, partition_wait_max=self.pw_max,
+            peak_outstanding=self.peak, bound_violations=self.violations,
+            records=self.records, cfg=self.cfg)
+
+
+class ClosedLoop(_GpuCore):
+    """Run a :class:`GpuProgram` against an :class:`HbfSystem` with completion feedback.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        HBF configuration (also supplies ``gpu_clock_mhz``).
+    program : GpuProgram or iterable of Kernel
+        What to run.
+    gpu : GpuConfig, optional
+        GPU configuration; default ``program.gpu`` or :class:`GpuConfig()`.
+    keep : bool
+        Keep completed requests in ``system.completed``.
+    record : bool
+        Keep a :class:`RequestRecord` per request (needed for open-loop replay).
+    trace : TraceWriter, optional
+        hbf-trace-v1 writer handed to the system.
+    resp_ready : callable, optional
+        ``f(tick) -> bool``, the consumer's ``resp.ready`` (``HbfSystem.resp_ready``;
+        default always ready).
+
+    Notes
+    -----
+    The driver advances the system in chunks with ``HbfSystem.run(until=H)``. Every event a
+    response can cause lies at least ``1 + return ticks`` after it, so a chunk may run
+    ``return ticks`` beyond the current tick without missing one; with a backlog in the
+    partition FIFOs the arbiter needs every tick and the chunk is one tick. When the
+    system skipped idle ticks past the next GPU event, the driver moves ``system.t`` back
+    to that event: the skipped ticks were no-ops (C3), so this is exact (docs/gpu.md).
+    """
+
+    def __init__(self, cfg: HbfConfig, program, gpu: GpuConfig | None = None,
+                 keep: bool = False, record: bool = False, trace=None, resp_ready=None):
+        super().__init__(cfg, program, gpu, record)
+        self.system = HbfSystem(cfg, on_response=self._on_response, keep=keep, trace=trace)
+        self.system.resp_ready = resp_ready
+        self.submit = self.system.submit
+
     # ---------------------------------------------------------------- the driver
     def run(self) -> GpuResult:
         """Run the program to its last barrier; return a :class:`GpuResult`.
@@ -586,8 +674,6 @@ class ClosedLoop:
         heappush(heap, (start, self.seq, _LAUNCH, None))
         self.seq += 1
         ret = self.ret
-        base = self.cfg.base_address
-        pb = self.gpu.partition_bytes
         parts = self.parts
         nparts = len(parts)
         submit = system.submit
@@ -610,44 +696,13 @@ class ClosedLoop:
                         self.queued = queued
                         self._launch(x)
                         continue
-                    acc = p.nxt
-                    if acc is None:
+                    if p.nxt is None:
                         continue
-                    k = p.kernel
-                    out = p.out
-                    bound = p.bound
-                    if out + kind < bound:
-                        bound = out + kind
-                    while out < bound and acc is not None:
-                        op, addr, nb = acc
-                        rel = addr - base
-                        part = (rel // pb + rel // PAGE_BYTES) % nparts
-                        if op == "R":
-                            r = GpuRequest(rid, op, addr, nb, part, x)
-                            reads += 1
-                        elif op == "W":
-                            r = GpuRequest(rid, op, addr, nb, part, x, write_pattern(rid, nb))
-                            writes += 1
-                        else:
-                            raise GpuError(f"kernel {k.name!r} producer {p.pid}: op must be "
-                                           f"R or W, not {op!r}")
-                        rid += 1
-                        r.producer = p
-                        r.created = x
-                        parts[part].append(r)
-                        queued += 1
-                        out += 1
-                        acc = next(p.it, None)
-                    k.requests += out - p.out
-                    p.issued += out - p.out
-                    p.out = out
-                    p.nxt = acc
-                    if acc is None:
-                        k.feeding -= 1
-                    if out > p.peak:
-                        p.peak = out
-                        if out > self.peak:
-                            self.peak = out
+                    self.next_id, self.reads, self.writes, self.queued = \
+                        rid, reads, writes, queued
+                    self._issue(p, kind, x)
+                    rid, reads, writes, queued = \
+                        self.next_id, self.reads, self.writes, self.queued
                 # the port arbiter: one grant per tick, round-robin over the partitions
                 if queued:
                     i = rr
@@ -723,32 +778,152 @@ class ClosedLoop:
         self.pw_sum, self.pw_max = pw_sum, pw_max
         return self._result(start)
 
-    def _describe(self, t: int) -> str:
-        k = self.cur
-        return (f"GPU deadlock at tick {t}: kernel {k.name if k else None!r} has "
-                f"{k.live if k else 0} unfinished producers, nothing in flight")
 
-    def _result(self, start: int) -> GpuResult:
-        cfg = self.cfg
-        end = self.end_tick if self.end_tick >= 0 else start
-        span = end - start + 1
-        kernels = [{"name": k.name, "launch": k.launch, "end": k.end,
-                    "requests": k.requests, "producers": k.nproducers}
-                   for k in self.kernels_done]
-        return GpuResult(
-            system=self.system, start_tick=start, end_tick=end, span_ticks=span,
-            span_gpu_cycles=cfg.ticks_to_gpu_cycles(span), span_us=cfg.ticks_to_us(span),
-            kernels=kernels, requests=self.next_id, reads=self.reads, writes=self.writes,
-            gpu_latency_sum=self.lat_sum, gpu_latency_max=self.lat_max,
-            partition_wait_sum=self.pw_sum, partition_wait_max=self.pw_max,
-            peak_outstanding=self.peak, bound_violations=self.violations,
-            records=self.records)
+class GpuPort(_GpuCore):
+    """The closed-loop GPU model stepped one tick at a time, for any controller.
+
+    The controller is the caller's. For every tick the port must act in (:meth:`next_tick`)
+    the caller calls :meth:`tick`, which handles that tick's GPU events (launches, accesses
+    released by earlier completions) and the port arbiter's grant; the caller presents the
+    granted request to its controller (``arrival`` = the grant tick; it waits in an ingress
+    FIFO while the controller's ``req.ready`` is low, as ``HbfSystem.submit`` does) and
+    reports every response handshake with :meth:`respond`, after filling in the request's
+    ``t_accept`` and response flags. Within a tick the order is: :meth:`tick`, then the
+    controller, then :meth:`respond` for the tick's response; a response in tick ``t``
+    releases accesses from tick ``t + 1 + return`` on.
+
+    Driven so, the port sees exactly what :class:`ClosedLoop` sees from an
+    :class:`HbfSystem`: :func:`run_stepped` drives it against one (the reference for
+    ClosedLoop's chunked driver, tests/model/test_gpu.py), and the co-simulation drives it
+    against the RTL, so that the GPU's next requests depend on the RTL's own responses
+    (docs/cosim.md).
+
+    Parameters
+    ----------
+    cfg, program, gpu, record
+        As :class:`ClosedLoop`.
+    start : int
+        The tick of the first kernel launch.
+    """
+
+    def __init__(self, cfg: HbfConfig, program, gpu: GpuConfig | None = None,
+                 record: bool = False, start: int = 0):
+        super().__init__(cfg, program, gpu, record)
+        self.start_tick = start
+        self.t = start - 1                 # the last tick handled
+        self.kernel_iter = iter(self.program)
+        self.next_kernel = next(self.kernel_iter, None)
+        if self.next_kernel is None:
+            self.closed = True
+        else:
+            heapq.heappush(self.heap, (start, self.seq, _LAUNCH, None))
+            self.seq += 1
+
+    @property
+    def exhausted(self) -> bool:
+        """No request will be granted again: the controller's input may close (G6, W2)."""
+        return self.closed
+
+    @property
+    def finished(self) -> bool:
+        """Every kernel has ended (its last request completed)."""
+        k = self.cur
+        return (self.closed and not self.heap and self.next_kernel is None
+                and (k is None or k.live == 0))
+
+    def next_tick(self) -> int | None:
+        """The next tick :meth:`tick` must handle, or None while the port waits only for
+        responses (or has finished): the next tick while a partition FIFO holds a request
+        (one grant per tick), else the earliest pending launch or release."""
+        if self.queued:
+            return self.t + 1
+        return self.heap[0][0] if self.heap else None
+
+    def tick(self, t: int) -> GpuRequest | None:
+        """Handle GPU tick ``t``; return the request the port arbiter grants in it, if any.
+
+        Raises
+        ------
+        GpuError
+            ``t`` is not after the last tick handled, or a tick that needed handling was
+            skipped (a caller bug: the timing would be wrong).
+        """
+        nxt = self.next_tick()
+        if t <= self.t or (nxt is not None and nxt < t):
+            raise GpuError(f"internal: GPU port stepped to tick {t} after tick {self.t} "
+                           f"with tick {nxt} pending")
+        self.t = t
+        heap = self.heap
+        while heap and heap[0][0] <= t:
+            _, _, kind, p = heapq.heappop(heap)
+            if kind == _LAUNCH:
+                self._launch(t)
+            else:
+                self._issue(p, kind, t)
+        r = None
+        if self.queued:
+            parts = self.parts
+            n = self.nparts
+            i = self.rr
+            while not parts[i]:
+                i = i + 1 if i + 1 < n else 0
+            r = parts[i].popleft()
+            self.queued -= 1
+            self.rr = i + 1 if i + 1 < n else 0
+            r.arrival = self.last_grant = t
+            w = t - r.created
+            self.pw_sum += w
+            if w > self.pw_max:
+                self.pw_max = w
+        if not self.closed and self._inputs_exhausted():
+            self.closed = True
+        return r
+
+    def respond(self, req: GpuRequest, t: int) -> None:
+        """The controller answered ``req`` in tick ``t`` (its ``t_accept`` and flags set)."""
+        if t < self.t:
+            raise GpuError(f"internal: a response of tick {t} reported after GPU tick "
+                           f"{self.t} was handled")
+        self._on_response(req, t)
+
+    def result(self) -> GpuResult:
+        """The run's :class:`GpuResult` (``system`` is None unless the caller set it)."""
+        return self._result(self.start_tick)
+
+
+def run_stepped(cfg: HbfConfig, program, gpu: GpuConfig | None = None, keep: bool = False,
+                record: bool = False, trace=None, resp_ready=None) -> GpuResult:
+    """Run ``program`` through a :class:`GpuPort` against a fresh :class:`HbfSystem`, one
+    tick at a time (no horizon, no lookahead): the reference :class:`ClosedLoop` must equal.
+
+    ``resp_ready`` is the consumer's ``resp.ready`` per tick (``HbfSystem.resp_ready``).
+    """
+    port = GpuPort(cfg, program, gpu, record)
+    system = port.system = HbfSystem(cfg, on_response=port.respond, keep=keep, trace=trace)
+    system.resp_ready = resp_ready
+    t = port.start_tick
+    while True:
+        r = port.tick(t)
+        if r is not None:
+            system.submit(r)
+        system.t = t
+        if port.exhausted:
+            system.close_input()
+            system.run()
+            break
+        system.run(until=t)
+        if port.next_tick() is None and system.n_done == system.submitted:
+            raise GpuError(port._describe(t))
+        t += 1
+    return port.result()
 
 
 def run_closed_loop(cfg: HbfConfig, program, gpu: GpuConfig | None = None,
-                    keep: bool = False, record: bool = False, trace=None) -> GpuResult:
+                    keep: bool = False, record: bool = False, trace=None,
+                    resp_ready=None) -> GpuResult:
     """Run ``program`` closed-loop on a fresh :class:`HbfSystem`; see :class:`ClosedLoop`."""
-    return ClosedLoop(cfg, program, gpu, keep=keep, record=record, trace=trace).run()
+    return ClosedLoop(cfg, program, gpu, keep=keep, record=record, trace=trace,
+                      resp_ready=resp_ready).run()
 
 
 # ----------------------------------------------------------------------------- open loop

@@ -1,6 +1,5 @@
 """The closed-loop GPU model and open-loop replay (model/gpu.py; REFERENCE §5, source §5.2)."""
 
-import heapq
 from collections import Counter, defaultdict
 
 import pytest
@@ -8,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, load_config
-from hbfsim.model.gpu import (ClosedLoop, GpuConfig, GpuError, GpuProgram, GpuRequest, Kernel,
+from hbfsim.model.gpu import (GpuConfig, GpuError, GpuProgram, Kernel,
                               Producer, gpu_cycles_to_ticks, open_loop_requests,
-                              partition_of, run_closed_loop, run_open_loop)
-from hbfsim.model.requests import write_pattern
+                              partition_of, run_closed_loop, run_open_loop,
+                              run_stepped)
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.workloads import conservation, media_saturation, mshr_grid, rw_isolation
 
@@ -247,75 +246,27 @@ def test_media_saturation_reaches_the_array_ceiling():
 
 
 # --------------------------------------------------------------------------- the driver
-class StepDriver(ClosedLoop):
-    """Reference driver: handles every tick one by one (no horizon, no lookahead)."""
-
-    def run(self):
-        system, heap = self.system, self.heap
-        self.kernel_iter = iter(self.program)
-        self.next_kernel = next(self.kernel_iter, None)
-        heapq.heappush(heap, (0, self.seq, 0, None))
-        self.seq += 1
-        rid = 0
-        t = 0
-        while True:
-            while heap and heap[0][0] <= t:
-                _, _, kind, p = heapq.heappop(heap)
-                if kind == 0:
-                    self._launch(t)
-                    continue
-                n = kind
-                while n and p.out < p.bound and p.nxt is not None:
-                    op, addr, nb = p.nxt
-                    part = partition_of(addr, self.cfg, self.gpu)
-                    r = GpuRequest(rid, op, addr, nb, part, t,
-                                   write_pattern(rid, nb) if op == "W" else None)
-                    r.producer, r.created = p, t
-                    rid += 1
-                    self.parts[part].append(r)
-                    self.queued += 1
-                    p.out += 1
-                    n -= 1
-                    p.kernel.requests += 1
-                    p.nxt = next(p.it, None)
-                    if p.nxt is None:
-                        p.kernel.feeding -= 1
-            if self.queued:
-                for k in range(len(self.parts)):
-                    q = self.parts[(self.rr + k) % len(self.parts)]
-                    if q:
-                        r = q.popleft()
-                        self.queued -= 1
-                        self.rr = (self.rr + k + 1) % len(self.parts)
-                        r.arrival = t
-                        system.submit(r)
-                        break
-            if self._inputs_exhausted():
-                system.close_input()
-                system.t = t
-                system.run()
-                break
-            system.t = t
-            system.run(until=t)
-            t += 1
-        self.next_id = rid
-        return self._result(0)
-
-
+# run_stepped (model/gpu.py) drives a GpuPort against an HbfSystem one tick at a time, with
+# no horizon and no lookahead: the reference ClosedLoop's chunked driver must equal. The
+# co-simulation drives the same GpuPort against the RTL.
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 50), ret=st.sampled_from([0, 1, 6]),
        launch=st.sampled_from([0, 20]), adm=st.sampled_from([4, 64]),
        bounds=st.sampled_from([(1,), (1, 2, 3), (4, 1)]),
-       compute=st.sampled_from([(0,), (0, 3, 40), (11,)]))
-def test_chunked_driver_equals_tick_by_tick_driver(seed, ret, launch, adm, bounds, compute):
+       compute=st.sampled_from([(0,), (0, 3, 40), (11,)]),
+       backpressure=st.sampled_from([0, 3]))
+def test_chunked_driver_equals_tick_by_tick_driver(seed, ret, launch, adm, bounds, compute,
+                                                   backpressure):
     cfg = small_cfg(admission=adm)
     gpu = GpuConfig(return_cycles=ret, launch_cycles=launch, partitions=3)
+    # a consumer that drops resp.ready in one tick of `backpressure` (a fixed pattern)
+    ready = None if not backpressure else (lambda t: (t * 2654435761 >> 5) % backpressure != 0)
 
     def program():
         return mixed_program(cfg, seed=seed, bounds=bounds, compute=compute, per=4)
 
-    fast = run_closed_loop(cfg, program(), gpu=gpu, record=True)
-    ref = StepDriver(cfg, program(), gpu=gpu, record=True).run()
+    fast = run_closed_loop(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
+    ref = run_stepped(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
     assert fast.records == ref.records
     assert fast.kernels == ref.kernels
 
@@ -364,7 +315,7 @@ def test_direct_chunks_close_input_after_the_last_grant(compute):
                                                 Producer(acc[:2], compute=compute)])])
 
     fast = run_closed_loop(cfg, program(), record=True)
-    ref = StepDriver(cfg, program(), record=True).run()
+    ref = run_stepped(cfg, program(), record=True)
     assert fast.records == ref.records
     assert fast.system.stats["flush_drain"] == ref.system.stats["flush_drain"] == 1
     assert sum(r.error for r in fast.records) == 3          # strict: incomplete page
@@ -382,5 +333,5 @@ def test_direct_chunks_equal_tick_by_tick_on_study_workloads(name):
         cfg = load_config(**media_saturation().config, channels=2, **FAST)
         make = lambda: media_saturation(cfg, producers=64, pages_per_producer=3)  # noqa: E731
     fast = run_closed_loop(cfg, make(), record=True)
-    ref = StepDriver(cfg, make(), gpu=make().gpu, record=True).run()
+    ref = run_stepped(cfg, make(), gpu=make().gpu, record=True)
     assert fast.records == ref.records and fast.kernels == ref.kernels
