@@ -51,8 +51,11 @@ def register(subparsers, parser_class=None) -> None:
     run.add_argument("--replay", metavar="T.csv", help="requests from the Ingress rows of an "
                      "hbf-trace-v1 trace (device-only replay) instead of a named scenario")
     run.add_argument("--workload", metavar="NAME", help="a named workload (hbfsim run "
-                     "--list-workloads): device streams as they are; GPU programs run closed "
-                     "loop on the golden model and their ingress is replayed (fixed arrivals)")
+                     "--list-workloads): device streams as they are; a GPU program runs "
+                     "closed loop on each side, in the testbench on the RTL's own responses "
+                     "(--requests N: its first N accesses)")
+    run.add_argument("--param", metavar="KEY=VALUE", action="append", default=[],
+                     help="with --workload: workload parameter (repeatable)")
     run.add_argument("--config", metavar="F.toml",
                      help="with --csv/--replay/--workload: configuration file")
     run.add_argument("--profile", help="with --csv/--replay/--workload: named profile")
@@ -115,14 +118,14 @@ def _scenario(a):
     sources = [x for x in (a.csv, a.replay, a.workload) if x is not None]
     if len(sources) > 1:
         raise ValueError("give at most one of --csv, --replay and --workload")
+    if a.param and a.workload is None:
+        raise ValueError("--param goes with --workload")
     if not sources:
         if a.config or a.profile or a.resp_ready is not None:
             raise ValueError("--config, --profile and --resp-ready go with --csv, --replay "
                              "or --workload")
         return scenarios.make(a.scenario, a.seed, a.requests)
     cfg = load_config(a.config, a.profile)
-    from hbfsim.rtl.controller import check_supported
-
     if a.csv is not None:
         from hbfsim.model.requests import load_requests_csv
 
@@ -132,29 +135,38 @@ def _scenario(a):
 
         reqs, name = replay_requests(read_trace(a.replay), cfg), Path(a.replay).stem
     else:
-        from hbfsim.model.gpu import open_loop_requests, run_closed_loop
-        from hbfsim.model.workloads import DeviceStream, get_workload
+        from hbfsim.cli import load_workload
+        from hbfsim.model.workloads import DeviceStream
 
-        wname = a.workload.replace("-", "_")
-        work = get_workload(wname, cfg)
-        if getattr(work, "config", None):
-            cfg = load_config(a.config, a.profile, base=work.config)
-            work = get_workload(wname, cfg)
-        if isinstance(work, DeviceStream):
-            reqs = list(work)
-        else:  # the GPU model drives the golden model; its ingress becomes the RTL's input
-            reqs = open_loop_requests(run_closed_loop(cfg, work, record=True))
+        cfg, work = load_workload(a, cfg)
         name = a.workload
+        if not isinstance(work, DeviceStream):
+            # the GPU program runs closed loop on both sides: on the golden model, and in
+            # the testbench on the RTL's own responses (--requests: its first N accesses)
+            _check_rtl(cfg)
+            return Scenario.from_program(name, cfg, work, limit=a.requests,
+                                         resp_ready=_ready(a), seed=a.seed)
+        reqs = list(work)
+    _check_rtl(cfg)
+    if a.requests is not None:
+        reqs = reqs[:a.requests]
+    return Scenario.from_requests(name, cfg, reqs, resp_ready=_ready(a), seed=a.seed)
+
+
+def _check_rtl(cfg) -> None:
+    from hbfsim.rtl.controller import check_supported
+
     try:
         check_supported(cfg)
     except ValueError as e:
         raise ValueError(f"the RTL does not implement {e}") from None
-    if a.requests is not None:
-        reqs = reqs[:a.requests]
+
+
+def _ready(a) -> float:
     p = 1.0 if a.resp_ready is None else a.resp_ready
     if not 0.0 < p <= 1.0:
         raise ValueError(f"--resp-ready must be in (0, 1], not {p}")
-    return Scenario.from_requests(name, cfg, reqs, resp_ready=p, seed=a.seed)
+    return p
 
 
 def _cmd_run(a) -> int:
@@ -175,7 +187,8 @@ def _cmd_run(a) -> int:
     cfg = sc.cfg()
     print(f"hbfsim cosim run {sc.name}: {sim}, {cfg.channels} channels, scheduler "
           f"{cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes, "
-          f"{len(sc.requests)} requests, resp.ready {sc.resp_ready:g}")
+          f"{sc.n_requests} requests{' (closed-loop GPU)' if sc.program else ''}, "
+          f"resp.ready {sc.resp_ready:g}")
     if r.get("cycles") is not None:
         print(f"  {r['cycles']:,} cycles in {r.get('wall_s', 0):.2f} s "
               f"({r.get('cycles_per_s', 0):,.0f} cycles/s), build {r.get('build_s', 0):.1f} s, "
@@ -253,7 +266,7 @@ def _cmd_waves_list(a) -> int:
           "in these cycles")
     print(f"  {'id':>6} {'op':>2} {'addr':>14} {'bytes':>5} {'accept':>8} {'response':>8} "
           f"{'mshr_hit':>8} {'buf_hit':>7} {'error':>5}")
-    rows = {r[0]: r for r in w.scenario.requests}
+    rows = {r[0]: r for r in w.requests}
     for rid in sorted(set(acc) | set(res)):
         _, op, addr, nbytes, _, _ = rows.get(rid, (rid, "?", 0, 0, 0, 0))
         t = acc[rid][0] if rid in acc else "-"

@@ -12,6 +12,7 @@ __all__ = ["Events", "run_golden", "summary"]
 
 from dataclasses import dataclass, field
 
+from hbfsim.model.gpu import ClosedLoop
 from hbfsim.model.system import HbfSystem
 from hbfsim.model.trace import TraceWriter
 
@@ -35,11 +36,15 @@ class Events:
         index * 2 + kind (docs/rtl.md "Command tag").
     resps : list of (cycle, id, op, source, mshr_hit, buffer_hit, cache_hit, error)
         ``resp`` handshakes; ``op`` 0 = read, 1 = write.
+    kernels : list of dict or None
+        A closed-loop GPU scenario: per kernel its name, launch and end tick, requests and
+        producers (``GpuResult.kernels``); the RTL side's GPU must report the same.
     """
 
     accepts: list = field(default_factory=list)
     cmds: list = field(default_factory=list)
     resps: list = field(default_factory=list)
+    kernels: list | None = None
 
     def count(self) -> int:
         return len(self.accepts) + len(self.cmds) + len(self.resps)
@@ -48,12 +53,22 @@ class Events:
 def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
     """Run the golden model on ``sc``; write an hbf-trace-v1 level-1 trace if asked.
 
+    A request-list scenario is replayed with its arrival ticks; a GPU-program scenario runs
+    closed loop (:class:`~hbfsim.model.gpu.ClosedLoop`) with the scenario's ``resp.ready``.
+
     Returns the events and the finished system (for its statistics).
     """
     cfg = sc.cfg(golden=True)
     trace = TraceWriter(trace_path, 1) if trace_path else None
-    system = HbfSystem(cfg, trace=trace, keep=True)
-    system.resp_ready = sc.ready()
+    loop = None
+    if sc.program is not None:
+        # the GPU program runs closed loop on the model, as `hbfsim run --workload` does
+        loop = ClosedLoop(cfg, sc.gpu_program(), keep=True, trace=trace,
+                          resp_ready=sc.ready())
+        system = loop.system
+    else:
+        system = HbfSystem(cfg, trace=trace, keep=True)
+        system.resp_ready = sc.ready()
     cmds = []
     media = system.stacks[0].media
     issue = media.issue
@@ -64,7 +79,10 @@ def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
 
     media.issue = logged
     try:
-        system.run_requests(sc.model_requests())
+        if loop is not None:
+            gpu = loop.run()
+        else:
+            system.run_requests(sc.model_requests())
     except BaseException:
         if trace is not None:
             trace.abort()
@@ -78,6 +96,8 @@ def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
     ev.resps = [(r.t_done, r.id, OPS[r.op], r.source, int(r.mshr_hit), int(r.buffer_hit),
                  int(r.cache_hit), int(r.error)) for r in done]
     ev.resps.sort(key=lambda e: e[0])
+    if loop is not None:
+        ev.kernels = gpu.kernels
     return ev, system
 
 

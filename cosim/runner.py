@@ -392,6 +392,13 @@ def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, wav
     return results
 
 
+def _ingress(result: dict) -> list | None:
+    """A closed-loop GPU run's requests as presented to the RTL (id, op, addr, bytes,
+    source, grant tick), which ``hbfsim waves`` needs to name them."""
+    path = result.get("ingress")
+    return json.loads(Path(path).read_text()) if path else None
+
+
 def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) -> dict:
     from hbfsim.cosim.testbench import PERIOD, file_stem
     from hbfsim.cosim.waves import cut_vcd, write_gtkw
@@ -416,7 +423,8 @@ def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) ->
                                 "cycle0_ns": cycle0, "period_ns": PERIOD, "sim": b.sim,
                                 "window": list(window) if window else None,
                                 "golden_trace": result.get("golden_trace"),
-                                "rtl_trace": result.get("rtl_trace")}, indent=1))
+                                "rtl_trace": result.get("rtl_trace"),
+                                "ingress": _ingress(result)}, indent=1))
     gtkw = stem.with_suffix(".gtkw")
     write_gtkw(vcd, gtkw, sc.cfg().channels)
     return {"vcd": str(vcd), "gtkw": str(gtkw), "scenario_json": str(side)}

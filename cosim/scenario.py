@@ -1,4 +1,9 @@
-"""One co-simulation input: a configuration, a request list and a ``resp.ready`` pattern.
+"""One co-simulation input: a configuration, a request source and a ``resp.ready`` pattern.
+
+The request source is either a fixed list of requests with arrival ticks (CSV, trace
+replay, device streams, the named scenarios) or a closed-loop GPU program
+(:func:`hbfsim.model.gpu.program_spec`), which the testbench runs through a
+:class:`hbfsim.model.gpu.GpuPort` fed by the RTL's own responses.
 
 A :class:`Scenario` is plain data. It travels to the simulator process as JSON in a file named
 by the environment variable :data:`SCENARIO_ENV` (issue 4 item 2), and both sides of the
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from hbfsim.config import HbfConfig, build_config
 from hbfsim.model.controller import Request
+from hbfsim.model.gpu import GpuProgram, program_from_spec, program_spec
 from hbfsim.model.mapping import Mapper
 from hbfsim.model.requests import write_pattern
 
@@ -65,7 +71,8 @@ class Scenario:
     config : dict
         ``HbfConfig.as_dict()`` of the configuration.
     requests : list of [id, op, addr, nbytes, source, arrival]
-        In presentation order (non-decreasing arrival); ``addr`` is an HBF address.
+        In presentation order (non-decreasing arrival); ``addr`` is an HBF address. Empty
+        when ``program`` is given.
     resp_ready : float
         Probability that the consumer is ready in a tick (1.0: always, contract §8).
     seed : int
@@ -78,6 +85,10 @@ class Scenario:
     golden_overrides : dict
         Configuration changes applied to the golden model only. Empty in every real run; a
         test sets one to prove that the scoreboard reports a disagreement.
+    program : dict or None
+        A closed-loop GPU program (:func:`hbfsim.model.gpu.program_spec`) instead of a
+        request list: request ids are its creation order, sources its memory partitions,
+        arrivals its port grants, and its next requests depend on the responses.
     """
 
     name: str
@@ -88,6 +99,7 @@ class Scenario:
     sector_bytes: int = 1
     expect: dict = field(default_factory=dict)
     golden_overrides: dict = field(default_factory=dict)
+    program: dict | None = None
 
     # ---- construction ----------------------------------------------------------------
     @classmethod
@@ -98,6 +110,27 @@ class Scenario:
         sc = cls(name, cfg.as_dict(), rows, **kw)
         sc.validate()
         return sc
+
+    @classmethod
+    def from_program(cls, name: str, cfg: HbfConfig, program: GpuProgram, gpu=None,
+                     limit: int | None = None, **kw) -> "Scenario":
+        """Build from a closed-loop GPU program (its first ``limit`` accesses, see
+        :func:`~hbfsim.model.gpu.program_spec`)."""
+        sc = cls(name, cfg.as_dict(), [], program=program_spec(program, gpu, limit), **kw)
+        sc.validate()
+        return sc
+
+    def gpu_program(self) -> GpuProgram:
+        """A fresh, re-runnable :class:`GpuProgram` (closed-loop scenarios only)."""
+        return program_from_spec(self.program)
+
+    @property
+    def n_requests(self) -> int:
+        """Requests the scenario presents (a GPU program: its accesses)."""
+        if self.program is None:
+            return len(self.requests)
+        return sum(len(p["accesses"]) for k in self.program["kernels"]
+                   for p in k["producers"])
 
     def cfg(self, golden: bool = False) -> HbfConfig:
         values = dict(self.config)
@@ -110,6 +143,9 @@ class Scenario:
         """Raise ValueError naming the first request the co-simulation cannot present."""
         cfg = self.cfg()
         mapper = Mapper(cfg)
+        if self.program is not None:
+            self._validate_program(mapper, id_bits, source_bits)
+            return
         last = 0
         seen = set()
         if not self.requests:
@@ -130,6 +166,22 @@ class Scenario:
             if not 0 <= src < 1 << source_bits:
                 raise ValueError(f"request {rid}: source {src} does not fit the RTL's "
                                  f"{source_bits}-bit source")
+
+    def _validate_program(self, mapper: Mapper, id_bits: int, source_bits: int) -> None:
+        if self.requests:
+            raise ValueError(f"scenario {self.name!r}: give requests or a program, not both")
+        prog = self.gpu_program()       # raises GpuError (a ValueError) naming the field
+        if prog.gpu.partitions > 1 << source_bits:
+            raise ValueError(f"GPU partitions {prog.gpu.partitions} do not fit the RTL's "
+                             f"{source_bits}-bit source")
+        n = 0
+        for op, addr, nb in prog.accesses():
+            mapper.check(addr, nb)
+            n += 1
+        if n == 0:
+            raise ValueError(f"scenario {self.name!r}: the GPU program has no accesses")
+        if n > 1 << id_bits:
+            raise ValueError(f"{n} GPU accesses do not fit the RTL's {id_bits}-bit id")
 
     def model_requests(self) -> list[Request]:
         """Fresh :class:`Request` objects (writes carry ``write_pattern`` data)."""

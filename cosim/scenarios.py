@@ -10,13 +10,15 @@ sides produced.
 
 from __future__ import annotations
 
-__all__ = ["RTL_SETS", "SCENARIOS", "config", "make", "random_config", "soak_configs",
-           "workload"]
+__all__ = ["RTL_SETS", "SCENARIOS", "config", "gpu_program", "make", "random_config",
+           "soak_configs", "workload"]
 
 import random
 
 from hbfsim.config import PAGE_BYTES, SCHEDULERS, HbfConfig, load_config
 from hbfsim.cosim.scenario import Scenario
+from hbfsim.model import workloads
+from hbfsim.model.gpu import GpuConfig, GpuProgram, Kernel, Producer
 
 #: Short NAND timings (tR 9, tPROG 17, tBERS 43 ticks), as tests/rtl/test_rtl_controller.py.
 FAST = dict(t_read_us=0.01, t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2,
@@ -202,6 +204,115 @@ def mix_on(rtl: str, tag: str, resp_ready: float, **load):
     return make_one
 
 
+# ---- the closed-loop GPU model on the RTL (issue 4 item 1) --------------------------------
+
+def gpu_program(rng: random.Random, cfg: HbfConfig, n: int, *, pages: int = 8,
+                reads: float = 0.7, kernels: int | None = None,
+                warps: int | None = None) -> GpuProgram:
+    """A seeded random closed-loop GPU program of ``n`` accesses over ``pages`` pages.
+
+    Kernels (1-3) of warps (2-12) with random bounds (1-8 outstanding), compute delays,
+    start offsets and SMs; reader warps load 32/64/128 B sectors and lines, walking a page
+    line by line and jumping to another now and then; writer warps store a page in 128 B
+    lines from the start (sometimes stopping short: an incomplete page) or scattered
+    sectors. GPU side: 1-8 memory partitions, a return delay, a kernel launch gap.
+    """
+    B = cfg.base_address
+    nk = kernels if kernels is not None else rng.choice([1, 1, 2, 3])
+    data = []
+    left = n
+    for k in range(nk):
+        share = left if k == nk - 1 else max(1, n // nk)
+        left -= share
+        nw = warps if warps is not None else rng.randint(2, 12)
+        streams = [[] for _ in range(nw)]
+        writer = [rng.random() > reads for _ in range(nw)]
+        pos = [(rng.randrange(pages), 0) for _ in range(nw)]
+        for i in range(share):
+            w = i % nw
+            page, line = pos[w]
+            if rng.random() < 0.15 or line >= 32:
+                page, line = rng.randrange(pages), 0
+            if writer[w]:
+                if rng.random() < 0.85:
+                    streams[w].append(("W", B + page * PAGE_BYTES + 128 * line, 128))
+                else:
+                    sz = rng.choice([32, 64])
+                    streams[w].append(("W", B + page * PAGE_BYTES
+                                       + sz * rng.randrange(PAGE_BYTES // sz), sz))
+            else:
+                sz = rng.choice([32, 64, 128])
+                streams[w].append(("R", B + page * PAGE_BYTES + 128 * line
+                                   + rng.choice([0, 32, 64]) % (128 - sz + 32), sz))
+            pos[w] = (page, line + 1)
+        prods = [(s, rng.choice([1, 1, 2, 4, 8]), rng.choice([0, 0, 0, 7]),
+                  rng.choice([None, 0, 3, 25]), w % 4) for w, s in enumerate(streams) if s]
+        data.append((f"k{k}", rng.choice([0, 2]), prods))
+    gpu = GpuConfig(sms=4, partitions=rng.choice([1, 2, 4, 8]),
+                    return_cycles=rng.choice([0, 0, 5]), launch_cycles=rng.choice([0, 12]))
+
+    def make():
+        return [Kernel(name, [Producer(list(acc), bound=b, start=st, compute=c, sm=sm)
+                              for acc, b, st, c, sm in prods], compute=kc)
+                for name, kc, prods in data]
+
+    return GpuProgram(make, "gpu-random", gpu=gpu)
+
+
+def gpu_mix_on(rtl: str, tag: str, resp_ready: float, **load):
+    def make_one(seed: int, n: int = 200) -> Scenario:
+        cfg = config(rtl)
+        rng = random.Random(seed)
+        prog = gpu_program(rng, cfg, n, **({"pages": 8} | load))
+        return Scenario.from_program(f"gpu-{tag}", cfg, prog, resp_ready=resp_ready,
+                                     seed=seed, expect={"responses": n, "answered_once": 1})
+    make_one.__doc__ = (f"A seeded random closed-loop GPU program on RTL set {rtl!r}, "
+                        f"resp.ready high with probability {resp_ready}.")
+    return make_one
+
+
+def gpu_mshr_grid(seed: int, n: int = 256) -> Scenario:
+    """The MSHR study's kernel (§5.2), closed loop on the RTL: 16 warps x 2 outstanding
+    128 B loads over pages of 16 entries; merging depends on the RTL's response timing."""
+    cfg = config(t_read_us=0.1)
+    pages = max(1, n // 16)
+    if pages > _pages(cfg):
+        raise ValueError(f"gpu-mshr-grid holds at most {16 * _pages(cfg)} requests, not {n}")
+    prog = workloads.mshr_grid(cfg, pages=pages, entries=16, warps=16, bound=2, sms=4)
+    return Scenario.from_program("gpu-mshr-grid", cfg, prog, seed=seed,
+                                 expect={"responses": pages * 16, "answered_once": 1})
+
+
+def gpu_rw_isolation(seed: int, n: int = 320) -> Scenario:
+    """The read/write isolation kernel (§6.2), closed loop on the RTL under the
+    read-priority scheduler: one writer warp stores a whole page in 128 sectors, all
+    outstanding (stores are acknowledged after PROGRAM, so admission holds them: 160
+    request slots), and reader warps (4 or more, at most 128 sectors each) start later."""
+    cfg = config("read-priority", write_deadline_ticks=400, admission=160)
+    rpages = max(4, -(-(n - 128) // 128))          # at most 128 sectors per read page
+    if rpages > 200:
+        raise ValueError(f"gpu-rw-isolation holds at most {128 + 200 * 128} requests, not {n}")
+    reads = max(1, (n - 128) // rpages) * rpages
+    prog = workloads.rw_isolation(cfg, read_sectors=reads, read_pages=rpages, write_pages=1,
+                                  write_sectors=128, read_delay_us=0.05, read_bound=4,
+                                  write_bound=128, write_page_base=200, sms=4)
+    return Scenario.from_program("gpu-rw-isolation", cfg, prog, seed=seed,
+                                 expect={"responses": reads + 128, "page_programs": 1,
+                                         "errors": 0})
+
+
+def gpu_mix(seed: int, n: int = 200) -> Scenario:
+    """Seeded random everything, closed loop: configuration (1-16 channels, every policy),
+    GPU program and backpressure."""
+    rng = random.Random(seed)
+    cfg = random_config(rng)
+    p = rng.choice([1.0, 0.8, 0.5])
+    prog = gpu_program(rng, cfg, n, pages=rng.choice([4, 8, 16]),
+                       reads=rng.choice([0.5, 0.7, 0.9]))
+    return Scenario.from_program(f"gpu-mix-s{seed}", cfg, prog, resp_ready=p, seed=seed,
+                                 expect={"responses": n, "answered_once": 1})
+
+
 # ---- random configurations --------------------------------------------------------------
 
 def random_config(rng: random.Random, **fixed) -> HbfConfig:
@@ -283,6 +394,12 @@ SCENARIOS = {
     "mix-1ch": mix_on("1ch", "1ch", 0.7, pages=6, reads=0.5),
     "mix-16ch": mix_on("16ch", "16ch", 0.8, pages=40, reads=0.7),
     "mix": mix,
+    "gpu-mshr-grid": gpu_mshr_grid,
+    "gpu-rw-isolation": gpu_rw_isolation,
+    "gpu-backpressure": gpu_mix_on("A", "backpressure", 0.6),
+    "gpu-aggregation": gpu_mix_on("B", "aggregation", 0.8, reads=0.8),
+    "gpu-16ch": gpu_mix_on("16ch", "16ch", 0.9, pages=40),
+    "gpu-mix": gpu_mix,
 }
 for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)

@@ -43,6 +43,7 @@ import json
 import os
 import re
 import time
+from collections import deque
 from pathlib import Path
 
 import cocotb
@@ -55,6 +56,8 @@ from hbfsim.cosim.golden import OPS, run_golden, summary
 from hbfsim.cosim.ports import ControllerPorts
 from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
 from hbfsim.cosim.scoreboard import Mismatch, Scoreboard
+from hbfsim.model.controller import Request
+from hbfsim.model.gpu import GpuPort
 from hbfsim.model.mapping import Mapper
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
 from hbfsim.model.trace import TraceWriter
@@ -71,47 +74,56 @@ def file_stem(name: str) -> str:
 
 
 class RequestDriver:
-    """Presents the scenario's requests on ``req`` (contract §4.1) and reports accepts."""
+    """Presents requests on ``req`` (contract §4.1) in arrival order and reports accepts.
 
-    def __init__(self, ports: ControllerPorts, sc: Scenario, mapper: Mapper):
+    It holds an ingress FIFO of :class:`Request` objects, each presented from cycle
+    ``max(arrival, previous accept + 1)``. A request-list scenario fills the FIFO at once;
+    with a GPU program the :class:`~hbfsim.model.gpu.GpuPort` appends each port grant in
+    its tick (``arrival`` = the grant tick), and ``exhausted`` follows the GPU.
+    """
+
+    def __init__(self, ports: ControllerPorts, mapper: Mapper, requests=(), gpu=None):
         self.valid, self.ready, self.payload = ports.req_valid, ports.req_ready, \
             ports.req_payload
         self.codec = ports.req
-        self.reqs = sc.requests
-        self.n = len(sc.requests)
+        self.fifo = deque(requests)
+        self.gpu = gpu
         self.mapper = mapper
         self.base = mapper.base
-        self.k = 0
+        self.accepted = 0
         self.last = -1
 
-    def _pack(self, i: int) -> int:
-        rid, op, addr, n, src, _ = self.reqs[i]
-        page, off = divmod(addr - self.base, PAGE_BYTES)
+    @property
+    def all_accepted(self) -> bool:
+        """Every request there will ever be has been accepted (the input is closed)."""
+        return not self.fifo and (self.gpu is None or self.gpu.exhausted)
+
+    def _pack(self, r: Request) -> int:
+        page, off = divmod(r.addr - self.base, PAGE_BYTES)
         _, q = self.mapper.stack_of(page)
-        return self.codec.pack({"id": rid, "op": OPS[op], "addr": q * PAGE_BYTES + off,
-                                "bytes": n, "source": src})
+        return self.codec.pack({"id": r.id, "op": OPS[r.op], "addr": q * PAGE_BYTES + off,
+                                "bytes": r.nbytes, "source": r.source})
 
     def next_cycle(self) -> int | None:
-        """First cycle at which the next request is presented (None: all accepted)."""
-        if self.k >= self.n:
+        """First cycle at which the FIFO's head is presented (None: the FIFO is empty)."""
+        if not self.fifo:
             return None
-        a = self.reqs[self.k][5]
+        a = self.fifo[0].arrival
         return a if a > self.last else self.last + 1
 
-    def cycle(self, t: int) -> int | None:
-        """Drive ``req`` for cycle ``t``; return the accepted request's id, if any."""
+    def cycle(self, t: int) -> Request | None:
+        """Drive ``req`` for cycle ``t``; return the accepted request, if any."""
         nxt = self.next_cycle()
         if nxt is None or t < nxt:
             self.valid.write(0)
             return None
         self.valid.write(1)
-        self.payload.write(self._pack(self.k))
+        self.payload.write(self._pack(self.fifo[0]))
         if not self.ready.read():
             return None
-        rid = self.reqs[self.k][0]
-        self.k += 1
+        self.accepted += 1
         self.last = t
-        return rid
+        return self.fifo.popleft()
 
 
 class MediaResponder:
@@ -204,30 +216,36 @@ class ResponseMonitor:
 
 class TraceRecorder:
     """Writes the RTL side's hbf-trace-v1 rows with the golden model's :class:`TraceWriter`,
-    from :class:`Request` objects filled in from the observed accepts and responses."""
+    from the presented :class:`Request` objects filled in from the observed accepts and
+    responses; keeps the requests in flight by id."""
 
-    def __init__(self, sc: Scenario, cfg, mapper: Mapper, path: Path):
+    def __init__(self, cfg, mapper: Mapper, path: Path):
         self.cfg = cfg
+        self.mapper = mapper
         self.writer = TraceWriter(path, 1)
-        self.reqs = {r.id: r for r in sc.model_requests()}
-        for r in self.reqs.values():
-            page = (r.addr - cfg.base_address) // PAGE_BYTES
-            r.stack, r.q = mapper.stack_of(page)
-            r.ch, r.local, r.sub = mapper.channel_of(r.q, r.op == "W")
+        self.inflight: dict[int, Request] = {}
         self.accepted = self.answered = 0
 
-    def accept(self, t: int, rid: int, inflight: int) -> None:
-        r = self.reqs[rid]
+    def accept(self, t: int, r: Request, inflight: int) -> None:
+        page = (r.addr - self.cfg.base_address) // PAGE_BYTES
+        r.stack, r.q = self.mapper.stack_of(page)
+        r.ch, r.local, r.sub = self.mapper.channel_of(r.q, r.op == "W")
         r.t_accept = t
         r.depth = inflight  # requests inside the controller at Ingress
+        self.inflight[r.id] = r
         self.accepted += 1
 
-    def respond(self, ev: tuple) -> None:
-        r = self.reqs[ev[1]]
+    def respond(self, ev: tuple) -> Request:
+        """Record the response ``ev``; return its request (with flags and ``t_done``)."""
+        r = self.inflight.pop(ev[1], None)
+        if r is None:   # the scoreboard compared the event first; this is a second response
+            raise RuntimeError(f"cycle {ev[0]}: response for request {ev[1]}, which is not "
+                               "in flight")
         r.t_done = ev[0]
         r.mshr_hit, r.buffer_hit, r.cache_hit, r.error = (bool(x) for x in ev[4:])
         self.writer.request(r, self.cfg)
         self.answered += 1
+        return r
 
     def close(self) -> None:
         self.writer.close()
@@ -258,6 +276,8 @@ class Testbench:
         self.mapper = Mapper(self.cfg)
         self.e = 0
         self.wakes = self.sleeps = 0
+        self.gpu: GpuPort | None = None
+        self.ingress: list | None = None
 
     def vcd_time(self, t: int) -> int:
         return self.e + PERIOD * t
@@ -295,10 +315,14 @@ class Testbench:
         result = {"name": sc.name, "passed": False, "events_compared": 0,
                   "expected_events": expected.count(), "mismatches": 0, "diff": "",
                   "golden_s": golden_s, "golden_trace": str(golden_trace),
-                  "rtl_trace": str(rtl_trace), "requests": len(sc.requests)}
+                  "rtl_trace": str(rtl_trace), "requests": sc.n_requests,
+                  "closed_loop": sc.program is not None}
         await self._reset()
         sb = Scoreboard(expected, sc.name, self.vcd_time)
-        trace = TraceRecorder(sc, self.cfg, self.mapper, rtl_trace)
+        trace = TraceRecorder(self.cfg, self.mapper, rtl_trace)
+        # a GPU program runs here, closed loop on the RTL's responses (issue 4 item 1)
+        self.gpu = GpuPort(self.cfg, sc.gpu_program()) if sc.program is not None else None
+        self.ingress = [] if self.gpu is not None else None
         t1 = time.perf_counter()
         try:
             cycles = await self._loop(sb, trace)
@@ -311,7 +335,7 @@ class Testbench:
         wall = time.perf_counter() - t1
         result.update(events_compared=sb.compared, cycles=cycles, wall_s=wall,
                       cycles_per_s=cycles / wall if wall > 0 else 0.0,
-                      requests_per_s=len(sc.requests) / wall if wall > 0 else 0.0,
+                      requests_per_s=trace.accepted / wall if wall > 0 else 0.0,
                       wakes=self.wakes, sleeps=self.sleeps,
                       golden_summary=summary(expected), rtl_summary=summary(sb.actual),
                       vcd_cycle0_ns=self.e)
@@ -325,13 +349,41 @@ class Testbench:
                 f"events agree but the hbf-trace-v1 files differ at line {k + 1}:\n"
                 f"  golden: {a[k] if k < len(a) else '(end of file)'}\n"
                 f"  RTL:    {b[k] if k < len(b) else '(end of file)'}"))
+        if self.gpu is not None:
+            self._check_gpu(expected, result)
         result["passed"] = result["mismatches"] == 0
         return result
+
+    def _check_gpu(self, expected, result: dict) -> None:
+        """The GPU run against the RTL must end like the golden closed loop: every kernel
+        with the same launch and end tick and request count. Writes the realised ingress
+        (what the GPU presented, with its grant ticks) beside the traces for `hbfsim waves`."""
+        gpu = self.gpu.result()
+        result["gpu_kernels"] = gpu.kernels
+        path = self.out / f"{self.stem}.ingress.json"
+        path.write_text(json.dumps(self.ingress))
+        result["ingress"] = str(path)
+        if result["mismatches"]:
+            return
+        if not self.gpu.finished:
+            result.update(mismatches=1, diff=(
+                f"the GPU program did not finish on the RTL: kernel "
+                f"{self.gpu.cur.name if self.gpu.cur else None!r} has unfinished producers "
+                f"after every expected event was seen"))
+        elif gpu.kernels != expected.kernels:
+            k = next(i for i, (a, b) in enumerate(zip(gpu.kernels + [None],
+                                                      expected.kernels + [None])) if a != b)
+            result.update(mismatches=1, diff=(
+                f"events agree but the GPU's kernel {k} differs:\n"
+                f"  golden: {expected.kernels[k] if k < len(expected.kernels) else None}\n"
+                f"  RTL:    {gpu.kernels[k] if k < len(gpu.kernels) else None}"))
 
     async def _loop(self, sb: Scoreboard, trace: TraceRecorder) -> int:
         """The cycle loop; returns the cycles simulated. Raises Mismatch."""
         p = self.ports
-        drv = RequestDriver(p, self.sc, self.mapper)
+        gpu = self.gpu
+        ingress = self.ingress
+        drv = RequestDriver(p, self.mapper, () if gpu else self.sc.model_requests(), gpu)
         media = MediaResponder(p, self.cfg)
         cmon = CommandMonitor(p, media)
         rmon = ResponseMonitor(p, self.sc.ready())
@@ -342,23 +394,36 @@ class Testbench:
         t = 0
         while True:
             self.wakes += 1
+            # the GPU's events of this cycle and its port grant, before the request port
+            # (GpuPort: tick, controller, then respond)
+            if gpu is not None:
+                g = gpu.next_tick()
+                if g is not None and g <= t:
+                    r = gpu.tick(t)
+                    if r is not None:
+                        drv.fifo.append(r)
             # drain: from the first cycle with every request accepted and M empty (§1, W2)
-            if not drain and drv.k == drv.n and not m_valid.read():
+            if not drain and drv.all_accepted and not m_valid.read():
                 drain = True
                 drain_port.write(1)
             # requests (§4.1); Ingress depth counts requests accepted and not answered
             # before this cycle
             inflight = trace.accepted - trace.answered
-            rid = drv.cycle(t)
-            if rid is not None:
-                trace.accept(t, rid, inflight)
-                check(t, "accept", [(t, rid)])
+            acc = drv.cycle(t)
+            if acc is not None:
+                trace.accept(t, acc, inflight)
+                check(t, "accept", [(t, acc.id)])
+                if ingress is not None:
+                    ingress.append([acc.id, acc.op, acc.addr, acc.nbytes, acc.source,
+                                    acc.arrival])
             else:
                 check(t, "accept", [])
             ev = rmon.sample(t)
             if ev is not None:
                 check(t, "resp", [ev])
-                trace.respond(ev)
+                req = trace.respond(ev)
+                if gpu is not None:
+                    gpu.respond(req, t)
             else:
                 check(t, "resp", [])
             # media commands (§1, §7), then this cycle's completions
@@ -372,11 +437,11 @@ class Testbench:
             # Stay awake while an output is busy or an input must change next cycle (cpl
             # to clear; req.valid after an accept). A request that waits for req.ready
             # holds its inputs and sleeps on a change of req.ready instead.
-            waiting = drv.valid.last and rid is None
-            if not (rmon.busy or cmds or media.driven or rid is not None):
+            waiting = drv.valid.last and acc is None
+            if not (rmon.busy or cmds or media.driven or acc is not None):
                 cands = [end]
                 for c in (None if waiting else drv.next_cycle(), media.next_cycle(t),
-                          sb.next_cycle()):
+                          sb.next_cycle(), gpu.next_tick() if gpu is not None else None):
                     if c is not None:
                         cands.append(c)
                 wake = min(cands)
@@ -384,7 +449,7 @@ class Testbench:
                     self.sleeps += 1
                     trig = [Timer(PERIOD * (wake - t), unit="step"),
                             rmon.valid.handle.value_change, *cmon.triggers]
-                    if not drain and drv.k == drv.n:
+                    if not drain and drv.all_accepted:
                         trig.append(m_valid.handle.value_change)
                     if waiting:
                         trig.append(drv.ready.handle.value_change)

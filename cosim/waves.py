@@ -167,6 +167,9 @@ class WaveFile:
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{side}: not a co-simulation sidecar ({e})") from None
         self.meta = meta
+        # the requests as presented: a GPU program's are known only after the run (the
+        # testbench records them with their grant ticks; runner._keep_waves stores them)
+        self.requests = meta.get("ingress") or self.scenario.requests
         self.cfg = self.scenario.cfg()
         w = Widths.of(self.cfg)
         self.req, self.resp = StructCodec(req_layout(w)), StructCodec(resp_layout(w))
@@ -269,7 +272,7 @@ class WaveFile:
         """
         from hbfsim.model.mapping import Mapper
 
-        row = next((r for r in self.scenario.requests if r[0] == rid), None)
+        row = next((r for r in self.requests if r[0] == rid), None)
         if row is None:
             raise ValueError(f"--id {rid}: no such request in scenario "
                              f"{self.scenario.name!r}")

@@ -201,9 +201,15 @@ def _param_value(text: str):
     return text
 
 
-def _run_workload(a, cfg) -> int:
-    from hbfsim.model.gpu import GpuError, run_closed_loop
-    from hbfsim.model.workloads import DeviceStream, get_workload
+def load_workload(a, cfg):
+    """The workload named by ``a.workload`` with ``a.param`` (and ``a.model``), and the
+    configuration it runs under: its study settings (``work.config``) sit under the user's
+    profile, file and flags. Shared by ``run --workload`` and ``cosim run --workload``.
+
+    Returns ``(cfg, work)``; raises UsageError naming a bad parameter.
+    """
+    from hbfsim.model.gpu import GpuError
+    from hbfsim.model.workloads import get_workload
 
     params = {}
     for item in a.param:
@@ -211,17 +217,24 @@ def _run_workload(a, cfg) -> int:
         if not sep or not key:
             raise UsageError(f"--param must be KEY=VALUE, not {item!r}")
         params[key.strip().replace("-", "_")] = _param_value(val.strip())
-    if a.model:
+    if getattr(a, "model", None):
         params["model"] = a.model
     name = a.workload.replace("-", "_")
     try:
         work = get_workload(name, cfg, **params)
         if getattr(work, "config", None):
-            # the workload's study settings sit under the user's profile, file and flags
             cfg = load_config(a.config, a.profile, base=work.config)
             work = get_workload(name, cfg, **params)
     except (GpuError, ValueError, OSError) as e:
         raise UsageError(str(e)) from None
+    return cfg, work
+
+
+def _run_workload(a, cfg) -> int:
+    from hbfsim.model.gpu import run_closed_loop
+    from hbfsim.model.workloads import DeviceStream
+
+    cfg, work = load_workload(a, cfg)
     if isinstance(work, DeviceStream):
         return _simulate(cfg, iter(work), a.trace, a.trace_level, a.stats_json,
                          f"run --workload {a.workload} (device stream)")

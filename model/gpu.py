@@ -48,6 +48,8 @@ __all__ = [
     "gpu_cycles_to_ticks",
     "open_loop_requests",
     "partition_of",
+    "program_from_spec",
+    "program_spec",
     "run_closed_loop",
     "run_open_loop",
     "run_stepped",
@@ -269,6 +271,86 @@ class GpuProgram:
 
     def __repr__(self):
         return f"GpuProgram({self.name!r}, params={self.params!r})"
+
+
+def program_spec(program, gpu: GpuConfig | None = None, limit: int | None = None) -> dict:
+    """A GPU program as plain JSON-friendly data (materialises every access).
+
+    Parameters
+    ----------
+    program : GpuProgram or iterable of Kernel
+        A re-runnable program is left re-runnable; a one-shot one is consumed.
+    gpu : GpuConfig, optional
+        Default ``program.gpu`` or :class:`GpuConfig()`.
+    limit : int, optional
+        Keep only the first ``limit`` accesses in kernel/producer order: the producer that
+        reaches the limit is cut there and every later producer and kernel is dropped.
+
+    Returns
+    -------
+    dict
+        ``{"name", "gpu": {GpuConfig fields}, "kernels": [{"name", "compute", "producers":
+        [{"bound", "start", "compute", "sm", "accesses": [[op, addr, nbytes], ...]}]}]}``;
+        :func:`program_from_spec` rebuilds the program. The co-simulation sends programs
+        to the simulator process in this form.
+    """
+    g = gpu or getattr(program, "gpu", None) or GpuConfig()
+    left = limit if limit is not None else -1
+    kernels = []
+    for k in program:
+        if left == 0:
+            break
+        prods = []
+        for p in (k.producers() if callable(k.producers) else k.producers):
+            if left == 0:
+                break
+            acc = []
+            for op, addr, nb in p.accesses:
+                if left == 0:
+                    break
+                acc.append([op, addr, nb])
+                left -= 1
+            prods.append({"bound": p.bound, "start": p.start, "compute": p.compute,
+                          "sm": p.sm, "accesses": acc})
+        kernels.append({"name": k.name, "compute": k.compute, "producers": prods})
+    return {"name": getattr(program, "name", "program"),
+            "gpu": {f: getattr(g, f) for f in ("sms", "partitions", "partition_bytes",
+                                               "return_cycles", "launch_cycles")},
+            "kernels": kernels}
+
+
+def program_from_spec(spec: dict) -> GpuProgram:
+    """Rebuild a re-runnable :class:`GpuProgram` from :func:`program_spec`'s data.
+
+    Raises
+    ------
+    GpuError
+        A missing or malformed field (the message names it).
+    """
+    try:
+        gpu = GpuConfig(**spec["gpu"])
+        kernels = [(str(k["name"]), int(k["compute"]),
+                    [(p["bound"], p["start"], p["compute"], p["sm"],
+                      [tuple(a) for a in p["accesses"]]) for p in k["producers"]])
+                   for k in spec["kernels"]]
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, GpuError):
+            raise
+        raise GpuError(f"GPU program spec: missing or malformed field {e}") from None
+    for name, _, prods in kernels:
+        for i, (*_, accesses) in enumerate(prods):
+            for a in accesses:
+                if len(a) != 3 or a[0] not in ("R", "W"):
+                    raise GpuError(f"GPU program spec: kernel {name!r} producer {i}: access "
+                                   f"must be [op R|W, addr, nbytes], not {list(a)!r}")
+
+    def make():
+        return [Kernel(name, [Producer(acc, bound=b, start=st, compute=c, sm=sm)
+                              for b, st, c, sm, acc in prods], compute=kc)
+                for name, kc, prods in kernels]
+
+    make()      # Producer and Kernel check their fields now, not when the program runs
+    return GpuProgram(make, str(spec.get("name", "program")), gpu=gpu)
 
 
 class GpuRequest(Request):

@@ -12,16 +12,20 @@ from hbfsim.cosim import runner, scenarios
 #: Seed of the CI runs (the full suite adds more).
 SEED = 1
 
-#: Scenarios of the default (CI) run: RTL sets A, B, C, 1ch and 16ch, five builds.
+#: Scenarios of the default (CI) run: RTL sets A, B, C, 1ch, 16ch and read-priority (with
+#: the write deadline of gpu-rw-isolation), six builds; the gpu-* ones run the closed-loop
+#: GPU model on the RTL's responses.
 FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging",
         "merging-off", "burst", "saturation", "coverage", "strict", "partial",
         "read-after-write", "sched-fcfs", "sched-write-drain", "sched-partition-2r2w",
-        "mix-backpressure", "mix-aggregation", "mix-merge-off", "mix-1ch", "mix-16ch"]
+        "mix-backpressure", "mix-aggregation", "mix-merge-off", "mix-1ch", "mix-16ch",
+        "gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure", "gpu-aggregation",
+        "gpu-16ch"]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",
                "mix-tiny", "mix-link", "conservation-4ch", "conservation-8ch"] + \
-    [f"mix@{s}" for s in range(1, 9)]
+    [f"mix@{s}" for s in range(1, 9)] + [f"gpu-mix@{s}" for s in range(1, 7)]
 
 
 def full_suite() -> bool:

@@ -1,5 +1,6 @@
 """The closed-loop GPU model and open-loop replay (model/gpu.py; REFERENCE §5, source §5.2)."""
 
+import json
 from collections import Counter, defaultdict
 
 import pytest
@@ -9,8 +10,8 @@ from hypothesis import strategies as st
 from hbfsim.config import PAGE_BYTES, load_config
 from hbfsim.model.gpu import (GpuConfig, GpuError, GpuProgram, Kernel,
                               Producer, gpu_cycles_to_ticks, open_loop_requests,
-                              partition_of, run_closed_loop, run_open_loop,
-                              run_stepped)
+                              partition_of, program_from_spec, program_spec,
+                              run_closed_loop, run_open_loop, run_stepped)
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.workloads import conservation, media_saturation, mshr_grid, rw_isolation
 
@@ -335,3 +336,41 @@ def test_direct_chunks_equal_tick_by_tick_on_study_workloads(name):
     fast = run_closed_loop(cfg, make(), record=True)
     ref = run_stepped(cfg, make(), gpu=make().gpu, record=True)
     assert fast.records == ref.records and fast.kernels == ref.kernels
+
+
+# --------------------------------------------------------------------------- program spec
+def test_program_spec_round_trip_runs_identically():
+    cfg = small_cfg()
+    gpu = GpuConfig(partitions=3, return_cycles=4)
+    spec = program_spec(mixed_program(cfg, seed=3), gpu)
+    assert json.loads(json.dumps(spec)) == spec
+    again = program_from_spec(spec)
+    a = run_closed_loop(cfg, mixed_program(cfg, seed=3), gpu=gpu, record=True)
+    b = run_closed_loop(cfg, again, record=True)
+    c = run_closed_loop(cfg, again, record=True)      # re-runnable
+    assert a.records == b.records == c.records and a.kernels == b.kernels
+
+
+def test_program_spec_limit_cuts_in_program_order():
+    cfg = small_cfg()
+    prog = mixed_program(cfg, kernels=2, producers=3, per=4)
+    full = list(prog.accesses())
+    spec = program_spec(prog, limit=40)
+    got = [tuple(a) for k in spec["kernels"] for p in k["producers"] for a in p["accesses"]]
+    assert got == full[:40]
+    assert run_closed_loop(cfg, program_from_spec(spec)).requests == 40
+
+
+def test_program_spec_errors_name_the_field():
+    cfg = small_cfg()
+    spec = program_spec(mixed_program(cfg, kernels=1, producers=1, per=1))
+    with pytest.raises(GpuError, match="gpu"):
+        program_from_spec({k: v for k, v in spec.items() if k != "gpu"})
+    bad = json.loads(json.dumps(spec))
+    bad["kernels"][0]["producers"][0]["accesses"][0][0] = "X"
+    with pytest.raises(GpuError, match="kernel 'k0' producer 0"):
+        program_from_spec(bad)
+    bad["kernels"][0]["producers"][0]["accesses"][0][0] = "R"
+    bad["kernels"][0]["producers"][0]["bound"] = 0
+    with pytest.raises(GpuError, match="bound"):
+        program_from_spec(bad)
