@@ -63,7 +63,8 @@ def register(subparsers, parser_class=None) -> None:
                      help="with --csv/--replay/--workload: probability that resp.ready is "
                           "high (default 1)")
     run.set_defaults(func=_cmd_run)
-    soak = csub.add_parser("soak", help="seeded random traffic across every policy")
+    soak = csub.add_parser("soak", help="seeded random traffic across every policy (every "
+                           "other run a closed-loop GPU program)")
     soak.add_argument("--requests", type=int, default=20000, metavar="N",
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
@@ -223,13 +224,21 @@ def _cmd_soak(a) -> int:
         n = total // chunks + (1 if i < total % chunks else 0)
         seed = rng.randrange(1 << 30)
         r2 = random.Random(seed)
+        ready = r2.choice([1.0, 0.9, 0.6])
+        name = f"soak-{i}-c{i % len(cfgs)}"
+        if i % 2:
+            # every other run: a random closed-loop GPU program on the RTL's responses
+            prog = scenarios.gpu_program(r2, cfg, n, pages=r2.choice([4, 8, 16, 32]),
+                                         reads=r2.choice([0.3, 0.6, 0.9]))
+            scs.append(Scenario.from_program(name + "-gpu", cfg, prog, resp_ready=ready,
+                                             seed=seed))
+            continue
         spec = scenarios.workload(r2, n, pages=r2.choice([4, 8, 16, 32]),
                                   reads=r2.choice([0.3, 0.6, 0.9]), gap=r2.choice([1, 3, 10]))
         b = cfg.base_address
         rows = [[j, op, b + page * 4096 + off, size, 0, t]
                 for j, (op, page, off, size, t) in enumerate(spec)]
-        scs.append(Scenario(f"soak-{i}-c{i % len(cfgs)}", cfg.as_dict(), rows,
-                            resp_ready=r2.choice([1.0, 0.9, 0.6]), seed=seed))
+        scs.append(Scenario(name, cfg.as_dict(), rows, resp_ready=ready, seed=seed))
     t0 = time.perf_counter()
     try:
         results = runner.run(scs, sim=sim)
@@ -240,7 +249,7 @@ def _cmd_soak(a) -> int:
     events = sum(r["events_compared"] for r in results)
     bad = [r for r in results if not r["passed"]]
     for i, cfg in enumerate(cfgs):
-        mine = [r for r, s in zip(results, scs) if s.name.endswith(f"-c{i}")]
+        mine = [r for r, s in zip(results, scs) if f"-c{i}" in s.name]
         print(f"  {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
               f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}: "
               f"{sum(r['events_compared'] for r in mine):,} events, "
@@ -248,7 +257,8 @@ def _cmd_soak(a) -> int:
     for r in bad[:3]:
         print(r["diff"])
     print(f"cosim soak: {events:,} events compared, {len(bad)} mismatches, {total:.1f} s "
-          f"({len(scs)} runs, {a.requests:,} requests, seed {a.seed})")
+          f"({len(scs)} runs, {sum(1 for s in scs if s.program)} of them closed-loop GPU, "
+          f"{a.requests:,} requests, seed {a.seed})")
     return 0 if not bad else 1
 
 

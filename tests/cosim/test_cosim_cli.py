@@ -76,7 +76,7 @@ def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
-                        r"\(2 runs, 700 requests, seed 5\)", last)
+                        r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", last)
 
 
 @pytest.fixture(scope="module")
