@@ -43,6 +43,8 @@ RTL_SETS = {
     "link": dict(channel_bw_gbps=60.0),
     "1ch": dict(channels=1),
     "16ch": dict(channels=16),
+    "active-total": dict(channels=4, active_per_channel=4, active_total=3,
+                         scheduler="read-priority"),
 }
 
 
@@ -335,6 +337,8 @@ def random_config(rng: random.Random, **fixed) -> HbfConfig:
              scheduler=rng.choice(scheds), write_drain_high_water=rng.choice([1, 2]),
              write_drain_window_ticks=rng.choice([10, 30]),
              channel_bw_gbps=rng.choice([192.0, 192.0, 60.0]))
+    if rng.random() < 0.3:   # a stack-wide active cap below the channels' sum (§7)
+        v["active_total"] = rng.randint(1, max(1, ch * v["active_per_channel"] - 1))
     v |= fixed
     return config(**v)
 
@@ -353,7 +357,8 @@ def mix(seed: int, n: int = 200) -> Scenario:
 
 def soak_configs() -> list[HbfConfig]:
     """Six configurations that together use every scheduler, read mode, write policy and
-    merging setting, at 1, 2, 4, 8 and 16 channels (``cosim soak``)."""
+    merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap
+    (``cosim soak``)."""
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
         dict(channels=2, scheduler="read-priority", read_mode="aggregation",
@@ -363,7 +368,8 @@ def soak_configs() -> list[HbfConfig]:
         dict(channels=4, scheduler="partition-1r3w", read_mode="aggregation",
              write_timeout_policy="strict"),
         dict(channels=8, scheduler="partition-2r2w", read_mode="demand",
-             write_timeout_policy="strict", mshr_merge=False, channel_bw_gbps=60.0),
+             write_timeout_policy="strict", mshr_merge=False, channel_bw_gbps=60.0,
+             active_total=6),
         dict(channels=16, scheduler="partition-3r1w", read_mode="aggregation",
              write_timeout_policy="partial", subarrays_per_channel=2),
     ]
@@ -393,6 +399,7 @@ SCENARIOS = {
     "mix-link": mix_on("link", "link", 1.0, pages=10, reads=0.8),
     "mix-1ch": mix_on("1ch", "1ch", 0.7, pages=6, reads=0.5),
     "mix-16ch": mix_on("16ch", "16ch", 0.8, pages=40, reads=0.7),
+    "mix-active-total": mix_on("active-total", "active-total", 0.8, pages=16, reads=0.7),
     "mix": mix,
     "gpu-mshr-grid": gpu_mshr_grid,
     "gpu-rw-isolation": gpu_rw_isolation,

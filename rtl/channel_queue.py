@@ -26,8 +26,9 @@ class ChannelQueue(wiring.Component):
     operation's younger neighbours move down by one, so slot order *is* enqueue order (the
     age of §6) and "the oldest candidate" is the lowest candidate slot. An operation enqueued
     in cycle t sits in the queue from t+1. In each cycle the candidates are the operations
-    whose subarray is not busy, if the active count is below ``active_per_channel``; the
-    policy picks one (§7):
+    whose subarray is not busy, if the active count is below ``active_per_channel`` (and,
+    with ``active_total > 0``, while ``total_room``: the stack-wide cap, §7); the policy
+    picks one (§7):
 
     * ``fcfs``: the oldest candidate;
     * ``read-priority`` and ``partition-*``: the oldest READ, else the oldest PROGRAM;
@@ -52,6 +53,10 @@ class ChannelQueue(wiring.Component):
         The channel's completion of this cycle (valid only).
     drain_window : ``In(1)``
         The stack's write-drain window is open (``write-drain`` only).
+    total_room : ``In(1)``
+        Only with ``active_total > 0``: the stack has a free active slot for this channel in
+        this cycle (its start-of-cycle active count plus the lower channels' issues is below
+        ``active_total``; :class:`~hbfsim.rtl.scheduler.Scheduler` computes it).
     count : ``Out(range(queue_depth + 1))``
         Queued operations.
     has_program : ``Out(1)``
@@ -64,7 +69,7 @@ class ChannelQueue(wiring.Component):
         self._cfg = cfg
         self._checks = checks
         self._w = w = Widths.of(cfg)
-        super().__init__({
+        ports = {
             "enq": In(stream.Signature(queue_op_layout(w))),
             "cmd": Out(cmd_layout(w)),
             "cpl": In(cpl_layout(w)),
@@ -72,7 +77,10 @@ class ChannelQueue(wiring.Component):
             "count": Out(range(cfg.queue_depth + 1)),
             "has_program": Out(1),
             "active": Out(range(cfg.active_per_channel + 1)),
-        })
+        }
+        if cfg.active_total:
+            ports["total_room"] = In(1)
+        super().__init__(ports)
 
     @property
     def cfg(self) -> HbfConfig:
@@ -97,7 +105,10 @@ class ChannelQueue(wiring.Component):
                                               for k in range(depth)]).any())
 
         # ---- issue choice (§7) ----
-        room = named(m, active < cfg.active_per_channel, "room")
+        room = active < cfg.active_per_channel
+        if cfg.active_total:
+            room = room & self.total_room
+        room = named(m, room, "room")
         cand = [named(m, valid[k] & ~busy.bit_select(slots[k].subarray, 1) & room, f"cand{k}")
                 for k in range(depth)]
         any_cand, oldest = lowest_set(m, cand, "oldest")

@@ -38,9 +38,6 @@ def check_supported(cfg: HbfConfig) -> None:
     if cfg.media_mode != "hbf":
         raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
                          "media_mode = 'hbf'")
-    if cfg.active_total != 0:
-        raise ValueError(f"active_total = {cfg.active_total}: the RTL has only the per-channel "
-                         "active cap; it needs active_total = 0")
     if cfg.stacks != 1:
         raise ValueError(f"stacks = {cfg.stacks}: the RTL has no system layer yet (contract §2); "
                          "it needs stacks = 1")

@@ -32,11 +32,16 @@ class Scheduler(wiring.Component):
     ``write_drain_window_ticks`` cycles. Counters stand in for the contract's absolute
     ``start`` and ``cooldown`` ticks.
 
+    Stack-wide active cap (§7, ``active_total > 0``): channel ``c`` may issue in t only while
+    the stack's active count at the start of t plus the commands channels ``0..c-1`` issue in
+    t is below ``active_total``, so channels take the stack's slots in ascending order (a
+    ripple of adders over the channels' ``active`` registers and this cycle's issues).
+
     Parameters
     ----------
     cfg : HbfConfig
         ``channels``, ``scheduler``, ``write_drain_high_water``, ``write_drain_window_ticks``,
-        ``write_buffer_entries`` and the :class:`ChannelQueue` keys.
+        ``write_buffer_entries``, ``active_total`` and the :class:`ChannelQueue` keys.
 
     Members
     -------
@@ -88,6 +93,13 @@ class Scheduler(wiring.Component):
                 q.cpl.eq(self.cpl[c]),
                 q.drain_window.eq(self.drain_open),
             ]
+
+        if cfg.active_total:
+            # start-of-cycle stack count, then each channel's issue in ascending order
+            used = sum((q.active for q in queues[1:]), queues[0].active)
+            for q in queues:
+                m.d.comb += q.total_room.eq(used < cfg.active_total)
+                used = used + q.cmd.valid
 
         if cfg.scheduler == "write-drain":
             window = cfg.write_drain_window_ticks

@@ -122,6 +122,8 @@ CASES = {
     "link-limited": (dict(channel_bw_gbps=60.0), dict(pages=10, reads=0.8)),
     "tiny-tables": (dict(mshr_entries=2, write_buffer_entries=2, admission=4, queue_depth=2,
                          active_per_channel=1), dict(pages=6, reads=0.6)),
+    "active-total": (dict(channels=4, active_per_channel=4, active_total=3,
+                          scheduler="read-priority"), dict(pages=16, reads=0.7)),
 }
 
 

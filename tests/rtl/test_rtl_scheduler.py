@@ -51,12 +51,16 @@ class RefScheduler:
         cfg = self.cfg
         drain, _, _ = self._window(inp["occupied"])
         out = {"drain_open": int(drain), "mshr_ready": [], "wb_ready": [], "cmd": []}
+        # stack-wide cap (§7): channels take the stack's free slots in ascending order
+        used = sum(self.active)
         for c, q in enumerate(self.queues):
             room = len(q) < cfg.queue_depth
             out["mshr_ready"].append(int(room))
             out["wb_ready"].append(int(room and inp["mshr"][c] is None))
             cand = [op for op in q if op[3] not in self.busy[c]]
             if self.active[c] >= cfg.active_per_channel:
+                cand = []
+            if cfg.active_total and used >= cfg.active_total:
                 cand = []
             reads = [op for op in cand if op[1] == MSHR]
             progs = [op for op in cand if op[1] == WBUF]
@@ -67,6 +71,7 @@ class RefScheduler:
             else:
                 pick = reads[:1] or cand[:1]
             if pick:
+                used += 1
                 _, kind, index, sub, page = pick[0]
                 out["cmd"].append(("PROGRAM" if kind == WBUF else "READ", sub, page, kind, index))
             else:
@@ -197,6 +202,11 @@ CASES = {
     "partition-2r2w": dict(scheduler="partition-2r2w", channels=4, queue_depth=3),
     "deep-odd": dict(scheduler="read-priority", subarrays_per_channel=3, queue_depth=5,
                      active_per_channel=3, channels=1),
+    # a stack-wide cap below the channels' sum: 4 channels x 2 slots share 3 (§7)
+    "active-total": dict(scheduler="read-priority", channels=4, active_per_channel=2,
+                         active_total=3),
+    "active-total-1": dict(scheduler="write-drain", channels=4, active_total=1,
+                           write_drain_high_water=1, write_drain_window_ticks=5),
 }
 
 
@@ -319,5 +329,29 @@ def test_write_drain_window_opens_closes_and_cools_down():
             await ctx.tick()
         # Open for 3 cycles (start .. start+2), closed at start+3, cooldown 3 cycles, reopen.
         assert seen == [1, 1, 1, 0, 0, 0, 1, 1]
+
+    run_directed(cfg, body)
+
+
+def test_active_total_takes_stack_slots_in_channel_order():
+    """Two stack-wide slots, four channels with an operation each: channels 0 and 1 issue,
+    2 and 3 wait (their own caps are free); a completion frees one slot for channel 2."""
+    cfg = small_config(channels=4, active_per_channel=2, active_total=2)
+
+    async def body(ctx, dut):
+        ops = [(MSHR, c, 0, 10 + c) for c in range(4)]
+        step(ctx, dut, cfg, mshr=ops)
+        await ctx.tick()
+        out = step(ctx, dut, cfg)
+        assert [c is not None for c in out["cmd"]] == [True, True, False, False]
+        await ctx.tick()
+        out = step(ctx, dut, cfg)
+        assert out["cmd"] == [None] * 4              # the stack's two slots are taken
+        await ctx.tick()
+        out = step(ctx, dut, cfg, cpl=[None, (0,), None, None])
+        assert out["cmd"] == [None] * 4              # free again only from tc + 1
+        await ctx.tick()
+        out = step(ctx, dut, cfg)
+        assert [c is not None for c in out["cmd"]] == [False, False, True, False]
 
     run_directed(cfg, body)
