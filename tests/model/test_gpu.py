@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, load_config
-from hbfsim.model.gpu import (GpuConfig, GpuError, GpuProgram, Kernel,
+from hbfsim.model.gpu import (GpuConfig, GpuError, GpuPort, GpuProgram, Kernel,
                               Producer, gpu_cycles_to_ticks, open_loop_requests,
                               partition_of, program_from_spec, program_spec,
                               run_closed_loop, run_open_loop, run_stepped)
@@ -289,14 +289,15 @@ def test_program_errors_name_the_field():
         run_closed_loop(cfg, GpuProgram([Kernel("a", [p]), Kernel("b", [p])]))
 
 
-def test_empty_kernels_and_programs():
+@pytest.mark.parametrize("driver", [run_closed_loop, run_stepped])
+def test_empty_kernels_and_programs(driver):
     cfg = small_cfg()
-    res = run_closed_loop(cfg, GpuProgram([]))
+    res = driver(cfg, GpuProgram([]))
     assert res.requests == 0 and res.kernels == []
     B = cfg.base_address
-    res = run_closed_loop(cfg, GpuProgram([Kernel("empty", []),
-                                           Kernel("one", [Producer([("R", B, 32)])]),
-                                           Kernel("idle", [Producer([])])]), record=True)
+    res = driver(cfg, GpuProgram([Kernel("empty", []),
+                                  Kernel("one", [Producer([("R", B, 32)])]),
+                                  Kernel("idle", [Producer([])])]), record=True)
     assert [k["requests"] for k in res.kernels] == [0, 1, 0]
     assert res.kernels[1]["launch"] == res.kernels[0]["end"] + 1
     assert res.system.n_done == 1
@@ -374,3 +375,21 @@ def test_program_spec_errors_name_the_field():
     bad["kernels"][0]["producers"][0]["bound"] = 0
     with pytest.raises(GpuError, match="bound"):
         program_from_spec(bad)
+
+
+def test_gpu_port_refuses_a_skipped_tick_and_a_late_response():
+    """A caller that skips a tick the port had to handle, or reports a response after a
+    later tick, would get wrong timing: the port says so instead."""
+    cfg = small_cfg()
+    B = cfg.base_address
+    prog = GpuProgram([Kernel("k", [Producer([("R", B, 32), ("R", B + 64, 32)])])])
+    port = GpuPort(cfg, prog, start=5)
+    assert port.next_tick() == 5
+    with pytest.raises(GpuError, match="tick 7 after tick 4 with tick 5 pending"):
+        port.tick(7)
+    r = port.tick(5)
+    assert r is not None and r.arrival == 5 and port.next_tick() is None
+    assert not port.exhausted
+    port.tick(9)
+    with pytest.raises(GpuError, match="response of tick 8 reported after GPU tick 9"):
+        port.respond(r, 8)
