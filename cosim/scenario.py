@@ -78,7 +78,9 @@ class Scenario:
     seed : int
         Seed of the ``resp.ready`` pattern (and a record of how the requests were drawn).
     sector_bytes : int
-        Write-coverage granularity of the RTL (``emit_verilog`` option; 1 is exact).
+        Write-coverage granularity of the RTL (``emit_verilog`` option; 1 is exact). Above 1
+        the RTL equals the byte-exact golden model only when every write starts and ends on
+        a ``sector_bytes`` boundary, which :meth:`validate` requires.
     expect : dict
         Functional checks, ``{summary key: value}`` (see :func:`hbfsim.cosim.golden.summary`),
         asserted on both sides' observed events.
@@ -154,6 +156,8 @@ class Scenario:
             if op not in ("R", "W"):
                 raise ValueError(f"request {rid}: op must be R or W, not {op!r}")
             mapper.check(addr, n)
+            if op == "W":
+                self._check_sectors(f"request {rid}", addr, n, cfg)
             if arrival < last:
                 raise ValueError(f"request {rid}: arrival {arrival} is earlier than the "
                                  f"previous request's {last}")
@@ -167,6 +171,12 @@ class Scenario:
                 raise ValueError(f"request {rid}: source {src} does not fit the RTL's "
                                  f"{source_bits}-bit source")
 
+    def _check_sectors(self, what: str, addr: int, n: int, cfg: HbfConfig) -> None:
+        sb = self.sector_bytes
+        if sb > 1 and ((addr - cfg.base_address) % sb or n % sb):
+            raise ValueError(f"{what}: a {n}-byte write at {addr:#x} is not aligned to "
+                             f"sector_bytes = {sb} (the RTL's coverage granularity)")
+
     def _validate_program(self, mapper: Mapper, id_bits: int, source_bits: int) -> None:
         if self.requests:
             raise ValueError(f"scenario {self.name!r}: give requests or a program, not both")
@@ -177,6 +187,8 @@ class Scenario:
         n = 0
         for op, addr, nb in prog.accesses():
             mapper.check(addr, nb)
+            if op == "W":
+                self._check_sectors(f"GPU access {n}", addr, nb, mapper.cfg)
             n += 1
         if n == 0:
             raise ValueError(f"scenario {self.name!r}: the GPU program has no accesses")

@@ -194,15 +194,18 @@ def scheduler(name: str, rtl: str):
     return make_one
 
 
-def mix_on(rtl: str, tag: str, resp_ready: float, **load):
+def mix_on(rtl: str, tag: str, resp_ready: float, sector_bytes: int = 1, **load):
     def make_one(seed: int, n: int = 200) -> Scenario:
         cfg = config(rtl)
         rng = random.Random(seed)
         spec = workload(rng, n, **({"pages": 8} | load))
         return Scenario(f"mix-{tag}", cfg.as_dict(), _rows(cfg, spec), resp_ready=resp_ready,
-                        seed=seed, expect={"responses": n, "answered_once": 1})
+                        seed=seed, sector_bytes=sector_bytes,
+                        expect={"responses": n, "answered_once": 1})
     make_one.__doc__ = (f"Seeded random traffic on RTL set {rtl!r}, resp.ready high with "
-                        f"probability {resp_ready}.")
+                        f"probability {resp_ready}"
+                        + (f", {sector_bytes}-byte write coverage." if sector_bytes > 1
+                           else "."))
     return make_one
 
 
@@ -261,15 +264,18 @@ def gpu_program(rng: random.Random, cfg: HbfConfig, n: int, *, pages: int = 8,
     return GpuProgram(make, "gpu-random", gpu=gpu)
 
 
-def gpu_mix_on(rtl: str, tag: str, resp_ready: float, **load):
+def gpu_mix_on(rtl: str, tag: str, resp_ready: float, sector_bytes: int = 1, **load):
     def make_one(seed: int, n: int = 200) -> Scenario:
         cfg = config(rtl)
         rng = random.Random(seed)
         prog = gpu_program(rng, cfg, n, **({"pages": 8} | load))
         return Scenario.from_program(f"gpu-{tag}", cfg, prog, resp_ready=resp_ready,
-                                     seed=seed, expect={"responses": n, "answered_once": 1})
+                                     seed=seed, sector_bytes=sector_bytes,
+                                     expect={"responses": n, "answered_once": 1})
     make_one.__doc__ = (f"A seeded random closed-loop GPU program on RTL set {rtl!r}, "
-                        f"resp.ready high with probability {resp_ready}.")
+                        f"resp.ready high with probability {resp_ready}"
+                        + (f", {sector_bytes}-byte write coverage." if sector_bytes > 1
+                           else "."))
     return make_one
 
 
@@ -400,12 +406,14 @@ SCENARIOS = {
     "mix-1ch": mix_on("1ch", "1ch", 0.7, pages=6, reads=0.5),
     "mix-16ch": mix_on("16ch", "16ch", 0.8, pages=40, reads=0.7),
     "mix-active-total": mix_on("active-total", "active-total", 0.8, pages=16, reads=0.7),
+    "mix-sectors": mix_on("A", "sectors", 0.8, sector_bytes=32, reads=0.4),
     "mix": mix,
     "gpu-mshr-grid": gpu_mshr_grid,
     "gpu-rw-isolation": gpu_rw_isolation,
     "gpu-backpressure": gpu_mix_on("A", "backpressure", 0.6),
     "gpu-aggregation": gpu_mix_on("B", "aggregation", 0.8, reads=0.8),
     "gpu-16ch": gpu_mix_on("16ch", "16ch", 0.9, pages=40),
+    "gpu-sectors": gpu_mix_on("A", "sectors", 0.8, sector_bytes=32, reads=0.5),
     "gpu-mix": gpu_mix,
 }
 for _c in (1, 4, 8, 16):

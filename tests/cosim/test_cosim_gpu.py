@@ -101,3 +101,19 @@ def test_waves_name_the_requests_a_gpu_program_created():
         life = w.lifecycle(row[0])
         assert (life["op"], life["addr"], life["bytes"], life["arrival"]) == \
             (row[1], row[2], row[3], row[5])
+
+
+def test_coarse_coverage_scenarios_need_aligned_writes():
+    """With 32-byte coverage the RTL equals the byte-exact model only on sector-aligned
+    writes: a scenario with any other write is refused, naming it."""
+    cfg = scenarios.config()
+    B = cfg.base_address
+    rows = [[0, "W", B + 32, 64, 0, 0], [1, "W", B + 4096 + 8, 32, 0, 1]]
+    Scenario("aligned", cfg.as_dict(), rows[:1], sector_bytes=32).validate()
+    with pytest.raises(ValueError, match=r"request 1: a 32-byte write at 0x\w+ is not aligned "
+                                         r"to sector_bytes = 32"):
+        Scenario("unaligned", cfg.as_dict(), rows, sector_bytes=32).validate()
+    Scenario("exact", cfg.as_dict(), rows).validate()          # byte-exact: anything goes
+    prog = GpuProgram(lambda: [Kernel("k", [Producer([("W", B + 16, 32)])])])
+    with pytest.raises(ValueError, match="GPU access 0: a 32-byte write"):
+        Scenario.from_program("gpu-unaligned", cfg, prog, sector_bytes=32)
