@@ -9,6 +9,11 @@ completion per channel per cycle) and the same ``resp.ready`` pattern, and a
 response as it happens. Both sides write hbf-trace-v1 level 1; on a pass the two files are
 byte-identical.
 
+A scenario with a GPU program runs it closed loop on both sides: the golden model through
+:class:`~hbfsim.model.gpu.ClosedLoop`, the RTL through a :class:`~hbfsim.model.gpu.GpuPort`
+stepped here, whose port grants feed the request driver and whose responses are the RTL's
+own ``resp`` handshakes (docs/cosim.md "Request sources").
+
 Timing (docs/cosim.md "How it works"). cocotb's ``Clock`` toggles ``clk`` inside the
 simulator (GPI), period 4 ns. Cycle ``t`` starts at the rising edge ``e + 4t``; the
 testbench acts only at ``e + 4t + 3``, after the falling edge and before the next rising
