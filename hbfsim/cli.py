@@ -327,7 +327,8 @@ def _cmd_rtl(a) -> int:
         tmp = Path(a.output + ".partial")
         tmp.write_text(text)
         os.replace(tmp, a.output)
-        print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller)")
+        kind = "stack controller" if cfg.stacks == 1 else f"system of {cfg.stacks} stacks"
+        print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller, {kind})")
         return 0
     from hbfsim.rtl.synth import SynthError, synth_stats
 
@@ -336,7 +337,8 @@ def _cmd_rtl(a) -> int:
         rows = synth_stats(cfg, sector_bytes=a.sector_bytes, abc=a.abc)
     except SynthError as e:
         raise UsageError(str(e)) from None
-    print(f"hbfsim rtl stats: profile {cfg.profile}, {cfg.channels} channels, "
+    print(f"hbfsim rtl stats: profile {cfg.profile}, {cfg.stacks} stack(s) x "
+          f"{cfg.channels} channels, "
           f"{cfg.mshr_entries} MSHRs, {cfg.write_buffer_entries} write-buffer entries, "
           f"admission {cfg.admission}, coverage granularity {a.sector_bytes} B")
     print(f"  {'block':<34} {'cells':>10} {'flip-flops':>11} {'memory bits':>12}")

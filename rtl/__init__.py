@@ -11,5 +11,6 @@ One block per module, each a :class:`amaranth.lib.wiring.Component` built from o
 * :mod:`.admission` -- request slots (§4.1);
 * :mod:`.response` -- response arbiter with link credits (§8);
 * :mod:`.controller` -- the stack controller that composes them (§1);
+* :mod:`.system` -- several stacks behind one request and one response port (§2);
 * :mod:`.emit` -- Verilog output.
 """

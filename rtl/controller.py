@@ -29,8 +29,9 @@ from hbfsim.rtl.write_buffer import WriteBuffer
 def check_supported(cfg: HbfConfig) -> None:
     """Raise :class:`ValueError` naming the first key the RTL does not implement.
 
-    The RTL leaves out what DESIGN-NOTES §6 lets it leave out: the logic-die page cache,
-    the ``ssd`` media mode and (for now) the multi-stack system layer.
+    The RTL leaves out what DESIGN-NOTES §6 lets it leave out: the logic-die page cache and
+    the ``ssd`` media mode. Any number of stacks is supported: one stack is a
+    :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
     """
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
@@ -38,9 +39,6 @@ def check_supported(cfg: HbfConfig) -> None:
     if cfg.media_mode != "hbf":
         raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
                          "media_mode = 'hbf'")
-    if cfg.stacks != 1:
-        raise ValueError(f"stacks = {cfg.stacks}: the RTL has no system layer yet (contract §2); "
-                         "it needs stacks = 1")
 
 
 class Controller(wiring.Component):
@@ -56,7 +54,9 @@ class Controller(wiring.Component):
     Parameters
     ----------
     cfg : HbfConfig
-        The configuration; see :func:`check_supported` for what is rejected.
+        The configuration of one stack (``stacks = 1``; a stack of a larger system is built
+        from :func:`hbfsim.rtl.system.stack_config`); see :func:`check_supported` for what
+        is rejected.
     id_bits, source_bits : int
         Widths of the request id and source fields.
     sector_bytes : int
@@ -90,6 +90,10 @@ class Controller(wiring.Component):
         # Reject before the object exists: a refused configuration leaves no unused
         # elaboratable behind (Amaranth warns about those when they are collected).
         check_supported(cfg)
+        if cfg.stacks != 1:
+            raise ValueError(f"stacks = {cfg.stacks}: a Controller is one stack; build "
+                             "hbfsim.rtl.system.System(cfg), whose stacks are built from "
+                             "stack_config(cfg)")
         return super().__new__(cls, cfg, *args, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,

@@ -19,6 +19,7 @@ __all__ = [
     "req_layout",
     "resp_layout",
     "ret_layout",
+    "system_req_layout",
     "tag_layout",
     "target_layout",
 ]
@@ -169,6 +170,18 @@ def req_layout(w: Widths) -> data.StructLayout:
         "id": unsigned(w.id),
         "op": ReqOp,
         "addr": unsigned(w.addr),
+        "bytes": unsigned(w.bytes),
+        "source": unsigned(w.source),
+    })
+
+
+def system_req_layout(w: Widths, pages: int) -> data.StructLayout:
+    """Host request at the system port (contract §2): as :func:`req_layout`, but ``addr`` is
+    the byte address relative to ``base_address`` over all ``pages`` logical pages."""
+    return data.StructLayout({
+        "id": unsigned(w.id),
+        "op": ReqOp,
+        "addr": unsigned(_index_bits(pages) + ceil_log2(PAGE_BYTES)),
         "bytes": unsigned(w.bytes),
         "source": unsigned(w.source),
     })

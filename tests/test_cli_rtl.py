@@ -28,6 +28,18 @@ def test_rtl_emit_and_stats(tmp_path):
     assert {"hbf_controller.mshr", "hbf_controller.write_buffer"} <= rows.keys()
 
 
+def test_rtl_emit_several_stacks(tmp_path):
+    """stacks > 1: the system layer is the top, under the same module name (contract §2)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SMALL.replace("capacity_bytes = 33554432", "capacity_bytes = 67108864")
+                   + "stacks = 2\n")
+    out = tmp_path / "system.v"
+    p = hbfsim("rtl", "emit", "--config", str(cfg), "--sector-bytes", "32", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    assert "module hbf_controller(" in text and "cmd__3" in text and "cmd__4" not in text
+
+
 def test_rtl_rejects_model_only_config(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(SMALL + "page_cache_pages = 16\n")

@@ -8,13 +8,22 @@ write ``waves/<test id>.vcd`` and a ``.gtkw`` save file that shows the block's p
 from __future__ import annotations
 
 import os
+import random
 import re
 from pathlib import Path
 
 from amaranth.sim import Simulator
 
-__all__ = ["CLOCK_PERIOD", "BackEnd", "apply_backend", "check_groups", "idle_backend",
-           "read_backend", "simulate", "small_config"]
+from hbfsim.config import PAGE_BYTES
+from hbfsim.cosim import scenarios
+from hbfsim.model.controller import Request
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
+from hbfsim.model.system import HbfSystem
+from hbfsim.rtl.system import top
+
+__all__ = ["CLOCK_PERIOD", "FAST", "BackEnd", "apply_backend", "assert_same_run", "check_groups",
+           "idle_backend", "read_backend", "run_model", "run_rtl", "simulate", "small_config",
+           "workload"]
 
 #: Any period will do: the contract counts cycles, not seconds.
 CLOCK_PERIOD = 1e-9
@@ -206,3 +215,133 @@ def check_groups(n: int, dispatched, responses) -> None:
     for g in groups:
         start = responses.index(g[0])
         assert responses[start:start + len(g)] == g, f"group {g} answered as {responses}"
+
+
+# ------------------------------------------------------------------------------------------
+# The whole RTL (Controller for one stack, System for several) against the golden model
+# (model.system.HbfSystem), cycle for cycle, with the model's NAND media behind both (the
+# media promise of contract §1). Shared by test_rtl_controller.py and test_rtl_system.py.
+
+#: Short NAND timings keep the simulated cycle count small: tR 9, tPROG 17, tBERS 43 ticks.
+FAST = dict(t_read_us=0.01, t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2,
+            pages_per_block=4, write_deadline_ticks=40, read_agg_window_ticks=6,
+            read_agg_threshold_bytes=2048, write_drain_high_water=2,
+            write_drain_window_ticks=30)
+
+
+def workload(seed, n, *, pages, reads=1.0, gap=3, sizes=(32, 128, 512, 4096)):
+    """``n`` requests (op, page, offset, bytes, arrival) over ``pages`` logical pages (the
+    co-simulation's generator, so both levels are driven alike)."""
+    return scenarios.workload(random.Random(seed), n, pages=pages, reads=reads, gap=gap,
+                              sizes=sizes)
+
+
+def run_model(cfg, reqs, resp_ready=None):
+    """Golden run of ``reqs`` (op, logical page, offset, bytes, arrival).
+
+    Returns ``({id: (accept, done, mshr_hit, buffer_hit, error)}, commands)``; a command is
+    ``(tick, global channel, subarray, op, channel-local page, tag)`` with the global channel
+    ``stack * channels + channel`` (as the trace numbers them). ``resp_ready`` is the
+    consumer's ``f(tick) -> bool`` (``HbfSystem.resp_ready``; None: always high).
+    """
+    system = HbfSystem(cfg)
+    system.resp_ready = resp_ready
+    log = []
+    for s, stack in enumerate(system.stacks):
+        media, base = stack.media, s * cfg.channels
+
+        def logged(t, ch, sub, op, local, tag, issue=media.issue, base=base):
+            log.append((t, base + ch, sub, op, local, tag))
+            return issue(t, ch, sub, op, local, tag)
+
+        media.issue = logged
+    system.run_requests([Request(i, op, cfg.base_address + page * PAGE_BYTES + off, n, 0, a)
+                         for i, (op, page, off, n, a) in enumerate(reqs)])
+    out = {r.id: (r.t_accept, r.t_done, int(r.mshr_hit), int(r.buffer_hit), int(r.error))
+           for r in system.completed}
+    return out, log
+
+
+def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, **options):
+    """The RTL top (:func:`hbfsim.rtl.system.top`) with one model ``Media`` per stack behind
+    it; same result shape as :func:`run_model`.
+
+    The testbench presents requests as contract §4.1 says (in arrival order, from
+    ``max(arrival, previous accept + 1)``, address relative to ``base_address``), raises
+    ``drain`` from the cycle after the last request left M (``m_valid`` low with nothing left
+    to present), drives ``resp.ready = resp_ready(t)``, and delivers each media's completions
+    after the cycle's commands are issued, as the golden run does. ``options`` go to the top
+    block (``sector_bytes``, ...); ``dut`` overrides it. For a ``System``, ``probe`` (a
+    dict) receives ``contended``: the cycles in which several stacks offered a response.
+    """
+    dut = top(cfg, **options) if dut is None else dut
+    chans = cfg.channels
+    medias = [Media(cfg) for _ in range(cfg.stacks)]
+    ready = (lambda t: True) if resp_ready is None else resp_ready
+    idle_cpl = {"valid": 0, "subarray": 0, "tag": {"kind": 0, "index": 0}, "buffer_hit": 0,
+                "error": 0}
+    log = []
+    accepted: dict[int, int] = {}
+    done: dict[int, tuple] = {}
+
+    offers = getattr(dut, "offers", None)
+    contended = 0
+
+    async def tb(ctx):
+        nonlocal contended
+        k, last_accept, drain = 0, -1, 0
+        for t in range(max_cycles):
+            if len(done) == len(reqs):
+                return
+            if offers is not None:
+                contended += ctx.get(offers).bit_count() > 1
+            # drain from the cycle after the last request left M (model: system.drain_at)
+            drain |= int(k == len(reqs) and not ctx.get(dut.m_valid))
+            ctx.set(dut.drain, drain)
+            take = int(bool(ready(t)))
+            ctx.set(dut.resp.ready, take)
+            present = k < len(reqs) and t >= max(reqs[k][4], last_accept + 1)
+            ctx.set(dut.req.valid, present)
+            if present:
+                op, page, off, n, _ = reqs[k]
+                ctx.set(dut.req.payload, {"id": k, "op": 0 if op == "R" else 1, "source": 0,
+                                          "addr": page * PAGE_BYTES + off, "bytes": n})
+            for port in dut.cpl:
+                ctx.set(port, idle_cpl)
+            if present and ctx.get(dut.req.ready):
+                accepted[k] = t
+                k, last_accept = k + 1, t
+            if take and ctx.get(dut.resp.valid):
+                r = ctx.get(dut.resp.payload)
+                assert r.id not in done, f"request {r.id} answered twice"
+                done[r.id] = (t, r.mshr_hit, r.buffer_hit, r.error)
+            for g, port in enumerate(dut.cmd):
+                cmd = ctx.get(port)
+                if cmd.valid:
+                    tag = cmd.tag.index * 2 + cmd.tag.kind.value
+                    log.append((t, g, cmd.subarray, cmd.op.value, cmd.page, tag))
+                    medias[g // chans].issue(t, g % chans, cmd.subarray, cmd.op.value,
+                                             cmd.page, tag)
+            for s, media in enumerate(medias):
+                for ch, sub, tag, flags in media.deliver(t):
+                    ctx.set(dut.cpl[s * chans + ch], {
+                        "valid": 1, "subarray": sub, "tag": {"kind": tag & 1, "index": tag >> 1},
+                        "buffer_hit": int(bool(flags & FLAG_BUFFER_HIT)),
+                        "error": int(bool(flags & FLAG_ERROR))})
+            await ctx.tick()
+        raise AssertionError(f"not done after {max_cycles} cycles: {len(done)} of {len(reqs)}")
+
+    simulate(dut, tb)
+    if probe is not None:
+        probe["contended"] = contended
+    return {i: (accepted[i],) + done[i] for i in done}, log
+
+
+def assert_same_run(reqs, rtl, model, rtl_cmds, model_cmds) -> None:
+    """Every request's (accept, done, flags) and every media command equal."""
+    for i in range(len(reqs)):
+        assert rtl.get(i) == model[i], (f"request {i} {reqs[i]}: RTL (accept, done, mshr_hit, "
+                                        f"buffer_hit, error) {rtl.get(i)} != model {model[i]}")
+    # Commands of one cycle on different channels are simultaneous: compare in (t, channel)
+    # order.
+    assert sorted(rtl_cmds) == sorted(model_cmds)

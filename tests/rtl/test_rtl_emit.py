@@ -22,6 +22,29 @@ def test_emit_verilog_has_the_contract_ports():
     assert "assert" not in top  # simulation checks are off by default
 
 
+def test_emit_verilog_of_several_stacks_is_the_system():
+    """§2: same top-module name and port scheme; media ports numbered stack * channels +
+    channel; the request address spans every stack."""
+    cfg = small_config(channels=2, stacks=2)
+    text = emit_verilog(cfg, sector_bytes=32)
+    top = text[text.index("module hbf_controller("):]
+    top = top[:top.index("endmodule")]
+    ports = dict((name, width) for width, name in re.findall(
+        r"^\s*(?:input|output)\s+(?:\[(\d+):0\]\s+)?(\w+)", top, re.M))
+    assert {"clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
+            "resp__ready", "resp__payload", "drain", "m_valid"} <= ports.keys()
+    assert {f"cmd__{k}" for k in range(4)} | {f"cpl__{k}" for k in range(4)} <= ports.keys()
+    assert "cmd__4" not in ports
+    one = emit_verilog(small_config(channels=2), sector_bytes=32)
+    one_ports = dict((name, width) for width, name in re.findall(
+        r"^\s*(?:input|output)\s+(?:\[(\d+):0\]\s+)?(\w+)",
+        one[one.index("module hbf_controller("):], re.M))
+    # twice the pages: one more address bit; every other payload is a stack's
+    assert int(ports["req__payload"]) == int(one_ports["req__payload"]) + 1
+    assert ports["resp__payload"] == one_ports["resp__payload"]
+    assert ports["cmd__3"] == one_ports["cmd__1"]
+
+
 def test_emit_verilog_rejects_unsupported_configurations():
     with pytest.raises(ValueError, match="page_cache_pages"):
         emit_verilog(small_config(page_cache_pages=4))

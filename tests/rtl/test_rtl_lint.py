@@ -14,6 +14,8 @@ from hbfsim.rtl.emit import emit_verilog
     dict(scheduler="write-drain", read_mode="aggregation"),
     dict(channels=4, scheduler="partition-1r3w", placement="contiguous"),
     dict(channels=4, active_per_channel=2, active_total=5),
+    dict(stacks=2),                                      # the system layer (rtl/system.py)
+    dict(stacks=3, stack_select="contiguous", capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
 ])
 def test_verilator_lint_clean(tmp_path, over):
     cfg = load_config(**({"channels": 2, "subarrays_per_channel": 4, "mshr_entries": 8,
