@@ -186,7 +186,8 @@ def _cmd_run(a) -> int:
         return 1
     total = time.perf_counter() - t0
     cfg = sc.cfg()
-    print(f"hbfsim cosim run {sc.name}: {sim}, {cfg.channels} channels, scheduler "
+    stacks = f"{cfg.stacks} stacks x " if cfg.stacks > 1 else ""
+    print(f"hbfsim cosim run {sc.name}: {sim}, {stacks}{cfg.channels} channels, scheduler "
           f"{cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes, "
           f"{sc.n_requests} requests{' (closed-loop GPU)' if sc.program else ''}, "
           f"resp.ready {sc.resp_ready:g}")
@@ -250,7 +251,7 @@ def _cmd_soak(a) -> int:
     bad = [r for r in results if not r["passed"]]
     for i, cfg in enumerate(cfgs):
         mine = [r for r, s in zip(results, scs) if f"-c{i}" in s.name]
-        print(f"  {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
+        print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
               f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}: "
               f"{sum(r['events_compared'] for r in mine):,} events, "
               f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs")

@@ -32,8 +32,8 @@ class Events:
     accepts : list of (cycle, id)
         ``req`` handshakes.
     cmds : list of (cycle, channel, subarray, op, page, tag)
-        Media commands, by cycle then channel; ``op`` 0 = READ, 1 = PROGRAM; ``tag`` =
-        index * 2 + kind (docs/rtl.md "Command tag").
+        Media commands, by cycle then channel (``stack * channels + channel``); ``op`` 0 =
+        READ, 1 = PROGRAM; ``tag`` = index * 2 + kind (docs/rtl.md "Command tag").
     resps : list of (cycle, id, op, source, mshr_hit, buffer_hit, cache_hit, error)
         ``resp`` handshakes; ``op`` 0 = read, 1 = write.
     kernels : list of dict or None
@@ -70,14 +70,19 @@ def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
         system = HbfSystem(cfg, trace=trace, keep=True)
         system.resp_ready = sc.ready()
     cmds = []
-    media = system.stacks[0].media
-    issue = media.issue
 
-    def logged(t, ch, sub, op, local, tag):
-        cmds.append((t, ch, sub, op, local, tag))
-        return issue(t, ch, sub, op, local, tag)
+    def logger(media, off):
+        issue = media.issue
 
-    media.issue = logged
+        def logged(t, ch, sub, op, local, tag):
+            cmds.append((t, off + ch, sub, op, local, tag))
+            return issue(t, ch, sub, op, local, tag)
+
+        return logged
+
+    for s, stack in enumerate(system.stacks):
+        # media ports are numbered stack * channels + channel (rtl/system.py)
+        stack.media.issue = logger(stack.media, s * cfg.channels)
     try:
         if loop is not None:
             gpu = loop.run()

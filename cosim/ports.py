@@ -15,7 +15,7 @@ Elsewhere (Icarus) it goes through the public ``handle.value``.
 
 from __future__ import annotations
 
-__all__ = ["ControllerPorts", "Port", "StructCodec", "port_names"]
+__all__ = ["Codecs", "ControllerPorts", "Port", "StructCodec", "media_ports", "port_names"]
 
 import enum
 import os
@@ -24,7 +24,8 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 
 from hbfsim.config import HbfConfig
-from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout, resp_layout
+from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, req_layout, resp_layout,
+                                system_req_layout)
 
 
 class StructCodec:
@@ -100,13 +101,49 @@ class StructCodec:
         return get
 
 
+def media_ports(cfg: HbfConfig) -> int:
+    """Media command/completion port pairs: ``stacks x channels``, numbered
+    ``stack * channels + channel`` (rtl/system.py; one stack: the channels)."""
+    return cfg.stacks * cfg.channels
+
+
 def port_names(cfg: HbfConfig) -> list[str]:
-    """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``)."""
+    """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``); with
+    several stacks also the system layer's observability outputs ``rr`` and ``offers``."""
     names = ["clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
              "resp__ready", "resp__payload", "drain", "m_valid"]
-    for c in range(cfg.channels):
+    if cfg.stacks > 1:
+        names += ["rr", "offers"]
+    for c in range(media_ports(cfg)):
         names += [f"cmd__{c}", f"cpl__{c}"]
     return names
+
+
+class Codecs:
+    """The payload codecs of the top level built for ``cfg``: one stack's
+    :class:`~hbfsim.rtl.controller.Controller`, or the :class:`~hbfsim.rtl.system.System`
+    of several (its stack controllers' widths, and a request address relative to
+    ``base_address`` over every page, contract §2).
+
+    Members
+    -------
+    widths : Widths
+    req, resp, cmd, cpl : StructCodec
+    system : bool
+        Several stacks: ``req.addr`` is the system address, not the stack-local one.
+    """
+
+    def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
+        from hbfsim.rtl.system import stack_config
+
+        w = Widths.of(stack_config(cfg), id_bits=id_bits, source_bits=source_bits)
+        self.widths = w
+        self.system = cfg.stacks > 1
+        self.req = StructCodec(system_req_layout(w, cfg.pages) if self.system
+                               else req_layout(w))
+        self.resp = StructCodec(resp_layout(w))
+        self.cmd = StructCodec(cmd_layout(w))
+        self.cpl = StructCodec(cpl_layout(w))
 
 
 class Port:
@@ -153,8 +190,8 @@ class Port:
             raw.set_signal_val_int(0, value)
 
 
-class ControllerPorts:
-    """Every port of ``hbf_controller`` with the codecs of its payloads.
+class ControllerPorts(Codecs):
+    """Every port of ``hbf_controller`` with the codecs of its payloads (:class:`Codecs`).
 
     Parameters
     ----------
@@ -172,12 +209,7 @@ class ControllerPorts:
     """
 
     def __init__(self, dut, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
-        w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
-        self.widths = w
-        self.req = StructCodec(req_layout(w))
-        self.resp = StructCodec(resp_layout(w))
-        self.cmd = StructCodec(cmd_layout(w))
-        self.cpl = StructCodec(cpl_layout(w))
+        super().__init__(cfg, id_bits=id_bits, source_bits=source_bits)
         g = lambda n: Port(getattr(dut, n))  # noqa: E731
         self.clk = dut.clk
         self.rst = g("rst")
@@ -186,8 +218,8 @@ class ControllerPorts:
         self.resp_valid, self.resp_ready, self.resp_payload = (
             g("resp__valid"), g("resp__ready"), g("resp__payload"))
         self.drain, self.m_valid = g("drain"), g("m_valid")
-        self.cmds = [g(f"cmd__{c}") for c in range(cfg.channels)]
-        self.cpls = [g(f"cpl__{c}") for c in range(cfg.channels)]
+        self.cmds = [g(f"cmd__{c}") for c in range(media_ports(cfg))]
+        self.cpls = [g(f"cpl__{c}") for c in range(media_ports(cfg))]
         for port, codec in ([(self.req_payload, self.req), (self.resp_payload, self.resp)]
                             + [(p, self.cmd) for p in self.cmds]
                             + [(p, self.cpl) for p in self.cpls]):

@@ -159,8 +159,14 @@ def build_raw(cfg: HbfConfig, requests: list, *, sector_bytes: int = 1,
     ------
     RuntimeError
         The build failed (the message names the log).
+    ValueError
+        ``stacks > 1``: the harness drives one stack controller (the speed benchmark's).
     """
     from hbfsim.rtl.emit import emit_verilog
+
+    if cfg.stacks != 1:
+        raise ValueError(f"stacks = {cfg.stacks}: the raw C++ harness drives one stack "
+                         "controller; it needs stacks = 1")
 
     root = Path(root) if root is not None else BUILD_ROOT / "raw"
     text = emit_verilog(cfg, sector_bytes=sector_bytes)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from hbfsim.config import HbfConfig
 from hbfsim.cosim import toolchain
-from hbfsim.cosim.ports import port_names
+from hbfsim.cosim.ports import media_ports, port_names
 from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -426,5 +426,5 @@ def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) ->
                                 "rtl_trace": result.get("rtl_trace"),
                                 "ingress": _ingress(result)}, indent=1))
     gtkw = stem.with_suffix(".gtkw")
-    write_gtkw(vcd, gtkw, sc.cfg().channels)
+    write_gtkw(vcd, gtkw, media_ports(sc.cfg()))
     return {"vcd": str(vcd), "gtkw": str(gtkw), "scenario_json": str(side)}

@@ -45,6 +45,10 @@ RTL_SETS = {
     "16ch": dict(channels=16),
     "active-total": dict(channels=4, active_per_channel=4, active_total=3,
                          scheduler="read-priority"),
+    # the system layer (§2): stacks behind one request and one response port
+    "2stacks": dict(stacks=2),
+    "3stacks-contiguous": dict(stacks=3, stack_select="contiguous", scheduler="read-priority",
+                               read_mode="aggregation"),
 }
 
 
@@ -53,7 +57,7 @@ def config(rtl: str = "A", **over) -> HbfConfig:
     v = BASE | RTL_SETS[rtl] | FAST | over
     if "capacity_bytes" not in v:
         # Eight erase blocks per subarray (small page numbers, a valid split).
-        v["capacity_bytes"] = (v["channels"] * v["subarrays_per_channel"]
+        v["capacity_bytes"] = (v.get("stacks", 1) * v["channels"] * v["subarrays_per_channel"]
                                * v["pages_per_block"] * PAGE_BYTES * 8)
     return load_config(**v)
 
@@ -363,12 +367,12 @@ def mix(seed: int, n: int = 200) -> Scenario:
 
 def soak_configs() -> list[HbfConfig]:
     """Six configurations that together use every scheduler, read mode, write policy and
-    merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap
-    (``cosim soak``)."""
+    merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap and one
+    with two stacks (``cosim soak``)."""
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
         dict(channels=2, scheduler="read-priority", read_mode="aggregation",
-             write_timeout_policy="partial", mshr_merge=False),
+             write_timeout_policy="partial", mshr_merge=False, stacks=2),
         dict(channels=4, scheduler="write-drain", read_mode="demand",
              write_timeout_policy="partial", active_per_channel=2),
         dict(channels=4, scheduler="partition-1r3w", read_mode="aggregation",
@@ -407,6 +411,7 @@ SCENARIOS = {
     "mix-16ch": mix_on("16ch", "16ch", 0.8, pages=40, reads=0.7),
     "mix-active-total": mix_on("active-total", "active-total", 0.8, pages=16, reads=0.7),
     "mix-sectors": mix_on("A", "sectors", 0.8, sector_bytes=32, reads=0.4),
+    "mix-2stacks": mix_on("2stacks", "2stacks", 0.7, pages=16, reads=0.6),
     "mix": mix,
     "gpu-mshr-grid": gpu_mshr_grid,
     "gpu-rw-isolation": gpu_rw_isolation,
@@ -414,6 +419,8 @@ SCENARIOS = {
     "gpu-aggregation": gpu_mix_on("B", "aggregation", 0.8, reads=0.8),
     "gpu-16ch": gpu_mix_on("16ch", "16ch", 0.9, pages=40),
     "gpu-sectors": gpu_mix_on("A", "sectors", 0.8, sector_bytes=32, reads=0.5),
+    # 3 x 256 pages per stack, selected contiguously: pages 0..767 reach every stack
+    "gpu-3stacks": gpu_mix_on("3stacks-contiguous", "3stacks", 0.8, pages=768, reads=0.7),
     "gpu-mix": gpu_mix,
 }
 for _c in (1, 4, 8, 16):

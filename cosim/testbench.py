@@ -54,7 +54,7 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
-from cocotb.triggers import First, RisingEdge, Timer
+from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.cosim.golden import OPS, run_golden, summary
@@ -91,6 +91,7 @@ class RequestDriver:
         self.valid, self.ready, self.payload = ports.req_valid, ports.req_ready, \
             ports.req_payload
         self.codec = ports.req
+        self.system = ports.system
         self.fifo = deque(requests)
         self.gpu = gpu
         self.mapper = mapper
@@ -104,9 +105,11 @@ class RequestDriver:
         return not self.fifo and (self.gpu is None or self.gpu.exhausted)
 
     def _pack(self, r: Request) -> int:
-        page, off = divmod(r.addr - self.base, PAGE_BYTES)
-        _, q = self.mapper.stack_of(page)
-        return self.codec.pack({"id": r.id, "op": OPS[r.op], "addr": q * PAGE_BYTES + off,
+        rel = r.addr - self.base
+        if not self.system:      # one stack: the controller sees the stack-local address
+            page, off = divmod(rel, PAGE_BYTES)
+            rel = self.mapper.stack_of(page)[1] * PAGE_BYTES + off
+        return self.codec.pack({"id": r.id, "op": OPS[r.op], "addr": rel,
                                 "bytes": r.nbytes, "source": r.source})
 
     def next_cycle(self) -> int | None:
@@ -116,14 +119,19 @@ class RequestDriver:
         a = self.fifo[0].arrival
         return a if a > self.last else self.last + 1
 
-    def cycle(self, t: int) -> Request | None:
-        """Drive ``req`` for cycle ``t``; return the accepted request, if any."""
+    def present(self, t: int) -> bool:
+        """Drive ``req`` for cycle ``t``; True if a request is presented."""
         nxt = self.next_cycle()
         if nxt is None or t < nxt:
             self.valid.write(0)
-            return None
+            return False
         self.valid.write(1)
         self.payload.write(self._pack(self.fifo[0]))
+        return True
+
+    def take(self, t: int) -> Request | None:
+        """After :meth:`present` (and, for a system of stacks, once the inputs settled):
+        the request accepted in cycle ``t``, if ``req.ready`` is high."""
         if not self.ready.read():
             return None
         self.accepted += 1
@@ -132,11 +140,14 @@ class RequestDriver:
 
 
 class MediaResponder:
-    """The NAND side: takes ``cmd[c]`` into :class:`Media`, drives its completions on
-    ``cpl[c]`` for one cycle each (at most one per channel per cycle, contract §1)."""
+    """The NAND side: takes ``cmd[k]`` into the :class:`Media` of its stack, drives the
+    completions on ``cpl[k]`` for one cycle each (at most one per channel per cycle, contract
+    §1). Port ``k`` is channel ``k mod channels`` of stack ``k div channels`` (one
+    :class:`Media` per stack, as the golden model's stack controllers have)."""
 
     def __init__(self, ports: ControllerPorts, cfg):
-        self.media = Media(cfg)
+        self.medias = [Media(cfg) for _ in range(cfg.stacks)]
+        self.channels = cfg.channels
         self.ports = ports.cpls
         self.codec = ports.cpl
         self.driven: list[int] = []
@@ -152,36 +163,44 @@ class MediaResponder:
                 "error": int(bool(flags & FLAG_ERROR))})
         return v
 
+    def issue(self, t: int, k: int, sub: int, op: int, page: int, tag: int) -> None:
+        """The command of cycle ``t`` on port ``k`` goes to its stack's media."""
+        s, ch = divmod(k, self.channels)
+        self.medias[s].issue(t, ch, sub, op, page, tag)
+
     def cycle(self, t: int) -> None:
         """Drive the completions of cycle ``t`` (after its commands were issued)."""
-        out = self.media.deliver(t)
         now = []
-        for ch, sub, tag, flags in out:
-            self.ports[ch].write(self._pack(sub, tag, flags))
-            now.append(ch)
-        for ch in self.driven:
-            if ch not in now:
-                self.ports[ch].write(0)
+        for s, media in enumerate(self.medias):
+            off = s * self.channels
+            for ch, sub, tag, flags in media.deliver(t):
+                self.ports[off + ch].write(self._pack(sub, tag, flags))
+                now.append(off + ch)
+        for k in self.driven:
+            if k not in now:
+                self.ports[k].write(0)
         self.driven = now
 
     def next_cycle(self, t: int) -> int | None:
         """The next cycle this responder must act in."""
         if self.driven:
             return t + 1
-        d = self.media.next_due()
-        if d is None:
+        due = [d for d in (m.next_due() for m in self.medias) if d is not None]
+        if not due:
             return None
+        d = min(due)
         return d if d > t else t + 1
 
 
 class CommandMonitor:
-    """Samples every ``cmd[c]``; each valid command is an event and goes to the media."""
+    """Samples every ``cmd[k]``; each valid command is an event (``k``: the global channel,
+    ``stack * channels + channel``) and goes to the media."""
 
     def __init__(self, ports: ControllerPorts, media: MediaResponder):
         self.ports = list(enumerate(ports.cmds))
         self.valid = ports.cmd.mask("valid")
         self.get = ports.cmd.getter("subarray", "op", "page", "tag.index", "tag.kind")
-        self.issue = media.media.issue
+        self.issue = media.issue
         self.triggers = [port.handle.value_change for _, port in self.ports]
 
     def sample(self, t: int) -> list[tuple]:
@@ -229,14 +248,18 @@ class TraceRecorder:
         self.mapper = mapper
         self.writer = TraceWriter(path, 1)
         self.inflight: dict[int, Request] = {}
+        self.inside = [0] * cfg.stacks   # per stack: accepted and not yet answered
         self.accepted = self.answered = 0
 
-    def accept(self, t: int, r: Request, inflight: int) -> None:
+    def accept(self, t: int, r: Request) -> None:
+        """Request ``r`` was accepted in cycle ``t`` (call before this cycle's response:
+        the Ingress depth counts the stack's requests accepted and not answered before t)."""
         page = (r.addr - self.cfg.base_address) // PAGE_BYTES
         r.stack, r.q = self.mapper.stack_of(page)
         r.ch, r.local, r.sub = self.mapper.channel_of(r.q, r.op == "W")
         r.t_accept = t
-        r.depth = inflight  # requests inside the controller at Ingress
+        r.depth = self.inside[r.stack]
+        self.inside[r.stack] += 1
         self.inflight[r.id] = r
         self.accepted += 1
 
@@ -247,6 +270,7 @@ class TraceRecorder:
             raise RuntimeError(f"cycle {ev[0]}: response for request {ev[1]}, which is not "
                                "in flight")
         r.t_done = ev[0]
+        self.inside[r.stack] -= 1
         r.mshr_hit, r.buffer_hit, r.cache_hit, r.error = (bool(x) for x in ev[4:])
         self.writer.request(r, self.cfg)
         self.answered += 1
@@ -394,6 +418,7 @@ class Testbench:
         rmon = ResponseMonitor(p, self.sc.ready())
         m_valid, drain_port = p.m_valid, p.drain
         check = sb.check
+        settle = p.system
         drain = False
         end = sb.last_expected_cycle() + self.tail
         t = 0
@@ -411,19 +436,25 @@ class Testbench:
             if not drain and drv.all_accepted and not m_valid.read():
                 drain = True
                 drain_port.write(1)
-            # requests (§4.1); Ingress depth counts requests accepted and not answered
-            # before this cycle
-            inflight = trace.accepted - trace.answered
-            acc = drv.cycle(t)
+            # Drive every input of the cycle first: the request (§4.1), resp.ready (§8), and
+            # the completions of this cycle after its commands were issued to the media
+            # (§1, §7). A system of stacks routes req.payload to req.ready combinationally
+            # (§2), so its req.ready is read once the inputs have settled.
+            presented = drv.present(t)
+            ev = rmon.sample(t)
+            cmds = cmon.sample(t)
+            media.cycle(t)
+            if presented and settle:
+                await ReadOnly()
+            acc = drv.take(t) if presented else None
             if acc is not None:
-                trace.accept(t, acc, inflight)
+                trace.accept(t, acc)
                 check(t, "accept", [(t, acc.id)])
                 if ingress is not None:
                     ingress.append([acc.id, acc.op, acc.addr, acc.nbytes, acc.source,
                                     acc.arrival])
             else:
                 check(t, "accept", [])
-            ev = rmon.sample(t)
             if ev is not None:
                 check(t, "resp", [ev])
                 req = trace.respond(ev)
@@ -431,10 +462,7 @@ class Testbench:
                     gpu.respond(req, t)
             else:
                 check(t, "resp", [])
-            # media commands (§1, §7), then this cycle's completions
-            cmds = cmon.sample(t)
             check(t, "cmd", cmds)
-            media.cycle(t)
             if t >= end and sb.done():
                 return t
             # plan the next wake-up

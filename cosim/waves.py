@@ -21,9 +21,8 @@ import re
 from pathlib import Path
 
 from hbfsim.config import PAGE_BYTES
-from hbfsim.cosim.ports import StructCodec
+from hbfsim.cosim.ports import Codecs, media_ports
 from hbfsim.cosim.scenario import Scenario
-from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout, resp_layout
 
 _RANGE = re.compile(r"\s*\[\d+(:\d+)?\]$")
 
@@ -53,7 +52,8 @@ def _header_vars(path: Path) -> list[tuple[str, str, int]]:
 def write_gtkw(vcd_path: Path, gtkw: Path, channels: int) -> None:
     """Write a GTKWave save file that shows the contract's interfaces first (§1).
 
-    Groups ``req``, ``resp``, ``cmd[c]``, ``cpl[c]`` with their payload fields (the nets
+    Groups ``req``, ``resp``, ``cmd[c]``, ``cpl[c]`` (``channels``: media port pairs, every
+    stack's) with their payload fields (the nets
     Amaranth names ``req__payload.id`` and so on), then ``drain``, ``m_valid``, ``clk``.
     """
     from vcd.gtkw import GTKWSave
@@ -171,12 +171,13 @@ class WaveFile:
         # testbench records them with their grant ticks; runner._keep_waves stores them)
         self.requests = meta.get("ingress") or self.scenario.requests
         self.cfg = self.scenario.cfg()
-        w = Widths.of(self.cfg)
-        self.req, self.resp = StructCodec(req_layout(w)), StructCodec(resp_layout(w))
-        self.cmd, self.cpl = StructCodec(cmd_layout(w)), StructCodec(cpl_layout(w))
+        codecs = Codecs(self.cfg)
+        self.req, self.resp, self.cmd, self.cpl = (codecs.req, codecs.resp, codecs.cmd,
+                                                   codecs.cpl)
+        self.media_ports = media_ports(self.cfg)
         ports = ["req__valid", "req__ready", "req__payload", "resp__valid", "resp__ready",
                  "resp__payload", "drain", "m_valid"]
-        for c in range(self.cfg.channels):
+        for c in range(self.media_ports):
             ports += [f"cmd__{c}", f"cpl__{c}"]
         refs: dict[str, str] = {}
         for scope, name, _ in _header_vars(self.path):
@@ -242,10 +243,11 @@ class WaveFile:
                 if self.value("resp__ready", t)]
 
     def commands(self) -> list[tuple[int, int, dict]]:
-        """``(cycle, channel, command fields)`` of every valid ``cmd[c]``."""
+        """``(cycle, channel, command fields)`` of every valid ``cmd[c]`` (``c``: the global
+        channel, ``stack * channels + channel``)."""
         vm = self.cmd.mask("valid")
         out = []
-        for c in range(self.cfg.channels):
+        for c in range(self.media_ports):
             name = f"cmd__{c}"
             out += [(t, c, self.cmd.unpack(self.value(name, t)))
                     for t in self._cycles_where(name, lambda v: v & vm)]
@@ -255,7 +257,7 @@ class WaveFile:
         """``(cycle, channel, completion fields)`` of every valid ``cpl[c]``."""
         vm = self.cpl.mask("valid")
         out = []
-        for c in range(self.cfg.channels):
+        for c in range(self.media_ports):
             name = f"cpl__{c}"
             out += [(t, c, self.cpl.unpack(self.value(name, t)))
                     for t in self._cycles_where(name, lambda v: v & vm)]
@@ -284,8 +286,9 @@ class WaveFile:
         resp = next(((t, f) for t, f in self.responses() if f["id"] == rid), None)
         mapper = Mapper(self.cfg)
         page = (addr - self.cfg.base_address) // PAGE_BYTES
-        _, q = mapper.stack_of(page)
+        stack, q = mapper.stack_of(page)
         ch, local, sub = mapper.channel_of(q, op == "W")
+        ch += stack * self.cfg.channels          # the global channel of the media ports
         want = 0 if op == "R" else 1
         end = resp[0] if resp else self.last_cycle
         cmds = [(t, c, f) for t, c, f in self.commands()

@@ -13,16 +13,16 @@ from hbfsim.cosim import runner, scenarios
 SEED = 1
 
 #: Scenarios of the default (CI) run: RTL sets A, B, C, 1ch, 16ch, active-total,
-#: read-priority (with the admission and write deadline of gpu-rw-isolation) and A with
-#: 32-byte write coverage, eight builds;
+#: read-priority (with the admission and write deadline of gpu-rw-isolation), A with
+#: 32-byte write coverage, 2 stacks and 3 stacks, ten builds;
 #: the gpu-* ones run the closed-loop GPU model on the RTL's responses.
 FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging",
         "merging-off", "burst", "saturation", "coverage", "strict", "partial",
         "read-after-write", "sched-fcfs", "sched-write-drain", "sched-partition-2r2w",
         "mix-backpressure", "mix-aggregation", "mix-merge-off", "mix-1ch", "mix-16ch",
-        "mix-active-total", "mix-sectors",
+        "mix-active-total", "mix-sectors", "mix-2stacks",
         "gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure", "gpu-aggregation",
-        "gpu-16ch", "gpu-sectors"]
+        "gpu-16ch", "gpu-sectors", "gpu-3stacks"]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",

@@ -9,7 +9,7 @@ import re
 import pytest
 from amaranth.lib import data
 
-from hbfsim.cosim.ports import StructCodec, port_names
+from hbfsim.cosim.ports import Codecs, StructCodec, port_names
 from hbfsim.cosim.runner import ports_control_file
 from hbfsim.cosim.scenarios import config
 from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout, resp_layout
@@ -55,7 +55,7 @@ def test_codec_rejects_bad_fields():
         codec.pack({"subarray": 4})
 
 
-@pytest.mark.parametrize("rtl", ["A", "C"])
+@pytest.mark.parametrize("rtl", ["A", "C", "2stacks", "3stacks-contiguous"])
 def test_port_names_and_widths_match_emitted_verilog(rtl):
     from hbfsim.rtl.emit import emit_verilog
 
@@ -63,11 +63,14 @@ def test_port_names_and_widths_match_emitted_verilog(rtl):
     text = emit_verilog(cfg)
     header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
     assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))
-    w = Widths.of(cfg)
-    for port, layout in [("req__payload", req_layout), ("resp__payload", resp_layout),
-                         ("cmd__0", cmd_layout), ("cpl__0", cpl_layout)]:
+    codecs = Codecs(cfg)
+    last = f"cmd__{cfg.stacks * cfg.channels - 1}"
+    for port, codec in [("req__payload", codecs.req), ("resp__payload", codecs.resp),
+                        ("cmd__0", codecs.cmd), ("cpl__0", codecs.cpl), (last, codecs.cmd)]:
         m = re.search(rf"(?:input|output) \[(\d+):0\] {port};", text)
-        assert int(m.group(1)) + 1 == StructCodec(layout(w)).size
+        assert int(m.group(1)) + 1 == codec.size, port
+    if cfg.stacks == 1:     # one stack: the controller's own layouts
+        assert codecs.req.size == StructCodec(req_layout(Widths.of(cfg))).size
     vlt = ports_control_file(cfg)
     assert vlt.startswith("`verilator_config")
     assert all(f'-var "{n}"' in vlt for n in port_names(cfg))
