@@ -13,7 +13,9 @@ from array import array
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.model.controller import WAIT, Request, StackController
+from hbfsim.model.controller import (FREE, ISSUED, QUEUED, RETURN, WAIT, Request,
+                                     StackController)
+from hbfsim.model.media import PROGRAM, READ
 from hbfsim.model.mapping import Mapper
 
 __all__ = ["DeadlockError", "HbfSystem"]
@@ -237,25 +239,30 @@ class HbfSystem:
     def _run_fused(self, until: int | None) -> int:
         """The single-stack run loop with the per-request hot paths inlined.
 
-        Same phases, same order and same effects as :meth:`_run_reference`; the response
-        handshake of a sector, the dispatch of a read that merges into an MSHR, and the
-        ingress accept are written out here because they run once per request (issue 2
-        item 11). Every other phase calls the controller's method.
+        Same phases, same order and same effects as :meth:`_run_reference`. The response
+        handshakes of a read entry, the dispatch of a read that merges into an MSHR and the
+        ingress accept run once per request and are written out here, on local copies of
+        the controller state (the map register, the admission count, the chosen entry's
+        head and link credit), which are written back before any controller method that
+        reads them runs and when the loop stops. Every other phase calls the controller.
         """
         S = self.stacks[0]
         ingress = self.ingress
         mshr_open = S.mshr_open
         wb_page = S.wb_page
         enq_wait = S.enq_wait
+        enq_chans = S.enq_chans
+        issue_check = S.issue_check
         ret_r, ret_w = S.ret_r, S.ret_w
         mshr = S.mshr
+        mshr_free = S.mshr_free
         due = S.media._due
         cache_due = S.cache_due
         credit, credit_t = S.credit, S.credit_t
         gain, cap, khz = S.gain, S.cap, S.khz
         admission = S.admission
         drain_policy = S.policy == "write-drain"
-        merge, demand = S.merge, S.demand
+        merge, demand, agg_thr = S.merge, S.demand, S.agg_thr
         lat_r = self.lat["R"]
         lat_first = self.lat_first
         plain = self.trace is None and not self.keep
@@ -263,129 +270,330 @@ class HbfSystem:
         respond_one = S.respond_one
         issue, enqueue, dispatch = S.issue, S.enqueue, S.dispatch
         wb_triggers, complete, end_cycle = S.wb_triggers, S.complete, S.end_cycle
+        heappop, heappush = heapq.heappop, heapq.heappush
+        mshr_pend = S.mshr_pend
+        enq_ready = S.enq_ready
+        queue = S.queue
+        busy_subs = S.busy
+        active = S.active
+        active_cap = S.active_cap
+        issued_at = S.issued_at
+        ch_ops = S.ch_ops
+        qdepth = S.qdepth
+        media_issue = S.media.issue
+        pdata = S.data
+        agg_window = S.agg_window
+        # the written-out issue and completion serve the configurations without a
+        # stack-wide active cap, a write-drain window or a page cache (§7, R4)
+        simple_issue = not drain_policy and S.total_cap >= 1 << 30
+        rp = S.policy != "fcfs"
+        no_cache = not S.pc_size
+        stop = until if until is not None else float("inf")
         t = self.t
         steps = 0
+        nd = 0                  # responses not yet added to self.n_done
         last_done = -1
-        while True:
-            if until is not None and t > until:
-                break
-            steps += 1
-            busy = False
-            # (a) response (§8); the admission slot is released after ingress (§4.1)
-            released = False
-            cur = S.cur
-            if cur is None and ret_r and plain and S.blocked_since < 0:
-                cur = S.cur = mshr[heapq.heappop(ret_r)]
-            if cur is not None and plain and cur.kind == 0 and S.blocked_since < 0:
-                req = cur.waiters[cur.head]
-                ch = cur.ch
-                c = credit[ch] + gain * (t - credit_t[ch])
-                if c > cap:
-                    c = cap
-                cost = req.nbytes * khz
-                if c >= cost:
-                    S.credit_wait = None
-                    c += gain - cost
-                    credit[ch] = c if c < cap else cap
-                    credit_t[ch] = t + 1
-                    req.t_done = t
-                    flags = cur.flags
-                    if flags:
-                        req.buffer_hit = bool(flags & 1)
-                        req.error = bool(flags & 2)
-                        if flags & 2:
-                            self.errors += 1
-                    if cur.cache:
-                        req.cache_hit = True
-                    snap = cur.snap
-                    if snap is not None:
-                        req.data = snap[req.off:req.off + req.nbytes]
-                    released = True
-                    cur.head += 1
-                    if cur.head == len(cur.waiters):
-                        S._free_r.append(cur.idx)
-                        S.cur = None
-                    self.n_done += 1
-                    last_done = t
-                    lat_r.append(t - req.arrival)
-                    if not req.mshr_hit:
-                        lat_first.append(t - req.arrival)
+        m = S.m
+        inflight = S.inflight
+        drain_at = self.drain_at
+        cur = S.cur
+        # the fast drain of the chosen read entry: its waiters, next head, channel, the
+        # channel's credit in the cycle of the next response, and the last response tick
+        cw = None
+        chead = cn = cch = c = tl = cflags = 0
+        csnap = None
+        ccache = False
+        freed = None
+        try:
+            while True:
+                if t > stop:
+                    break
+                steps += 1
+                busy = False
+                released = False
+                # (a) response (§8); the admission slot is released after ingress (§4.1)
+                if cur is None and ret_r and plain and S.blocked_since < 0:
+                    cur = S.cur = mshr[heappop(ret_r)]
+                if cur is not None:
+                    if cw is None and plain and cur.kind == 0 and S.blocked_since < 0:
+                        cw = cur.waiters
+                        chead = cur.head
+                        cn = len(cw)
+                        cch = cur.ch
+                        c = credit[cch] + gain * (t - credit_t[cch])
+                        if c > cap:
+                            c = cap
+                        tl = -1
+                        cflags = cur.flags
+                        csnap = cur.snap
+                        ccache = cur.cache
+                        S.credit_wait = None
+                    if cw is not None:
+                        req = cw[chead]
+                        cost = req.nbytes * khz
+                        if c >= cost:
+                            c += gain - cost
+                            if c > cap:
+                                c = cap
+                            tl = t
+                            req.t_done = t
+                            if cflags:
+                                req.buffer_hit = bool(cflags & 1)
+                                req.error = bool(cflags & 2)
+                                if cflags & 2:
+                                    self.errors += 1
+                            if ccache:
+                                req.cache_hit = True
+                            if csnap is not None:
+                                req.data = csnap[req.off:req.off + req.nbytes]
+                            released = True
+                            busy = True
+                            chead += 1
+                            nd += 1
+                            last_done = t
+                            lat_r.append(t - req.arrival)
+                            if not req.mshr_hit:
+                                lat_first.append(t - req.arrival)
+                            if chead == cn:
+                                cur.head = chead
+                                credit[cch] = c
+                                credit_t[cch] = t + 1
+                                freed = cur
+                                cur = S.cur = cw = None
+                            if user_cb is not None:
+                                self.n_done += nd
+                                nd = 0
+                                user_cb(req, t)
+                        else:
+                            # out of credit: the controller's path records the stall
+                            cur.head = chead
+                            if tl >= 0:
+                                credit[cch] = c
+                                credit_t[cch] = tl + 1
+                            cw = None
+                            if respond_one(t):
+                                busy = released = True
+                                S._released = 0
+                            cur = S.cur
+                    else:
+                        if respond_one(t):
+                            busy = released = True
+                            S._released = 0
+                        cur = S.cur
+                elif ret_r or ret_w:
+                    if respond_one(t):
+                        busy = released = True
+                        S._released = 0
+                    cur = S.cur
+                # (b) issue (§7). Written out: a channel leaves issue_check as soon as it
+                # has no candidate left (empty queue or no free active slot), and a
+                # completion only puts it back when its queue holds an operation, so
+                # issue() is not called for cycles in which it would pick nothing.
+                if issue_check:
+                    if simple_issue:
+                        for ch in (tuple(issue_check) if len(issue_check) > 1
+                                   else (next(iter(issue_check)),)):
+                            if active[ch] >= active_cap:
+                                issue_check.discard(ch)
+                                continue
+                            bs = busy_subs[ch]
+                            qc = queue[ch]
+                            pick = -1
+                            alt = -1
+                            for i, e in enumerate(qc):
+                                if e.sub in bs:
+                                    continue
+                                if not rp or e.kind == 0:
+                                    pick = i
+                                    break
+                                if alt < 0:
+                                    alt = i
+                            if pick < 0:
+                                pick = alt
+                                if pick < 0:
+                                    issue_check.discard(ch)
+                                    continue
+                            e = qc.pop(pick)
+                            bs.add(e.sub)
+                            active[ch] += 1
+                            e.state = ISSUED
+                            e.ti = t
+                            S.active_sum += 1
+                            ch_ops[ch] += 1
+                            if e.kind == 1:
+                                S.queued_programs -= 1
+                                media_issue(t, ch, e.sub, PROGRAM, e.local, e.idx * 2 + 1)
+                            else:
+                                media_issue(t, ch, e.sub, READ, e.local, e.idx * 2)
+                            issued_at[ch] = t
+                            busy = True
+                            if not qc or active[ch] >= active_cap:
+                                issue_check.discard(ch)
+                    elif issue(t):
+                        busy = True
+                elif drain_policy and issue(t):
                     busy = True
-                    if user_cb is not None:
-                        user_cb(req, t)
-                elif respond_one(t):
+                # (c) enqueue (§6); FLUSH entries go through the controller
+                if S.wb_flush:
+                    if enqueue(t):
+                        busy = True
+                elif enq_chans or enq_wait and enq_wait[0][0] <= t:
+                    while enq_wait and enq_wait[0][0] <= t:
+                        ready_at, idx = heappop(enq_wait)
+                        e = mshr[idx]
+                        if e.state == WAIT and e.ready_at == ready_at:
+                            heappush(enq_ready[e.ch], idx)
+                            enq_chans.add(e.ch)
+                    if enq_chans:
+                        for ch in (sorted(enq_chans) if len(enq_chans) > 1
+                                   else (next(iter(enq_chans)),)):
+                            qc = queue[ch]
+                            if len(qc) + (1 if issued_at[ch] == t else 0) >= qdepth:
+                                continue
+                            heap = enq_ready[ch]
+                            e = mshr[heappop(heap)]
+                            if not heap:
+                                enq_chans.discard(ch)
+                            S.agg_wait += t - e.alloc - 1
+                            e.state = QUEUED
+                            e.tq = t
+                            qc.append(e)
+                            e.depth = len(qc)
+                            issue_check.add(ch)
+                            busy = True
+                drain = drain_at is not None and t >= drain_at
+                # (d) dispatch from M: a read that merges is written out (§4.2)
+                if m is not None and m.t_accept < t:
+                    q = m.q
+                    e = mshr_open.get(q) if merge and m.op == "R" else None
+                    if e is not None and not (wb_page and q in wb_page):
+                        m.t_map = t
+                        m.mshr_hit = True
+                        e.waiters.append(m)
+                        e.bytes += m.nbytes
+                        S.mshr_hits += 1
+                        if not demand and e.state == WAIT and e.bytes >= agg_thr \
+                                and e.ready_at > t + 1:
+                            e.ready_at = t + 1
+                            heappush(enq_wait, (t + 1, e.idx))
+                        m = None
+                        busy = True
+                    elif e is None and m.op == "R" and no_cache and mshr_free \
+                            and not (wb_page and q in wb_page):
+                        # a read that allocates an MSHR entry (§4.2 step 3)
+                        m.t_map = t
+                        e = mshr[heappop(mshr_free)]
+                        ch = e.ch = m.ch
+                        e.q, e.sub, e.local = q, m.sub, m.local
+                        e.waiters = [m]
+                        e.head = 0
+                        e.bytes = m.nbytes
+                        e.alloc = t
+                        e.flags = 0
+                        e.cache = False
+                        e.snap = None
+                        e.tq = e.ti = e.tc = -1
+                        e.depth = 0
+                        if merge:
+                            mshr_open[q] = e
+                        mshr_pend[q] = mshr_pend.get(q, 0) + 1
+                        e.state = WAIT
+                        if demand or e.bytes >= agg_thr or agg_window <= 1:
+                            # ready in the next cycle: straight to the channel's ready
+                            # heap, where enqueue would move it from enq_wait in t + 1
+                            e.ready_at = t + 1
+                            heappush(enq_ready[ch], e.idx)
+                            enq_chans.add(ch)
+                        else:
+                            e.ready_at = t + agg_window
+                            heappush(enq_wait, (e.ready_at, e.idx))
+                        m = None
+                        busy = True
+                    else:
+                        S.m = m
+                        if dispatch(t, drain):
+                            busy = True
+                        m = S.m
+                # (e) ingress (§4.1)
+                if m is None and inflight < admission and ingress \
+                        and ingress[0].arrival <= t:
+                    m = ingress.popleft()
+                    m.t_accept = t
+                    m.depth = inflight
+                    inflight += 1
                     busy = True
-            elif (cur is not None or ret_r or ret_w) and respond_one(t):
-                busy = True
-            # (b)(c) issue, enqueue
-            if (S.issue_check or drain_policy) and issue(t):
-                busy = True
-            if (S.enq_chans or S.wb_flush or enq_wait and enq_wait[0][0] <= t) \
-                    and enqueue(t):
-                busy = True
-            drain = self.drain_at is not None and t >= self.drain_at
-            # (d) dispatch from M: a read that merges is written out (§4.2)
-            m = S.m
-            if m is not None and m.t_accept < t:
-                q = m.q
-                e = mshr_open.get(q) if merge and m.op == "R" else None
-                if e is not None and q not in wb_page:
-                    m.t_map = t
-                    m.mshr_hit = True
-                    e.waiters.append(m)
-                    e.bytes += m.nbytes
-                    S.mshr_hits += 1
-                    if not demand and e.state == WAIT and e.bytes >= S.agg_thr \
-                            and e.ready_at > t + 1:
-                        e.ready_at = t + 1
-                        heapq.heappush(enq_wait, (t + 1, e.idx))
-                    S.m = None
-                    S.dispatched = True
+                if released:
+                    inflight -= 1
+                if drain_at is None and m is None and not ingress and self.inputs_done:
+                    drain_at = self.drain_at = t + 1
+                # (f)(g) write-buffer triggers, media completions, end of cycle
+                if (S.full_pending or S.raw_now is not None or S.pressure_now is not None
+                        or S.wb_deadlines or drain and S.wb_open) and wb_triggers(t, drain):
                     busy = True
-                elif dispatch(t, drain):
+                if due and due[0][0] <= t:
+                    n = len(due)
+                    if (n == 1 or due[1][0] > t and (n == 2 or due[2][0] > t)) \
+                            and not due[0][3] & 1 and no_cache:
+                        # one READ completion due (§1 media promise, §4.3)
+                        _, ch, sub, tag, flags = heappop(due)
+                        busy_subs[ch].discard(sub)
+                        active[ch] -= 1
+                        S.active_sum -= 1
+                        if queue[ch]:
+                            issue_check.add(ch)
+                        e = mshr[tag >> 1]
+                        e.state = RETURN
+                        e.tc = t
+                        e.flags = flags
+                        q = e.q
+                        e.snap = pdata.get(q)
+                        if mshr_open.get(q) is e:
+                            del mshr_open[q]
+                        n = mshr_pend[q] - 1
+                        if n:
+                            mshr_pend[q] = n
+                        else:
+                            del mshr_pend[q]
+                        heappush(ret_r, e.idx)
+                        busy = True
+                    elif complete(t):
+                        busy = True
+                elif cache_due and cache_due[0][0] <= t and complete(t):
                     busy = True
-            else:
-                S.dispatched = False
-            # (e) ingress (§4.1)
-            if ingress and ingress[0].arrival <= t and S.inflight < admission \
-                    and (S.m is None or S.dispatched):
-                req = ingress.popleft()
-                req.t_accept = t
-                req.depth = S.inflight
-                S.inflight += 1
-                S.m = req
-                busy = True
-            if released:
-                S.inflight -= 1
-            if self.inputs_done and self.drain_at is None and not ingress and S.m is None:
-                self.drain_at = t + 1
-            # (f)(g) write-buffer triggers, media completions, end of cycle
-            if (S.full_pending or S.raw_now is not None or S.pressure_now is not None
-                    or S.wb_deadlines or drain and S.wb_open) and wb_triggers(t, drain):
-                busy = True
-            if (due and due[0][0] <= t or cache_due and cache_due[0][0] <= t) \
-                    and complete(t):
-                busy = True
-            if S._released or S._free_r or S._free_w:
-                end_cycle()
-            if busy:
-                t += 1
-                continue
-            try:
+                if freed is not None:
+                    freed.state = FREE
+                    freed.waiters = None
+                    heappush(mshr_free, freed.idx)
+                    freed = None
+                if S._free_r or S._free_w:
+                    end_cycle()
+                if busy:
+                    t += 1
+                    continue
+                S.m = m
+                S.inflight = inflight
+                self.n_done += nd
+                nd = 0
                 nxt = self._next_tick(t)
-            except DeadlockError:
-                self.steps += steps
-                raise
-            if nxt is None:
-                break
-            if until is not None and nxt > until:
-                t = until + 1
-                break
-            t = nxt
-        if last_done > self.last_completion:
-            self.last_completion = last_done
-        self.steps += steps
-        self.t = t
+                if nxt is None:
+                    break
+                if nxt > stop:
+                    t = until + 1
+                    break
+                t = nxt
+        finally:
+            if cw is not None:
+                cur.head = chead
+                if tl >= 0:
+                    credit[cch] = c
+                    credit_t[cch] = tl + 1
+            S.m = m
+            S.inflight = inflight
+            self.n_done += nd
+            if last_done > self.last_completion:
+                self.last_completion = last_done
+            self.steps += steps
+            self.t = t
         return t
 
     def _return_arbiter(self, t: int) -> bool:
