@@ -13,7 +13,7 @@ from array import array
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.model.controller import (FREE, ISSUED, QUEUED, RETURN, WAIT, Request,
+from hbfsim.model.controller import (FREE, FULL_MASK, ISSUED, QUEUED, RETURN, WAIT, Request,
                                      StackController)
 from hbfsim.model.media import PROGRAM, READ
 from hbfsim.model.mapping import Mapper
@@ -264,6 +264,11 @@ class HbfSystem:
         drain_policy = S.policy == "write-drain"
         merge, demand, agg_thr = S.merge, S.demand, S.agg_thr
         lat_r = self.lat["R"]
+        lat_w = self.lat["W"]
+        wb = S.wb
+        wb_open = S.wb_open
+        wb_deadlines = S.wb_deadlines
+        wstats = S.st
         lat_first = self.lat_first
         plain = self.trace is None and not self.keep
         user_cb = self.user_cb
@@ -288,7 +293,7 @@ class HbfSystem:
         simple_issue = not drain_policy and S.total_cap >= 1 << 30
         rp = S.policy != "fcfs"
         no_cache = not S.pc_size
-        stop = until if until is not None else float("inf")
+        stop = until if until is not None else 1 << 62
         t = self.t
         steps = 0
         nd = 0                  # responses not yet added to self.n_done
@@ -297,13 +302,16 @@ class HbfSystem:
         inflight = S.inflight
         drain_at = self.drain_at
         cur = S.cur
-        # the fast drain of the chosen read entry: its waiters, next head, channel, the
-        # channel's credit in the cycle of the next response, and the last response tick
+        # the drain of the chosen entry: its waiters, next head, channel, the channel's
+        # credit in the cycle of the next response, the last response tick, and what every
+        # response of the entry shares (flags, page snapshot, latency list, entry_info)
         cw = None
-        chead = cn = cch = c = tl = cflags = 0
-        csnap = None
+        chead = cn = cch = c = tl = cflags = ckind = 0
+        csnap = cinfo = None
         ccache = False
+        clat = lat_r
         freed = None
+        hits = 0                # MSHR hits not yet added to S.mshr_hits
         try:
             while True:
                 if t > stop:
@@ -312,10 +320,11 @@ class HbfSystem:
                 busy = False
                 released = False
                 # (a) response (§8); the admission slot is released after ingress (§4.1)
-                if cur is None and ret_r and plain and S.blocked_since < 0:
-                    cur = S.cur = mshr[heappop(ret_r)]
+                if cur is None and (ret_r or ret_w) and plain and S.blocked_since < 0:
+                    # the arbiter's choice: lowest MSHR entry, then lowest write entry
+                    cur = S.cur = mshr[heappop(ret_r)] if ret_r else wb[heappop(ret_w)]
                 if cur is not None:
-                    if cw is None and plain and cur.kind == 0 and S.blocked_since < 0:
+                    if cw is None and plain and S.blocked_since < 0:
                         cw = cur.waiters
                         chead = cur.head
                         cn = len(cw)
@@ -325,8 +334,16 @@ class HbfSystem:
                             c = cap
                         tl = -1
                         cflags = cur.flags
-                        csnap = cur.snap
-                        ccache = cur.cache
+                        ckind = cur.kind
+                        if ckind == 0:
+                            csnap = cur.snap
+                            ccache = cur.cache
+                            clat = lat_r
+                        else:
+                            csnap = None
+                            ccache = False
+                            clat = lat_w
+                        cinfo = (cur.tq, cur.ti, cur.tc, cur.depth)
                         S.credit_wait = None
                     if cw is not None:
                         req = cw[chead]
@@ -337,6 +354,7 @@ class HbfSystem:
                                 c = cap
                             tl = t
                             req.t_done = t
+                            req.entry_info = cinfo
                             if cflags:
                                 req.buffer_hit = bool(cflags & 1)
                                 req.error = bool(cflags & 2)
@@ -351,14 +369,17 @@ class HbfSystem:
                             chead += 1
                             nd += 1
                             last_done = t
-                            lat_r.append(t - req.arrival)
-                            if not req.mshr_hit:
+                            clat.append(t - req.arrival)
+                            if not req.mshr_hit and ckind == 0:
                                 lat_first.append(t - req.arrival)
                             if chead == cn:
                                 cur.head = chead
                                 credit[cch] = c
                                 credit_t[cch] = t + 1
-                                freed = cur
+                                if ckind == 0:
+                                    freed = cur
+                                else:
+                                    S._free_w.append(cur)
                                 cur = S.cur = cw = None
                             if user_cb is not None:
                                 self.n_done += nd
@@ -462,58 +483,78 @@ class HbfSystem:
                             issue_check.add(ch)
                             busy = True
                 drain = drain_at is not None and t >= drain_at
-                # (d) dispatch from M: a read that merges is written out (§4.2)
+                # (d) dispatch from M (§4.2): a read that merges or allocates an MSHR entry and
+                # a write that merges into an OPEN entry are written out
                 if m is not None and m.t_accept < t:
                     q = m.q
-                    e = mshr_open.get(q) if merge and m.op == "R" else None
-                    if e is not None and not (wb_page and q in wb_page):
-                        m.t_map = t
-                        m.mshr_hit = True
-                        e.waiters.append(m)
-                        e.bytes += m.nbytes
-                        S.mshr_hits += 1
-                        if not demand and e.state == WAIT and e.bytes >= agg_thr \
-                                and e.ready_at > t + 1:
-                            e.ready_at = t + 1
-                            heappush(enq_wait, (t + 1, e.idx))
-                        m = None
-                        busy = True
-                    elif e is None and m.op == "R" and no_cache and mshr_free \
-                            and not (wb_page and q in wb_page):
-                        # a read that allocates an MSHR entry (§4.2 step 3)
-                        m.t_map = t
-                        e = mshr[heappop(mshr_free)]
-                        ch = e.ch = m.ch
-                        e.q, e.sub, e.local = q, m.sub, m.local
-                        e.waiters = [m]
-                        e.head = 0
-                        e.bytes = m.nbytes
-                        e.alloc = t
-                        e.flags = 0
-                        e.cache = False
-                        e.snap = None
-                        e.tq = e.ti = e.tc = -1
-                        e.depth = 0
-                        if merge:
-                            mshr_open[q] = e
-                        mshr_pend[q] = mshr_pend.get(q, 0) + 1
-                        e.state = WAIT
-                        if demand or e.bytes >= agg_thr or agg_window <= 1:
-                            # ready in the next cycle: straight to the channel's ready
-                            # heap, where enqueue would move it from enq_wait in t + 1
-                            e.ready_at = t + 1
-                            heappush(enq_ready[ch], e.idx)
-                            enq_chans.add(ch)
+                    generic = False
+                    if m.op == "R":
+                        if wb_page and q in wb_page:
+                            generic = True      # read-after-write: stall (and flush)
+                        elif merge and (e := mshr_open.get(q)) is not None:
+                            m.t_map = t
+                            m.mshr_hit = True
+                            e.waiters.append(m)
+                            e.bytes += m.nbytes
+                            hits += 1
+                            if not demand and e.state == WAIT and e.bytes >= agg_thr \
+                                    and e.ready_at > t + 1:
+                                e.ready_at = t + 1
+                                heappush(enq_wait, (t + 1, e.idx))
+                        elif no_cache and mshr_free:
+                            # a read that allocates an MSHR entry (§4.2 step 3)
+                            m.t_map = t
+                            e = mshr[heappop(mshr_free)]
+                            ch = e.ch = m.ch
+                            e.q, e.sub, e.local = q, m.sub, m.local
+                            e.waiters = [m]
+                            e.head = 0
+                            e.bytes = m.nbytes
+                            e.alloc = t
+                            e.flags = 0
+                            e.cache = False
+                            e.snap = None
+                            e.tq = e.ti = e.tc = -1
+                            e.depth = 0
+                            if merge:
+                                mshr_open[q] = e
+                            mshr_pend[q] = mshr_pend.get(q, 0) + 1
+                            e.state = WAIT
+                            if demand or e.bytes >= agg_thr or agg_window <= 1:
+                                # ready in the next cycle: straight to the channel's ready
+                                # heap, where enqueue would move it from enq_wait in t + 1
+                                e.ready_at = t + 1
+                                heappush(enq_ready[ch], e.idx)
+                                enq_chans.add(ch)
+                            else:
+                                e.ready_at = t + agg_window
+                                heappush(enq_wait, (e.ready_at, e.idx))
                         else:
-                            e.ready_at = t + agg_window
-                            heappush(enq_wait, (e.ready_at, e.idx))
-                        m = None
-                        busy = True
+                            generic = True
+                    elif (e := wb_open.get(q)) is not None:
+                        # a write into its page's OPEN entry (§4.2 write step 1)
+                        m.t_map = t
+                        off = m.off
+                        n = m.nbytes
+                        e.waiters.append(m)
+                        if m.data is not None:
+                            e.data[off:off + n] = m.data
+                        before = e.cov
+                        cov = e.cov = before | (((1 << n) - 1) << off)
+                        wstats["coverage_new_bytes"] += cov.bit_count() - before.bit_count()
+                        if cov == FULL_MASK and before != FULL_MASK:
+                            e.full_at = t + 1
+                            S.full_pending.append(e)
                     else:
+                        generic = True
+                    if generic:
                         S.m = m
                         if dispatch(t, drain):
                             busy = True
                         m = S.m
+                    else:
+                        m = None
+                        busy = True
                 # (e) ingress (§4.1)
                 if m is None and inflight < admission and ingress \
                         and ingress[0].arrival <= t:
@@ -527,8 +568,11 @@ class HbfSystem:
                 if drain_at is None and m is None and not ingress and self.inputs_done:
                     drain_at = self.drain_at = t + 1
                 # (f)(g) write-buffer triggers, media completions, end of cycle
-                if (S.full_pending or S.raw_now is not None or S.pressure_now is not None
-                        or S.wb_deadlines or drain and S.wb_open) and wb_triggers(t, drain):
+                # (an entry in full_pending, raw_now or pressure_now is not FREE: wb_used > 0)
+                if (S.wb_used or wb_deadlines) and (
+                        S.full_pending or S.raw_now is not None or S.pressure_now is not None
+                        or wb_deadlines and wb_deadlines[0][0] <= t or drain and wb_open) \
+                        and wb_triggers(t, drain):
                     busy = True
                 if due and due[0][0] <= t:
                     n = len(due)
@@ -589,6 +633,7 @@ class HbfSystem:
                     credit_t[cch] = tl + 1
             S.m = m
             S.inflight = inflight
+            S.mshr_hits += hits
             self.n_done += nd
             if last_done > self.last_completion:
                 self.last_completion = last_done

@@ -16,7 +16,8 @@ from hbfsim.model.system import HbfSystem
 
 from .test_gpu import mixed_program, small_cfg
 
-FIELDS = ("t_accept", "t_map", "t_done", "mshr_hit", "buffer_hit", "cache_hit", "error",
+FIELDS = ("t_accept", "t_map", "t_done", "mshr_hit", "buffer_hit", "cache_hit", "error", "depth",
+          "entry_info",
           "data")
 
 
