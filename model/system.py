@@ -293,7 +293,8 @@ class HbfSystem:
         simple_issue = not drain_policy and S.total_cap >= 1 << 30
         rp = S.policy != "fcfs"
         no_cache = not S.pc_size
-        stop = until if until is not None else 1 << 62
+        NEVER = 1 << 62
+        stop = until if until is not None else NEVER
         t = self.t
         steps = 0
         nd = 0                  # responses not yet added to self.n_done
@@ -311,6 +312,8 @@ class HbfSystem:
         ccache = False
         clat = lat_r
         freed = None
+        hz = t                  # look at every phase in the first cycle
+        gend = False            # a controller path may have queued entry frees
         hits = 0                # MSHR hits not yet added to S.mshr_hits
         try:
             while True:
@@ -320,11 +323,11 @@ class HbfSystem:
                 busy = False
                 released = False
                 # (a) response (§8); the admission slot is released after ingress (§4.1)
-                if cur is None and (ret_r or ret_w) and plain and S.blocked_since < 0:
-                    # the arbiter's choice: lowest MSHR entry, then lowest write entry
-                    cur = S.cur = mshr[heappop(ret_r)] if ret_r else wb[heappop(ret_w)]
-                if cur is not None:
-                    if cw is None and plain and S.blocked_since < 0:
+                if cw is None and plain and S.blocked_since < 0:
+                    if cur is None and (ret_r or ret_w):
+                        # the arbiter's choice: lowest MSHR entry, then lowest write entry
+                        cur = S.cur = mshr[heappop(ret_r)] if ret_r else wb[heappop(ret_w)]
+                    if cur is not None:
                         cw = cur.waiters
                         chead = cur.head
                         cn = len(cw)
@@ -345,144 +348,142 @@ class HbfSystem:
                             clat = lat_w
                         cinfo = (cur.tq, cur.ti, cur.tc, cur.depth)
                         S.credit_wait = None
-                    if cw is not None:
-                        req = cw[chead]
-                        cost = req.nbytes * khz
-                        if c >= cost:
-                            c += gain - cost
-                            if c > cap:
-                                c = cap
-                            tl = t
-                            req.t_done = t
-                            req.entry_info = cinfo
-                            if cflags:
-                                req.buffer_hit = bool(cflags & 1)
-                                req.error = bool(cflags & 2)
-                                if cflags & 2:
-                                    self.errors += 1
-                            if ccache:
-                                req.cache_hit = True
-                            if csnap is not None:
-                                req.data = csnap[req.off:req.off + req.nbytes]
-                            released = True
-                            busy = True
-                            chead += 1
-                            nd += 1
-                            last_done = t
-                            clat.append(t - req.arrival)
-                            if not req.mshr_hit and ckind == 0:
-                                lat_first.append(t - req.arrival)
-                            if chead == cn:
-                                cur.head = chead
-                                credit[cch] = c
-                                credit_t[cch] = t + 1
-                                if ckind == 0:
-                                    freed = cur
-                                else:
-                                    S._free_w.append(cur)
-                                cur = S.cur = cw = None
-                            if user_cb is not None:
-                                self.n_done += nd
-                                nd = 0
-                                user_cb(req, t)
-                        else:
-                            # out of credit: the controller's path records the stall
+                if cw is not None:
+                    req = cw[chead]
+                    cost = req.nbytes * khz
+                    if c >= cost:
+                        c += gain - cost
+                        if c > cap:
+                            c = cap
+                        tl = t
+                        req.t_done = t
+                        req.entry_info = cinfo
+                        if cflags:
+                            req.buffer_hit = bool(cflags & 1)
+                            req.error = bool(cflags & 2)
+                            if cflags & 2:
+                                self.errors += 1
+                        if ccache:
+                            req.cache_hit = True
+                        if csnap is not None:
+                            req.data = csnap[req.off:req.off + req.nbytes]
+                        released = busy = True
+                        chead += 1
+                        nd += 1
+                        clat.append(t - req.arrival)
+                        if not req.mshr_hit and ckind == 0:
+                            lat_first.append(t - req.arrival)
+                        if chead == cn:
                             cur.head = chead
-                            if tl >= 0:
-                                credit[cch] = c
-                                credit_t[cch] = tl + 1
-                            cw = None
-                            if respond_one(t):
-                                busy = released = True
-                                S._released = 0
-                            cur = S.cur
+                            credit[cch] = c
+                            credit_t[cch] = t + 1
+                            last_done = t
+                            if ckind == 0:
+                                freed = cur
+                            else:
+                                S._free_w.append(cur)
+                                gend = True
+                            cur = S.cur = cw = None
+                        if user_cb is not None:
+                            self.n_done += nd
+                            nd = 0
+                            user_cb(req, t)
                     else:
+                        # out of credit: the controller's path records the stall
+                        cur.head = chead
+                        if tl >= 0:
+                            credit[cch] = c
+                            credit_t[cch] = tl + 1
+                            last_done = tl
+                        cw = None
                         if respond_one(t):
                             busy = released = True
                             S._released = 0
+                        gend = True
                         cur = S.cur
-                elif ret_r or ret_w:
+                elif cur is not None or ret_r or ret_w:
                     if respond_one(t):
                         busy = released = True
                         S._released = 0
+                    gend = True
                     cur = S.cur
-                # (b) issue (§7). Written out: a channel leaves issue_check as soon as it
-                # has no candidate left (empty queue or no free active slot), and a
-                # completion only puts it back when its queue holds an operation, so
-                # issue() is not called for cycles in which it would pick nothing.
-                if issue_check:
-                    if simple_issue:
-                        for ch in (tuple(issue_check) if len(issue_check) > 1
-                                   else (next(iter(issue_check)),)):
-                            if active[ch] >= active_cap:
-                                issue_check.discard(ch)
-                                continue
-                            bs = busy_subs[ch]
-                            qc = queue[ch]
-                            pick = -1
-                            alt = -1
-                            for i, e in enumerate(qc):
-                                if e.sub in bs:
-                                    continue
-                                if not rp or e.kind == 0:
-                                    pick = i
-                                    break
-                                if alt < 0:
-                                    alt = i
-                            if pick < 0:
-                                pick = alt
-                                if pick < 0:
+                if t >= hz:
+                    # (b) issue (§7). Written out: a channel leaves issue_check as soon as it
+                    # has no candidate left (empty queue or no free active slot), and a
+                    # completion only puts it back when its queue holds an operation, so
+                    # issue() is not called for cycles in which it would pick nothing.
+                    if issue_check:
+                        if simple_issue:
+                            for ch in (tuple(issue_check) if len(issue_check) > 1
+                                       else (next(iter(issue_check)),)):
+                                if active[ch] >= active_cap:
                                     issue_check.discard(ch)
                                     continue
-                            e = qc.pop(pick)
-                            bs.add(e.sub)
-                            active[ch] += 1
-                            e.state = ISSUED
-                            e.ti = t
-                            S.active_sum += 1
-                            ch_ops[ch] += 1
-                            if e.kind == 1:
-                                S.queued_programs -= 1
-                                media_issue(t, ch, e.sub, PROGRAM, e.local, e.idx * 2 + 1)
-                            else:
-                                media_issue(t, ch, e.sub, READ, e.local, e.idx * 2)
-                            issued_at[ch] = t
+                                bs = busy_subs[ch]
+                                qc = queue[ch]
+                                pick = -1
+                                alt = -1
+                                for i, e in enumerate(qc):
+                                    if e.sub in bs:
+                                        continue
+                                    if not rp or e.kind == 0:
+                                        pick = i
+                                        break
+                                    if alt < 0:
+                                        alt = i
+                                if pick < 0:
+                                    pick = alt
+                                    if pick < 0:
+                                        issue_check.discard(ch)
+                                        continue
+                                e = qc.pop(pick)
+                                bs.add(e.sub)
+                                active[ch] += 1
+                                e.state = ISSUED
+                                e.ti = t
+                                S.active_sum += 1
+                                ch_ops[ch] += 1
+                                if e.kind == 1:
+                                    S.queued_programs -= 1
+                                    media_issue(t, ch, e.sub, PROGRAM, e.local, e.idx * 2 + 1)
+                                else:
+                                    media_issue(t, ch, e.sub, READ, e.local, e.idx * 2)
+                                issued_at[ch] = t
+                                busy = True
+                                if not qc or active[ch] >= active_cap:
+                                    issue_check.discard(ch)
+                        elif issue(t):
                             busy = True
-                            if not qc or active[ch] >= active_cap:
-                                issue_check.discard(ch)
-                    elif issue(t):
+                    elif drain_policy and issue(t):
                         busy = True
-                elif drain_policy and issue(t):
-                    busy = True
-                # (c) enqueue (§6); FLUSH entries go through the controller
-                if S.wb_flush:
-                    if enqueue(t):
-                        busy = True
-                elif enq_chans or enq_wait and enq_wait[0][0] <= t:
-                    while enq_wait and enq_wait[0][0] <= t:
-                        ready_at, idx = heappop(enq_wait)
-                        e = mshr[idx]
-                        if e.state == WAIT and e.ready_at == ready_at:
-                            heappush(enq_ready[e.ch], idx)
-                            enq_chans.add(e.ch)
-                    if enq_chans:
-                        for ch in (sorted(enq_chans) if len(enq_chans) > 1
-                                   else (next(iter(enq_chans)),)):
-                            qc = queue[ch]
-                            if len(qc) + (1 if issued_at[ch] == t else 0) >= qdepth:
-                                continue
-                            heap = enq_ready[ch]
-                            e = mshr[heappop(heap)]
-                            if not heap:
-                                enq_chans.discard(ch)
-                            S.agg_wait += t - e.alloc - 1
-                            e.state = QUEUED
-                            e.tq = t
-                            qc.append(e)
-                            e.depth = len(qc)
-                            issue_check.add(ch)
+                    # (c) enqueue (§6); FLUSH entries go through the controller
+                    if S.wb_flush:
+                        if enqueue(t):
                             busy = True
-                drain = drain_at is not None and t >= drain_at
+                    elif enq_chans or enq_wait and enq_wait[0][0] <= t:
+                        while enq_wait and enq_wait[0][0] <= t:
+                            ready_at, idx = heappop(enq_wait)
+                            e = mshr[idx]
+                            if e.state == WAIT and e.ready_at == ready_at:
+                                heappush(enq_ready[e.ch], idx)
+                                enq_chans.add(e.ch)
+                        if enq_chans:
+                            for ch in (sorted(enq_chans) if len(enq_chans) > 1
+                                       else (next(iter(enq_chans)),)):
+                                qc = queue[ch]
+                                if len(qc) + (1 if issued_at[ch] == t else 0) >= qdepth:
+                                    continue
+                                heap = enq_ready[ch]
+                                e = mshr[heappop(heap)]
+                                if not heap:
+                                    enq_chans.discard(ch)
+                                S.agg_wait += t - e.alloc - 1
+                                e.state = QUEUED
+                                e.tq = t
+                                qc.append(e)
+                                e.depth = len(qc)
+                                issue_check.add(ch)
+                                busy = True
                 # (d) dispatch from M (§4.2): a read that merges or allocates an MSHR entry and
                 # a write that merges into an OPEN entry are written out
                 if m is not None and m.t_accept < t:
@@ -501,6 +502,8 @@ class HbfSystem:
                                     and e.ready_at > t + 1:
                                 e.ready_at = t + 1
                                 heappush(enq_wait, (t + 1, e.idx))
+                                if hz > t + 1:
+                                    hz = t + 1
                         elif no_cache and mshr_free:
                             # a read that allocates an MSHR entry (§4.2 step 3)
                             m.t_map = t
@@ -526,9 +529,13 @@ class HbfSystem:
                                 e.ready_at = t + 1
                                 heappush(enq_ready[ch], e.idx)
                                 enq_chans.add(ch)
+                                if hz > t + 1:
+                                    hz = t + 1
                             else:
                                 e.ready_at = t + agg_window
                                 heappush(enq_wait, (e.ready_at, e.idx))
+                                if hz > e.ready_at:
+                                    hz = e.ready_at
                         else:
                             generic = True
                     elif (e := wb_open.get(q)) is not None:
@@ -545,13 +552,18 @@ class HbfSystem:
                         if cov == FULL_MASK and before != FULL_MASK:
                             e.full_at = t + 1
                             S.full_pending.append(e)
+                            if hz > t + 1:
+                                hz = t + 1
                     else:
                         generic = True
                     if generic:
+                        # the controller may hand the write-buffer triggers work in this
+                        # cycle (raw, pressure) or queue timers: look at every phase now
                         S.m = m
-                        if dispatch(t, drain):
+                        if dispatch(t, drain_at is not None and t >= drain_at):
                             busy = True
                         m = S.m
+                        hz = t
                     else:
                         m = None
                         busy = True
@@ -567,50 +579,75 @@ class HbfSystem:
                     inflight -= 1
                 if drain_at is None and m is None and not ingress and self.inputs_done:
                     drain_at = self.drain_at = t + 1
-                # (f)(g) write-buffer triggers, media completions, end of cycle
-                # (an entry in full_pending, raw_now or pressure_now is not FREE: wb_used > 0)
-                if (S.wb_used or wb_deadlines) and (
-                        S.full_pending or S.raw_now is not None or S.pressure_now is not None
-                        or wb_deadlines and wb_deadlines[0][0] <= t or drain and wb_open) \
-                        and wb_triggers(t, drain):
-                    busy = True
-                if due and due[0][0] <= t:
-                    n = len(due)
-                    if (n == 1 or due[1][0] > t and (n == 2 or due[2][0] > t)) \
-                            and not due[0][3] & 1 and no_cache:
-                        # one READ completion due (§1 media promise, §4.3)
-                        _, ch, sub, tag, flags = heappop(due)
-                        busy_subs[ch].discard(sub)
-                        active[ch] -= 1
-                        S.active_sum -= 1
-                        if queue[ch]:
-                            issue_check.add(ch)
-                        e = mshr[tag >> 1]
-                        e.state = RETURN
-                        e.tc = t
-                        e.flags = flags
-                        q = e.q
-                        e.snap = pdata.get(q)
-                        if mshr_open.get(q) is e:
-                            del mshr_open[q]
-                        n = mshr_pend[q] - 1
-                        if n:
-                            mshr_pend[q] = n
-                        else:
-                            del mshr_pend[q]
-                        heappush(ret_r, e.idx)
+                    if wb_open and hz > drain_at:
+                        hz = drain_at
+                if t >= hz:
+                    # (f)(g) write-buffer triggers, media completions, end of cycle
+                    # (an entry in full_pending, raw_now or pressure_now is not FREE: wb_used > 0)
+                    if (S.wb_used or wb_deadlines) and (
+                            S.full_pending or S.raw_now is not None or S.pressure_now is not None
+                            or wb_deadlines and wb_deadlines[0][0] <= t
+                            or drain_at is not None and t >= drain_at and wb_open) \
+                            and wb_triggers(t, drain_at is not None and t >= drain_at):
                         busy = True
-                    elif complete(t):
+                    if due and due[0][0] <= t:
+                        n = len(due)
+                        if (n == 1 or due[1][0] > t and (n == 2 or due[2][0] > t)) \
+                                and not due[0][3] & 1 and no_cache:
+                            # one READ completion due (§1 media promise, §4.3)
+                            _, ch, sub, tag, flags = heappop(due)
+                            busy_subs[ch].discard(sub)
+                            active[ch] -= 1
+                            S.active_sum -= 1
+                            if queue[ch]:
+                                issue_check.add(ch)
+                            e = mshr[tag >> 1]
+                            e.state = RETURN
+                            e.tc = t
+                            e.flags = flags
+                            q = e.q
+                            e.snap = pdata.get(q)
+                            if mshr_open.get(q) is e:
+                                del mshr_open[q]
+                            n = mshr_pend[q] - 1
+                            if n:
+                                mshr_pend[q] = n
+                            else:
+                                del mshr_pend[q]
+                            heappush(ret_r, e.idx)
+                            busy = True
+                        elif complete(t):
+                            busy = True
+                    elif cache_due and cache_due[0][0] <= t and complete(t):
                         busy = True
-                elif cache_due and cache_due[0][0] <= t and complete(t):
-                    busy = True
+                    # the next cycle in which issue, enqueue, the write-buffer triggers or a
+                    # completion can act; until then they are skipped (each path of (a), (d)
+                    # and (e) that hands them work lowers hz)
+                    if issue_check or enq_chans or drain_policy or S.wb_flush \
+                            or S.full_pending or S.raw_now is not None \
+                            or S.pressure_now is not None:
+                        hz = t + 1
+                    else:
+                        hz = NEVER
+                        if enq_wait:
+                            hz = enq_wait[0][0]
+                        if due and due[0][0] < hz:
+                            hz = due[0][0]
+                        if cache_due and cache_due[0][0] < hz:
+                            hz = cache_due[0][0]
+                        if wb_deadlines and wb_deadlines[0][0] < hz:
+                            hz = wb_deadlines[0][0]
+                        if drain_at is not None and wb_open and drain_at < hz:
+                            hz = drain_at
                 if freed is not None:
                     freed.state = FREE
                     freed.waiters = None
                     heappush(mshr_free, freed.idx)
                     freed = None
-                if S._free_r or S._free_w:
-                    end_cycle()
+                if gend:
+                    gend = False
+                    if S._free_r or S._free_w:
+                        end_cycle()
                 if busy:
                     t += 1
                     continue
@@ -631,6 +668,7 @@ class HbfSystem:
                 if tl >= 0:
                     credit[cch] = c
                     credit_t[cch] = tl + 1
+                    last_done = tl
             S.m = m
             S.inflight = inflight
             S.mshr_hits += hits
