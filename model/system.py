@@ -237,14 +237,19 @@ class HbfSystem:
         return nxt
 
     def _run_fused(self, until: int | None) -> int:
-        """The single-stack run loop with the per-request hot paths inlined.
+        """The single-stack run loop with the per-request and per-page hot paths inlined.
 
-        Same phases, same order and same effects as :meth:`_run_reference`. The response
-        handshakes of a read entry, the dispatch of a read that merges into an MSHR and the
-        ingress accept run once per request and are written out here, on local copies of
-        the controller state (the map register, the admission count, the chosen entry's
-        head and link credit), which are written back before any controller method that
-        reads them runs and when the loop stops. Every other phase calls the controller.
+        Same phases, same order and same effects as :meth:`_run_reference` (event for
+        event, cycle for cycle: tests/model/test_engines.py). Written out here: the drain of
+        the chosen response entry, the MSHR merge and allocation of a read, the merge of a
+        write into an OPEN entry, the ingress accept, the enqueue of ready MSHR entries, the
+        issue without a stack-wide cap or write-drain window, and a single READ completion.
+        They work on local copies of the controller state (the map register, the admission
+        count, the chosen entry's head and link credit, two counters), which are written
+        back before any controller method that reads them and when the loop stops. Issue,
+        enqueue, write-buffer triggers and completions are only looked at from the tick
+        ``hz`` on (the next cycle in which one of them can act). Every other case calls
+        the controller's method (docs/benchmarks.md).
         """
         S = self.stacks[0]
         ingress = self.ingress
