@@ -252,6 +252,10 @@ class HbfSystem:
         the controller's method (docs/benchmarks.md).
         """
         S = self.stacks[0]
+        if S.m is not None and S.m.t_accept >= self.t:
+            # M was filled in this very cycle (a caller moved t back): the loop below
+            # dispatches M in every cycle it runs, so leave this call to the reference loop
+            return self._run_reference(until)
         ingress = self.ingress
         mshr_open = S.mshr_open
         wb_page = S.wb_page
@@ -302,6 +306,7 @@ class HbfSystem:
         stop = until if until is not None else NEVER
         t = self.t
         steps = 0
+        t0 = t                  # first cycle of the current run of evaluated cycles
         nd = 0                  # responses not yet added to self.n_done
         last_done = -1
         m = S.m
@@ -317,30 +322,37 @@ class HbfSystem:
         ccache = False
         clat = lat_r
         freed = None
+        # Without a response callback or a stop tick nobody looks at a request before the
+        # loop ends, so an entry's responses can be written when it is chosen (bulk).
+        bulk = plain and user_cb is None and until is None
+        cleft = 0
+        # with no response callback nothing submits while the loop runs
+        lastarr = self.last_arrival if user_cb is None else NEVER
         hz = t                  # look at every phase in the first cycle
         gend = False            # a controller path may have queued entry frees
         hits = 0                # MSHR hits not yet added to S.mshr_hits
         try:
             while True:
-                if t > stop:
+                # ev: issue, enqueue, write-buffer triggers or completions may act (hz <= t);
+                # hz never passes stop + 1
+                ev = t >= hz
+                if ev and t > stop:
+                    steps += t - t0
+                    t0 = t
                     break
-                steps += 1
-                busy = False
-                released = False
+                busy = released = False
                 # (a) response (§8); the admission slot is released after ingress (§4.1)
-                if cw is None and plain and S.blocked_since < 0:
-                    if cur is None and (ret_r or ret_w):
+                if not cleft and cw is None and plain and S.blocked_since < 0 \
+                        and (cur is not None or ret_r or ret_w):
+                    if cur is None:
                         # the arbiter's choice: lowest MSHR entry, then lowest write entry
                         cur = S.cur = mshr[heappop(ret_r)] if ret_r else wb[heappop(ret_w)]
                     if cur is not None:
-                        cw = cur.waiters
                         chead = cur.head
-                        cn = len(cw)
                         cch = cur.ch
                         c = credit[cch] + gain * (t - credit_t[cch])
                         if c > cap:
                             c = cap
-                        tl = -1
                         cflags = cur.flags
                         ckind = cur.kind
                         if ckind == 0:
@@ -353,7 +365,77 @@ class HbfSystem:
                             clat = lat_w
                         cinfo = (cur.tq, cur.ti, cur.tc, cur.depth)
                         S.credit_wait = None
-                if cw is not None:
+                        if bulk:
+                            # The entry responds one waiter per cycle from t on for as long
+                            # as the link credit lasts, and nothing else touches it or its
+                            # channel's credit meanwhile: write those responses now. The
+                            # cycles only release the admission slots (cleft counts them).
+                            ws = cur.waiters
+                            cn = len(ws)
+                            tk = t
+                            if ckind == 0:
+                                for req in ws[chead:] if chead else ws:
+                                    cost = req.nbytes * khz
+                                    if c < cost:
+                                        break
+                                    c += gain - cost
+                                    if c > cap:
+                                        c = cap
+                                    req.t_done = tk
+                                    req.entry_info = cinfo
+                                    lat_r.append(tk - req.arrival)
+                                    if not req.mshr_hit:
+                                        lat_first.append(tk - req.arrival)
+                                    tk += 1
+                            else:
+                                for req in ws[chead:] if chead else ws:
+                                    cost = req.nbytes * khz
+                                    if c < cost:
+                                        break
+                                    c += gain - cost
+                                    if c > cap:
+                                        c = cap
+                                    req.t_done = tk
+                                    req.entry_info = cinfo
+                                    lat_w.append(tk - req.arrival)
+                                    tk += 1
+                            k = chead + tk - t
+                            if k > chead:
+                                if cflags or ccache or csnap is not None:
+                                    for req in ws[chead:k]:
+                                        if cflags:
+                                            req.buffer_hit = bool(cflags & 1)
+                                            req.error = bool(cflags & 2)
+                                        if ccache:
+                                            req.cache_hit = True
+                                        if csnap is not None:
+                                            req.data = csnap[req.off:req.off + req.nbytes]
+                                    if cflags & 2:
+                                        self.errors += k - chead
+                                credit[cch] = c
+                                credit_t[cch] = tk
+                                nd += k - chead
+                                cur.head = k
+                                cleft = k - chead
+                        else:
+                            cw = cur.waiters
+                            cn = len(cw)
+                            tl = -1
+                if cleft:
+                    # a response written at the entry's choice: release its admission slot
+                    cleft -= 1
+                    released = busy = True
+                    if not cleft:
+                        last_done = t
+                        if cur.head == cn:
+                            if ckind == 0:
+                                freed = cur
+                            else:
+                                S._free_w.append(cur)
+                            gend = True
+                            cur = S.cur = None
+                        # else out of credit: the next cycle stalls through the controller
+                elif cw is not None:
                     req = cw[chead]
                     cost = req.nbytes * khz
                     if c >= cost:
@@ -387,7 +469,7 @@ class HbfSystem:
                                 freed = cur
                             else:
                                 S._free_w.append(cur)
-                                gend = True
+                            gend = True
                             cur = S.cur = cw = None
                         if user_cb is not None:
                             self.n_done += nd
@@ -407,20 +489,20 @@ class HbfSystem:
                         gend = True
                         cur = S.cur
                 elif cur is not None or ret_r or ret_w:
+                    # the controller's path: not plain, a credit stall, or a closed loop
                     if respond_one(t):
                         busy = released = True
                         S._released = 0
                     gend = True
                     cur = S.cur
-                if t >= hz:
+                if ev:
                     # (b) issue (§7). Written out: a channel leaves issue_check as soon as it
                     # has no candidate left (empty queue or no free active slot), and a
                     # completion only puts it back when its queue holds an operation, so
                     # issue() is not called for cycles in which it would pick nothing.
                     if issue_check:
                         if simple_issue:
-                            for ch in (tuple(issue_check) if len(issue_check) > 1
-                                       else (next(iter(issue_check)),)):
+                            for ch in tuple(issue_check):
                                 if active[ch] >= active_cap:
                                     issue_check.discard(ch)
                                     continue
@@ -473,8 +555,7 @@ class HbfSystem:
                                 heappush(enq_ready[e.ch], idx)
                                 enq_chans.add(e.ch)
                         if enq_chans:
-                            for ch in (sorted(enq_chans) if len(enq_chans) > 1
-                                       else (next(iter(enq_chans)),)):
+                            for ch in sorted(enq_chans):
                                 qc = queue[ch]
                                 if len(qc) + (1 if issued_at[ch] == t else 0) >= qdepth:
                                     continue
@@ -491,12 +572,11 @@ class HbfSystem:
                                 busy = True
                 # (d) dispatch from M (§4.2): a read that merges or allocates an MSHR entry and
                 # a write that merges into an OPEN entry are written out
-                if m is not None and m.t_accept < t:
+                if m is not None:
                     q = m.q
-                    generic = False
                     if m.op == "R":
                         if wb_page and q in wb_page:
-                            generic = True      # read-after-write: stall (and flush)
+                            pass                # read-after-write: stall (and flush)
                         elif merge and (e := mshr_open.get(q)) is not None:
                             m.t_map = t
                             m.mshr_hit = True
@@ -509,6 +589,8 @@ class HbfSystem:
                                 heappush(enq_wait, (t + 1, e.idx))
                                 if hz > t + 1:
                                     hz = t + 1
+                            m = None
+                            busy = True
                         elif no_cache and mshr_free:
                             # a read that allocates an MSHR entry (§4.2 step 3)
                             m.t_map = t
@@ -541,8 +623,8 @@ class HbfSystem:
                                 heappush(enq_wait, (e.ready_at, e.idx))
                                 if hz > e.ready_at:
                                     hz = e.ready_at
-                        else:
-                            generic = True
+                            m = None
+                            busy = True
                     elif (e := wb_open.get(q)) is not None:
                         # a write into its page's OPEN entry (§4.2 write step 1)
                         m.t_map = t
@@ -559,9 +641,9 @@ class HbfSystem:
                             S.full_pending.append(e)
                             if hz > t + 1:
                                 hz = t + 1
-                    else:
-                        generic = True
-                    if generic:
+                        m = None
+                        busy = True
+                    if m is not None:
                         # the controller may hand the write-buffer triggers work in this
                         # cycle (raw, pressure) or queue timers: look at every phase now
                         S.m = m
@@ -569,24 +651,25 @@ class HbfSystem:
                             busy = True
                         m = S.m
                         hz = t
-                    else:
-                        m = None
+                        ev = True
+                # (e) ingress (§4.1); arrivals never go backwards, so from the last one's
+                # tick on every queued request has arrived
+                if m is None:
+                    if inflight < admission and ingress \
+                            and (t >= lastarr or ingress[0].arrival <= t):
+                        m = ingress.popleft()
+                        m.t_accept = t
+                        m.depth = inflight
+                        inflight += 1
                         busy = True
-                # (e) ingress (§4.1)
-                if m is None and inflight < admission and ingress \
-                        and ingress[0].arrival <= t:
-                    m = ingress.popleft()
-                    m.t_accept = t
-                    m.depth = inflight
-                    inflight += 1
-                    busy = True
+                    elif drain_at is None and not ingress and self.inputs_done:
+                        # drain from the cycle after the last request left M (W2, §1)
+                        drain_at = self.drain_at = t + 1
+                        if wb_open and hz > drain_at:
+                            hz = drain_at
                 if released:
                     inflight -= 1
-                if drain_at is None and m is None and not ingress and self.inputs_done:
-                    drain_at = self.drain_at = t + 1
-                    if wb_open and hz > drain_at:
-                        hz = drain_at
-                if t >= hz:
+                if ev:
                     # (f)(g) write-buffer triggers, media completions, end of cycle
                     # (an entry in full_pending, raw_now or pressure_now is not FREE: wb_used > 0)
                     if (S.wb_used or wb_deadlines) and (
@@ -596,11 +679,10 @@ class HbfSystem:
                             and wb_triggers(t, drain_at is not None and t >= drain_at):
                         busy = True
                     if due and due[0][0] <= t:
-                        n = len(due)
-                        if (n == 1 or due[1][0] > t and (n == 2 or due[2][0] > t)) \
-                                and not due[0][3] & 1 and no_cache:
+                        item = heappop(due)
+                        if (not due or due[0][0] > t) and not item[3] & 1 and no_cache:
                             # one READ completion due (§1 media promise, §4.3)
-                            _, ch, sub, tag, flags = heappop(due)
+                            _, ch, sub, tag, flags = item
                             busy_subs[ch].discard(sub)
                             active[ch] -= 1
                             S.active_sum -= 1
@@ -621,16 +703,19 @@ class HbfSystem:
                                 del mshr_pend[q]
                             heappush(ret_r, e.idx)
                             busy = True
-                        elif complete(t):
-                            busy = True
+                        else:
+                            heappush(due, item)
+                            if complete(t):
+                                busy = True
                     elif cache_due and cache_due[0][0] <= t and complete(t):
                         busy = True
                     # the next cycle in which issue, enqueue, the write-buffer triggers or a
                     # completion can act; until then they are skipped (each path of (a), (d)
                     # and (e) that hands them work lowers hz)
-                    if issue_check or enq_chans or drain_policy or S.wb_flush \
-                            or S.full_pending or S.raw_now is not None \
-                            or S.pressure_now is not None:
+                    # (FLUSH, full, raw and pressure entries are not FREE: wb_used > 0)
+                    if issue_check or enq_chans or drain_policy or S.wb_used and (
+                            S.wb_flush or S.full_pending or S.raw_now is not None
+                            or S.pressure_now is not None):
                         hz = t + 1
                     else:
                         hz = NEVER
@@ -644,18 +729,22 @@ class HbfSystem:
                             hz = wb_deadlines[0][0]
                         if drain_at is not None and wb_open and drain_at < hz:
                             hz = drain_at
-                if freed is not None:
-                    freed.state = FREE
-                    freed.waiters = None
-                    heappush(mshr_free, freed.idx)
-                    freed = None
+                        if hz > stop:
+                            hz = stop + 1
                 if gend:
+                    # entry frees of this cycle (end of cycle, §4.3)
                     gend = False
+                    if freed is not None:
+                        freed.state = FREE
+                        freed.waiters = None
+                        heappush(mshr_free, freed.idx)
+                        freed = None
                     if S._free_r or S._free_w:
                         end_cycle()
                 if busy:
                     t += 1
                     continue
+                steps += t - t0 + 1     # the cycles t0 .. t were evaluated (C3)
                 S.m = m
                 S.inflight = inflight
                 self.n_done += nd
@@ -666,7 +755,7 @@ class HbfSystem:
                 if nxt > stop:
                     t = until + 1
                     break
-                t = nxt
+                t = t0 = nxt
         finally:
             if cw is not None:
                 cur.head = chead
