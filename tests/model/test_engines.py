@@ -12,7 +12,7 @@ from hbfsim.model.controller import Request
 from hbfsim.model.requests import default_workload
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.gpu import ClosedLoop
-from hbfsim.model.system import HbfSystem
+from hbfsim.model.system import DeadlockError, HbfSystem
 
 from .test_gpu import mixed_program, small_cfg
 
@@ -245,3 +245,28 @@ def test_gpu_closed_loop_identical(seed):
         s = collect_stats(loop.system)
         out.append((res.records, res.span_ticks, s, loop.system.steps))
     assert out[0] == out[1]
+
+
+def test_rewound_onto_the_cycle_that_filled_m():
+    """A driver that moves t back onto the cycle in which M was filled (the fused loop hands
+    that call to the reference loop) sees the same run."""
+    cfg = load_config(channels=2, subarrays_per_channel=2)
+
+    def go(engine):
+        system = HbfSystem(cfg, keep=False)
+        system.engine = engine
+        reqs = [Request(i, "R", cfg.base_address + (i % 2) * PAGE_BYTES, 32, 0, 0)
+                for i in range(4)]
+        for r in reqs:
+            system.submit(r)
+        system.close_input()
+        system.run(0)           # accepts request 0 in cycle 0: M holds it
+        assert system.stacks[0].m is reqs[0]
+        system.t = 0
+        try:
+            system.run()
+        except DeadlockError as e:     # M cannot leave in the cycle it was filled in
+            return str(e), system.steps
+        return [tuple(getattr(r, f) for f in FIELDS) for r in reqs], system.steps
+
+    assert go("reference") == go("fused")
