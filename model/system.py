@@ -326,6 +326,7 @@ class HbfSystem:
         # loop ends, so an entry's responses can be written when it is chosen (bulk).
         bulk = plain and user_cb is None and until is None
         cleft = 0
+        released = False        # a response of this cycle went the per-cycle way
         # with no response callback nothing submits while the loop runs
         lastarr = self.last_arrival if user_cb is None else NEVER
         hz = t                  # look at every phase in the first cycle
@@ -340,7 +341,7 @@ class HbfSystem:
                     steps += t - t0
                     t0 = t
                     break
-                busy = released = False
+                busy = False
                 # (a) response (§8); the admission slot is released after ingress (§4.1)
                 if not cleft and cw is None and plain and S.blocked_since < 0 \
                         and (cur is not None or ret_r or ret_w):
@@ -422,19 +423,7 @@ class HbfSystem:
                             cn = len(cw)
                             tl = -1
                 if cleft:
-                    # a response written at the entry's choice: release its admission slot
-                    cleft -= 1
-                    released = busy = True
-                    if not cleft:
-                        last_done = t
-                        if cur.head == cn:
-                            if ckind == 0:
-                                freed = cur
-                            else:
-                                S._free_w.append(cur)
-                            gend = True
-                            cur = S.cur = None
-                        # else out of credit: the next cycle stalls through the controller
+                    pass    # a response written at the entry's choice: released after (e)
                 elif cw is not None:
                     req = cw[chead]
                     cost = req.nbytes * khz
@@ -667,8 +656,24 @@ class HbfSystem:
                         drain_at = self.drain_at = t + 1
                         if wb_open and hz > drain_at:
                             hz = drain_at
-                if released:
+                if cleft:
+                    # the admission slot of a response written at the entry's choice
                     inflight -= 1
+                    busy = True
+                    cleft -= 1
+                    if not cleft:
+                        last_done = t
+                        if cur.head == cn:
+                            if ckind == 0:
+                                freed = cur
+                            else:
+                                S._free_w.append(cur)
+                            gend = True
+                            cur = S.cur = None
+                        # else out of credit: the next cycle stalls through the controller
+                elif released:
+                    inflight -= 1
+                    released = False
                 if ev:
                     # (f)(g) write-buffer triggers, media completions, end of cycle
                     # (an entry in full_pending, raw_now or pressure_now is not FREE: wb_used > 0)
