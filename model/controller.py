@@ -113,7 +113,9 @@ class StackController:
         self.mshr_open: dict[int, _Entry] = {}      # page -> mergeable entry
         self.mshr_pend: dict[int, int] = {}         # page -> entries before completion
         self.merge = cfg.mshr_merge
-        self.enq_wait: list[tuple[int, int]] = []   # (ready_at, idx) of WAIT entries
+        # (ready_at, idx, alloc) of WAIT entries; alloc tells a record of the entry's current
+        # allocation from one an earlier allocation left behind (same idx, maybe same tick)
+        self.enq_wait: list[tuple[int, int, int]] = []
         self.enq_ready: list[list[int]] = [[] for _ in range(C)]  # per channel idx heaps
         self.enq_chans: set[int] = set()             # channels with a ready MSHR entry
         self.demand = cfg.read_mode == "demand"
@@ -340,9 +342,9 @@ class StackController:
             return False
         changed = False
         while ew and ew[0][0] <= t:
-            ready_at, idx = heapq.heappop(ew)
+            ready_at, idx, alloc = heapq.heappop(ew)
             e = self.mshr[idx]
-            if e.state == WAIT and e.ready_at == ready_at:
+            if e.state == WAIT and e.ready_at == ready_at and e.alloc == alloc:
                 heapq.heappush(self.enq_ready[e.ch], idx)
                 self.enq_chans.add(e.ch)
         # FLUSH entries: strict errors (§4.4) and flush eligibility.
@@ -420,7 +422,7 @@ class StackController:
                 if e.state == WAIT and not self.demand and e.bytes >= self.agg_thr \
                         and e.ready_at > t + 1:
                     e.ready_at = t + 1
-                    heapq.heappush(self.enq_wait, (t + 1, e.idx))
+                    heapq.heappush(self.enq_wait, (t + 1, e.idx, e.alloc))
             else:
                 if not self.mshr_free:
                     return False
@@ -451,7 +453,7 @@ class StackController:
                         e.ready_at = t + 1
                     else:
                         e.ready_at = t + self.agg_window
-                    heapq.heappush(self.enq_wait, (e.ready_at, e.idx))
+                    heapq.heappush(self.enq_wait, (e.ready_at, e.idx, e.alloc))
         else:
             e = self.wb_open.get(q)
             if e is None:

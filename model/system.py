@@ -538,9 +538,10 @@ class HbfSystem:
                             busy = True
                     elif enq_chans or enq_wait and enq_wait[0][0] <= t:
                         while enq_wait and enq_wait[0][0] <= t:
-                            ready_at, idx = heappop(enq_wait)
+                            ready_at, idx, alloc = heappop(enq_wait)
                             e = mshr[idx]
-                            if e.state == WAIT and e.ready_at == ready_at:
+                            if e.state == WAIT and e.ready_at == ready_at \
+                                    and e.alloc == alloc:
                                 heappush(enq_ready[e.ch], idx)
                                 enq_chans.add(e.ch)
                         if enq_chans:
@@ -575,7 +576,7 @@ class HbfSystem:
                             if not demand and e.state == WAIT and e.bytes >= agg_thr \
                                     and e.ready_at > t + 1:
                                 e.ready_at = t + 1
-                                heappush(enq_wait, (t + 1, e.idx))
+                                heappush(enq_wait, (t + 1, e.idx, e.alloc))
                                 if hz > t + 1:
                                     hz = t + 1
                             m = None
@@ -609,7 +610,7 @@ class HbfSystem:
                                     hz = t + 1
                             else:
                                 e.ready_at = t + agg_window
-                                heappush(enq_wait, (e.ready_at, e.idx))
+                                heappush(enq_wait, (e.ready_at, e.idx, e.alloc))
                                 if hz > e.ready_at:
                                     hz = e.ready_at
                             m = None
