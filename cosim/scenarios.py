@@ -207,10 +207,12 @@ def mix_on(rtl: str, tag: str, resp_ready: float, sector_bytes: int = 1, **load)
                         seed=seed, sector_bytes=sector_bytes,
                         expect={"responses": n, "answered_once": 1})
     make_one.__doc__ = (f"Seeded random traffic on RTL set {rtl!r}, resp.ready high with "
-                        f"probability {resp_ready}"
-                        + (f", {sector_bytes}-byte write coverage." if sector_bytes > 1
-                           else "."))
+                        f"probability {resp_ready}{_coverage_note(sector_bytes)}")
     return make_one
+
+
+def _coverage_note(sector_bytes: int) -> str:
+    return f", {sector_bytes}-byte write coverage." if sector_bytes > 1 else "."
 
 
 # ---- the closed-loop GPU model on the RTL (issue 4 item 1) --------------------------------
@@ -278,8 +280,7 @@ def gpu_mix_on(rtl: str, tag: str, resp_ready: float, sector_bytes: int = 1, **l
                                      expect={"responses": n, "answered_once": 1})
     make_one.__doc__ = (f"A seeded random closed-loop GPU program on RTL set {rtl!r}, "
                         f"resp.ready high with probability {resp_ready}"
-                        + (f", {sector_bytes}-byte write coverage." if sector_bytes > 1
-                           else "."))
+                        f"{_coverage_note(sector_bytes)}")
     return make_one
 
 
