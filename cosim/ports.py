@@ -111,7 +111,7 @@ def port_names(cfg: HbfConfig) -> list[str]:
     """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``); with
     several stacks also the system layer's observability outputs ``rr`` and ``offers``."""
     names = ["clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
-             "resp__ready", "resp__payload", "drain", "m_valid"]
+             "resp__ready", "resp__payload", "drain", "m_valid", "flushes"]
     if cfg.stacks > 1:
         names += ["rr", "offers"]
     for c in range(media_ports(cfg)):
@@ -144,6 +144,15 @@ class Codecs:
         self.resp = StructCodec(resp_layout(w))
         self.cmd = StructCodec(cmd_layout(w))
         self.cpl = StructCodec(cpl_layout(w))
+
+    @staticmethod
+    def flush_counts(value: int) -> list[int]:
+        """The ``flushes`` port's counters (full, raw, pressure, deadline, drain)."""
+        from hbfsim.rtl.write_buffer import flushes_layout
+
+        layout = flushes_layout()
+        w = Shape.cast(layout.elem_shape).width
+        return [(value >> (w * k)) & ((1 << w) - 1) for k in range(layout.length)]
 
 
 class Port:
@@ -218,6 +227,7 @@ class ControllerPorts(Codecs):
         self.resp_valid, self.resp_ready, self.resp_payload = (
             g("resp__valid"), g("resp__ready"), g("resp__payload"))
         self.drain, self.m_valid = g("drain"), g("m_valid")
+        self.flushes = g("flushes")
         self.cmds = [g(f"cmd__{c}") for c in range(media_ports(cfg))]
         self.cpls = [g(f"cpl__{c}") for c in range(media_ports(cfg))]
         for port, codec in ([(self.req_payload, self.req), (self.resp_payload, self.resp)]

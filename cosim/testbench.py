@@ -339,7 +339,7 @@ class Testbench:
         golden_trace = self.out / f"{self.stem}.golden.csv"
         rtl_trace = self.out / f"{self.stem}.rtl.csv"
         t0 = time.perf_counter()
-        expected, _ = run_golden(sc, golden_trace)
+        expected, golden_system = run_golden(sc, golden_trace)
         golden_s = time.perf_counter() - t0
         result = {"name": sc.name, "passed": False, "events_compared": 0,
                   "expected_events": expected.count(), "mismatches": 0, "diff": "",
@@ -378,10 +378,24 @@ class Testbench:
                 f"events agree but the hbf-trace-v1 files differ at line {k + 1}:\n"
                 f"  golden: {a[k] if k < len(a) else '(end of file)'}\n"
                 f"  RTL:    {b[k] if k < len(b) else '(end of file)'}"))
+        self._check_flushes(golden_system, result)
         if self.gpu is not None:
             self._check_gpu(expected, result)
         result["passed"] = result["mismatches"] == 0
         return result
+
+    def _check_flushes(self, golden_system, result: dict) -> None:
+        """Statistics the ports do not show (§5): the write buffer's flush counters per
+        cause, read from the RTL's ``flushes`` port after the last event, must equal the
+        golden model's (``flush_full`` ... ``flush_drain``)."""
+        names = ("full", "raw", "pressure", "deadline", "drain")
+        rtl = ControllerPorts.flush_counts(self.ports.flushes.read())
+        gold = [golden_system.stats[f"flush_{c}"] for c in names]
+        result["flushes"] = {"golden": dict(zip(names, gold)), "rtl": dict(zip(names, rtl))}
+        if not result["mismatches"] and rtl != gold:
+            result.update(mismatches=1, diff=(
+                "events agree but the write buffer's flush counters differ (full, raw, "
+                f"pressure, deadline, drain):\n  golden: {gold}\n  RTL:    {rtl}"))
 
     def _check_gpu(self, expected, result: dict) -> None:
         """The GPU run against the RTL must end like the golden closed loop: every kernel

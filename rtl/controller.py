@@ -23,7 +23,7 @@ from hbfsim.rtl.mapper import Mapper
 from hbfsim.rtl.mshr import Mshr
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
-from hbfsim.rtl.write_buffer import WriteBuffer
+from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
 
 
 def check_supported(cfg: HbfConfig) -> None:
@@ -79,6 +79,9 @@ class Controller(wiring.Component):
     m_valid : ``Out(1)``
         M holds a request (observability: the co-simulation raises ``drain`` from the cycle
         after the last request left M, as the golden run does).
+    flushes : ``Out(ArrayLayout(unsigned(32), 5))``
+        Statistics (§5): write-buffer entries flushed so far per cause (full, raw, pressure,
+        deadline, drain), :attr:`WriteBuffer.flushes <hbfsim.rtl.write_buffer.WriteBuffer>`.
 
     Raises
     ------
@@ -110,6 +113,7 @@ class Controller(wiring.Component):
             "cpl": In(cpl_layout(w)).array(c),
             "drain": In(1),
             "m_valid": Out(1),
+            "flushes": Out(flushes_layout()),
         })
 
     @property
@@ -146,6 +150,7 @@ class Controller(wiring.Component):
         is_write = m_valid & (m_op == ReqOp.WRITE)
 
         m.d.comb += [
+            self.flushes.eq(wb.flushes),
             wb.probe.valid.eq(is_read),
             wb.probe.page.eq(m_page),
             mshr.disp.valid.eq(is_read & ~wb.probe_block),

@@ -20,6 +20,7 @@ from hbfsim.rtl.controller import Controller, check_supported
 from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, resp_layout,
                                 system_req_layout)
 from hbfsim.rtl.logic import divmod_const, lowest_set, named, select
+from hbfsim.rtl.write_buffer import flushes_layout
 
 
 def stack_config(cfg: HbfConfig) -> HbfConfig:
@@ -98,6 +99,9 @@ class System(wiring.Component):
     offers : ``Out(stacks)``
         Bit ``s``: stack ``s`` offers a response in this cycle (observability: the stacks
         compete for the port when more than one bit is set).
+    flushes : ``Out(ArrayLayout(unsigned(32), 5))``
+        Statistics (§5): the stacks' write-buffer flush counters summed per cause, as the
+        golden model's system-wide ``flush_<cause>`` counters.
 
     Raises
     ------
@@ -132,6 +136,7 @@ class System(wiring.Component):
             "m_valid": Out(1),
             "rr": Out(range(cfg.stacks)),
             "offers": Out(cfg.stacks),
+            "flushes": Out(flushes_layout()),
         })
 
     @property
@@ -217,6 +222,8 @@ class System(wiring.Component):
         for ctl in stacks:
             m_any = m_any | ctl.m_valid
         m.d.comb += self.m_valid.eq(m_any)
+        for k in range(len(self.flushes)):
+            m.d.comb += self.flushes[k].eq(sum(ctl.flushes[k] for ctl in stacks))
 
         if self._checks:
             m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")

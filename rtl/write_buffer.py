@@ -43,6 +43,16 @@ class FlushCause(enum.Enum, shape=3):
     DRAIN = 5
 
 
+#: The flush causes in priority order, as counted by ``WriteBuffer.flushes``.
+FLUSH_CAUSES = (FlushCause.FULL, FlushCause.RAW, FlushCause.PRESSURE, FlushCause.DEADLINE,
+                FlushCause.DRAIN)
+
+
+def flushes_layout() -> data.ArrayLayout:
+    """Flush counters (§5 statistics): one 32-bit count per cause of :data:`FLUSH_CAUSES`."""
+    return data.ArrayLayout(unsigned(32), len(FLUSH_CAUSES))
+
+
 def wdisp_layout(w: Widths) -> data.StructLayout:
     """A write dispatched from the map register M (contract §4.2)."""
     return data.StructLayout({
@@ -113,6 +123,10 @@ class WriteBuffer(wiring.Component):
         Some entry is QUEUED, i.e. a PROGRAM waits in a channel queue (§7).
     cause : ``Out(ArrayLayout(FlushCause, write_buffer_entries))``
         The flush cause each entry recorded (statistics, §5).
+    flushes : ``Out(ArrayLayout(unsigned(32), 5))``
+        Statistics (§5): entries that left OPEN so far, per cause ``FULL``, ``RAW``,
+        ``PRESSURE``, ``DEADLINE``, ``DRAIN`` (index = cause - 1); 32-bit, wrapping. The
+        golden model's ``flush_<cause>`` counters.
 
     Raises
     ------
@@ -152,6 +166,7 @@ class WriteBuffer(wiring.Component):
             "occupied": Out(range(m + 1)),
             "programs_queued": Out(1),
             "cause": Out(data.ArrayLayout(FlushCause, m)),
+            "flushes": Out(flushes_layout()),
         })
 
     @property
@@ -267,6 +282,7 @@ class WriteBuffer(wiring.Component):
             m.d.comb += self.cause[i].eq(cause[i])
 
         # ---- per-entry next state ----
+        leaving = {why: [] for why in FLUSH_CAUSES}
         alloc_onehot = Cat(*[free_index == j for j in range(n)])
         for i in range(n):
             allocated_here = allocate & (free_index == i)
@@ -294,6 +310,10 @@ class WriteBuffer(wiring.Component):
             victim, causes = triggers[i]
             with m.If(victim):
                 m.d.sync += pressure[i].eq(1)
+            earlier = Const(0)
+            for cond, why in causes:   # the cause this entry leaves OPEN with, if any
+                leaving[why].append(is_open[i] & cond & ~earlier)
+                earlier = earlier | cond
             with m.If(is_open[i]):
                 for k, (cond, why) in enumerate(causes):
                     with (m.If if k == 0 else m.Elif)(cond):
@@ -312,6 +332,12 @@ class WriteBuffer(wiring.Component):
                     m.d.sync += state[i].eq(WbState.FREE)
                 with m.Else():
                     m.d.sync += head[i].eq(link_rd.data)
+
+        # ---- statistics (§5): per cause, the entries leaving OPEN in this cycle ----
+        for k, why in enumerate(FLUSH_CAUSES):
+            count = Signal(32, name=f"flushes_{why.name.lower()}")
+            m.d.sync += count.eq(count + tree_sum(leaving[why]))
+            m.d.comb += self.flushes[k].eq(count)
 
         if self._checks:
             self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,

@@ -236,13 +236,17 @@ def workload(seed, n, *, pages, reads=1.0, gap=3, sizes=(32, 128, 512, 4096)):
                               sizes=sizes)
 
 
-def run_model(cfg, reqs, resp_ready=None):
+FLUSH_STATS = ("flush_full", "flush_raw", "flush_pressure", "flush_deadline", "flush_drain")
+
+
+def run_model(cfg, reqs, resp_ready=None, probe=None):
     """Golden run of ``reqs`` (op, logical page, offset, bytes, arrival).
 
     Returns ``({id: (accept, done, mshr_hit, buffer_hit, error)}, commands)``; a command is
     ``(tick, global channel, subarray, op, channel-local page, tag)`` with the global channel
     ``stack * channels + channel`` (as the trace numbers them). ``resp_ready`` is the
-    consumer's ``f(tick) -> bool`` (``HbfSystem.resp_ready``; None: always high).
+    consumer's ``f(tick) -> bool`` (``HbfSystem.resp_ready``; None: always high). ``probe``
+    (a dict) receives ``flushes``: the model's flush counters per cause (§5).
     """
     system = HbfSystem(cfg)
     system.resp_ready = resp_ready
@@ -259,6 +263,8 @@ def run_model(cfg, reqs, resp_ready=None):
                          for i, (op, page, off, n, a) in enumerate(reqs)])
     out = {r.id: (r.t_accept, r.t_done, int(r.mshr_hit), int(r.buffer_hit), int(r.error))
            for r in system.completed}
+    if probe is not None:
+        probe["flushes"] = [system.stats[k] for k in FLUSH_STATS]
     return out, log
 
 
@@ -271,8 +277,10 @@ def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, 
     ``drain`` from the cycle after the last request left M (``m_valid`` low with nothing left
     to present), drives ``resp.ready = resp_ready(t)``, and delivers each media's completions
     after the cycle's commands are issued, as the golden run does. ``options`` go to the top
-    block (``sector_bytes``, ...); ``dut`` overrides it. For a ``System``, ``probe`` (a
-    dict) receives ``contended``: the cycles in which several stacks offered a response.
+    block (``sector_bytes``, ...); ``dut`` overrides it. ``probe`` (a dict) receives
+    ``flushes`` (the ``flushes`` counters after the last response, as :func:`run_model`'s)
+    and, for a ``System``, ``contended``: the cycles in which several stacks offered a
+    response.
     """
     dut = top(cfg, **options) if dut is None else dut
     chans = cfg.channels
@@ -292,6 +300,8 @@ def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, 
         k, last_accept, drain = 0, -1, 0
         for t in range(max_cycles):
             if len(done) == len(reqs):
+                if probe is not None:    # every flush precedes its writes' responses
+                    probe["flushes"] = [ctx.get(dut.flushes[i]) for i in range(len(FLUSH_STATS))]
                 return
             if offers is not None:
                 contended += ctx.get(offers).bit_count() > 1
@@ -332,7 +342,7 @@ def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, 
         raise AssertionError(f"not done after {max_cycles} cycles: {len(done)} of {len(reqs)}")
 
     simulate(dut, tb)
-    if probe is not None:
+    if probe is not None and offers is not None:
         probe["contended"] = contended
     return {i: (accepted[i],) + done[i] for i in done}, log
 

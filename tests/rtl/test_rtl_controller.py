@@ -45,9 +45,12 @@ def test_controller_matches_golden_model(name):
     cfg_kw, load_kw = CASES[name]
     cfg = small_config(**(FAST | cfg_kw))
     reqs = workload(len(name), 60, **load_kw)
-    model, model_cmds = run_model(cfg, reqs)
-    rtl, rtl_cmds = run_rtl(cfg, reqs)
+    want, got = {}, {}
+    model, model_cmds = run_model(cfg, reqs, probe=want)
+    rtl, rtl_cmds = run_rtl(cfg, reqs, probe=got)
     assert_same_run(reqs, rtl, model, rtl_cmds, model_cmds)
+    assert got["flushes"] == want["flushes"], "flush counters (full, raw, pressure, deadline, " \
+        "drain)"
 
 
 def test_isolated_read_takes_tR_plus_4():

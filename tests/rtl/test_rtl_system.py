@@ -73,10 +73,11 @@ def test_system_matches_golden_model(name):
     cfg = small_config(**(FAST | cfg_kw))
     reqs = workload(len(name), 60, **load) if isinstance(load, dict) else load
     reqs = spread(reqs, cfg)
-    model, model_cmds = run_model(cfg, reqs, resp_ready=ready)
-    probe = {}
+    want, probe = {}, {}
+    model, model_cmds = run_model(cfg, reqs, resp_ready=ready, probe=want)
     rtl, rtl_cmds = run_rtl(cfg, reqs, resp_ready=ready, probe=probe, **SECTOR)
     assert_same_run(reqs, rtl, model, rtl_cmds, model_cmds)
+    assert probe["flushes"] == want["flushes"]       # summed over the stacks
     # the workload did what it is for: every stack worked, and stacks met at the port
     assert {g // cfg.channels for _, g, *_ in model_cmds} == set(range(cfg.stacks))
     assert probe["contended"] > 0
