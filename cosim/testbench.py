@@ -96,7 +96,6 @@ class RequestDriver:
         self.gpu = gpu
         self.mapper = mapper
         self.base = mapper.base
-        self.accepted = 0
         self.last = -1
 
     @property
@@ -134,7 +133,6 @@ class RequestDriver:
         the request accepted in cycle ``t``, if ``req.ready`` is high."""
         if not self.ready.read():
             return None
-        self.accepted += 1
         self.last = t
         return self.fifo.popleft()
 
@@ -249,7 +247,7 @@ class TraceRecorder:
         self.writer = TraceWriter(path, 1)
         self.inflight: dict[int, Request] = {}
         self.inside = [0] * cfg.stacks   # per stack: accepted and not yet answered
-        self.accepted = self.answered = 0
+        self.accepted = 0
 
     def accept(self, t: int, r: Request) -> None:
         """Request ``r`` was accepted in cycle ``t`` (call before this cycle's response:
@@ -273,7 +271,6 @@ class TraceRecorder:
         self.inside[r.stack] -= 1
         r.mshr_hit, r.buffer_hit, r.cache_hit, r.error = (bool(x) for x in ev[4:])
         self.writer.request(r, self.cfg)
-        self.answered += 1
         return r
 
     def close(self) -> None:
