@@ -1,0 +1,99 @@
+"""How long a memory tier takes to move bytes: the interface between device and serving level.
+
+The serving cost model (docs/serving.md) charges a transfer of ``B`` bytes on one stack
+``t(B) = latency + B / bandwidth``, with the pair chosen by the access pattern. A
+:class:`TierTiming` is either the source's Table 1 constants (002 §"Table 1") or the result
+of characterizing an ``HbfConfig`` with the golden model (``serve/characterize.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["TierTiming", "PATTERNS", "TABLE1_HBM", "TABLE1_HBF"]
+
+#: Access patterns the serving level distinguishes: ``stream`` (weights: long sequential
+#: runs read once per step) and ``kv`` (KV-cache blocks: scattered runs of one block each).
+PATTERNS = ("stream", "kv")
+
+
+@dataclass(frozen=True)
+class TierTiming:
+    """Per-stack timing of one memory tier.
+
+    Members
+    -------
+    name : str
+        What the figures describe (``"hbf-table1"``, ``"hbf-device:<hash>"``, ...).
+    read_bw, write_bw : float
+        Achieved bandwidth in bytes per second per stack (streaming reads; writes with
+        full-page programs).
+    read_latency_s, write_latency_s : float
+        Startup latency of one transfer, seconds.
+    kv_read_bw, kv_read_latency_s : float or None
+        The same for the ``kv`` pattern; ``None`` means the streaming figures.
+    write_amplification : float
+        Media bytes programmed per byte the host writes (>= 1: padding of partial pages,
+        erase-before-write); what the HBF lifetime estimate multiplies by.
+    source : str
+        Where the figures come from, one line (shown in summaries).
+    points : tuple
+        The measurements behind the figures (rows of dicts), empty for constants.
+    """
+
+    name: str
+    read_bw: float
+    read_latency_s: float
+    write_bw: float
+    write_latency_s: float
+    kv_read_bw: float | None = None
+    kv_read_latency_s: float | None = None
+    write_amplification: float = 1.0
+    source: str = ""
+    points: tuple = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        for k in ("read_bw", "write_bw", "read_latency_s", "write_latency_s",
+                  "kv_read_bw", "kv_read_latency_s", "write_amplification"):
+            v = getattr(self, k)
+            if v is None and k.startswith("kv_"):
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{self.name}: {k} must be a finite number, not {v!r}")
+            if k.endswith("_bw") and v <= 0:
+                raise ValueError(f"{self.name}: {k} must be positive, not {v!r}")
+            if v < 0:
+                raise ValueError(f"{self.name}: {k} must not be negative, not {v!r}")
+        if self.write_amplification < 1:
+            raise ValueError(f"{self.name}: write_amplification must be >= 1, "
+                             f"not {self.write_amplification!r}")
+
+    def read_seconds(self, nbytes: float, pattern: str = "stream") -> float:
+        """Seconds to read ``nbytes`` from one stack as one transfer of ``pattern``."""
+        if pattern not in PATTERNS:
+            raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+        if nbytes <= 0:
+            return 0.0
+        if pattern == "kv" and self.kv_read_bw is not None:
+            lat = self.read_latency_s if self.kv_read_latency_s is None else \
+                self.kv_read_latency_s
+            return lat + nbytes / self.kv_read_bw
+        return self.read_latency_s + nbytes / self.read_bw
+
+    def write_seconds(self, nbytes: float) -> float:
+        """Seconds to write ``nbytes`` to one stack as one transfer."""
+        if nbytes <= 0:
+            return 0.0
+        return self.write_latency_s + nbytes / self.write_bw
+
+
+# 002 Table 1 (per stack; decimal GB): HBM 1,000 GB/s read and write, 0.1 us startup.
+TABLE1_HBM = TierTiming("hbm-table1", read_bw=1000e9, read_latency_s=0.1e-6,
+                        write_bw=1000e9, write_latency_s=0.1e-6,
+                        source="002 Table 1 (HBM: 1,000 GB/s, 0.1 us)")
+# 002 Table 1: HBF 1,000 GB/s read, 8 GB/s write ("typical SSD write parameters"),
+# 20 us read / 250 us write startup.
+TABLE1_HBF = TierTiming("hbf-table1", read_bw=1000e9, read_latency_s=20e-6,
+                        write_bw=8e9, write_latency_s=250e-6,
+                        source="002 Table 1 (HBF: 1,000 / 8 GB/s, 20 / 250 us), constant")
