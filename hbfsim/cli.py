@@ -92,9 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
     from hbfsim import study
     from hbfsim.cosim import cli as cosim_cli
+    from hbfsim.serve import cli as serve_cli
 
     study.register(sub)
     cosim_cli.register(sub, _Parser)
+    serve_cli.register(sub)
     return ap
 
 

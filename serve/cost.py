@@ -1,0 +1,256 @@
+"""Time of one serving iteration: a roofline of every operator of every layer.
+
+One iteration (vLLM continuous batching) runs the model once over ``T`` query tokens: the
+decode tokens of running sequences plus prefill chunks. Per layer and per GPU of a replica
+(docs/serving.md, "Cost model", gives the equations):
+
+    t_op = max( FLOPs_op / (peak x compute_efficiency),  mem_op )
+    mem_op (shared sites) = max over tiers x of ( [B_x > 0] L_x + B_x / BW_x + W_x / WBW_x )
+    mem_op (h3)           = max( [B > 0] L_hbm + (B_hbm + B_hbf + W) / BW_hbm,  t_hbf )
+
+for the operators attention projections, attention over the KV cache, MLP (dense) or routed
+experts (MoE), plus the LM head once per iteration, TP all-reduces and EP all-to-alls over
+the interconnect, and a fixed per-iteration overhead. New KV written to HBF is programmed in
+the background: the iteration lasts ``max(sum of the above, L_w + W_hbf / WBW_hbf)``. ``B_x`` are bytes read from tier ``x``
+(weights from their placement, KV from where each sequence's blocks live), ``W_x`` bytes
+written (new KV), ``L_x`` the tier's startup latency, ``BW_x`` its aggregate bandwidth over
+the GPU's stacks. All inputs may be numpy arrays (one element per iteration), so a run of
+identical decode iterations is costed in one call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hbfsim.serve.hardware import Node
+from hbfsim.serve.models import ModelCosts
+
+__all__ = ["CostParams", "CostModel", "WEIGHT_PLACEMENTS"]
+
+#: Where weights live: all in HBM, all in HBF, or ``split`` (002 Table 6: selected routed
+#: experts in HBM, remaining experts in HBF, every other weight in HBM).
+WEIGHT_PLACEMENTS = ("hbm", "hbf", "split")
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """Named constants of the cost model (docs/serving.md lists each with its reason).
+
+    Members
+    -------
+    dtype : str
+        Arithmetic dtype whose peak applies (``"bf16"`` or ``"fp8"``).
+    compute_efficiency : float
+        Fraction of the dense peak a GEMM achieves (0.7: a typical large-GEMM efficiency
+        on H100; an assumption, not a figure of the source).
+    step_overhead_s : float
+        Fixed time per iteration (scheduler, kernel launches); 0 by default so that the
+        roofline is what is measured.
+    split_hbm_expert_fraction : float
+        ``split`` placement: fraction of each layer's routed experts kept in HBM.
+    """
+
+    dtype: str = "bf16"
+    compute_efficiency: float = 0.7
+    step_overhead_s: float = 0.0
+    split_hbm_expert_fraction: float = 0.5
+
+    def __post_init__(self):
+        if not (0 < self.compute_efficiency <= 1):
+            raise ValueError(f"compute_efficiency must be in (0, 1], "
+                             f"not {self.compute_efficiency!r}")
+        if not (math.isfinite(self.step_overhead_s) and self.step_overhead_s >= 0):
+            raise ValueError(f"step_overhead_s must be >= 0, not {self.step_overhead_s!r}")
+        if not (0 <= self.split_hbm_expert_fraction <= 1):
+            raise ValueError(f"split_hbm_expert_fraction must be in [0, 1], "
+                             f"not {self.split_hbm_expert_fraction!r}")
+
+
+class CostModel:
+    """Iteration time and per-iteration byte / operation counts for one replica.
+
+    Parameters
+    ----------
+    node : Node
+    model : ModelCosts
+    tp : int
+        Tensor-parallel degree (GPUs of one replica); weights and attention heads divide by
+        ``tp``, KV heads by ``min(tp, kv_heads)`` (replicated beyond).
+    ep : int
+        Expert-parallel degree for MoE layers (``1``: every GPU reads its share of every
+        touched expert through TP instead; defaults to ``tp`` for MoE models).
+    weights : str
+        One of :data:`WEIGHT_PLACEMENTS`.
+    params : CostParams
+    """
+
+    def __init__(self, node: Node, model: ModelCosts, tp: int = 1, ep: int | None = None,
+                 weights: str = "hbm", params: CostParams | None = None):
+        if weights not in WEIGHT_PLACEMENTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHT_PLACEMENTS)}, "
+                             f"not {weights!r}")
+        if tp < 1 or tp > node.gpus:
+            raise ValueError(f"tp must be in 1..{node.gpus} (the node's GPUs), not {tp!r}")
+        if node.gpus % tp:
+            raise ValueError(f"tp must divide the node's {node.gpus} GPUs, not {tp!r}")
+        ep = (tp if model.is_moe else 1) if ep is None else ep
+        if ep < 1 or ep > tp or tp % ep:
+            raise ValueError(f"ep must divide tp = {tp}, not {ep!r}")
+        if weights != "hbm" and node.hbf.stacks == 0:
+            raise ValueError(f"weights {weights!r} need HBF stacks; the node has none")
+        if weights == "split" and not model.is_moe:
+            raise ValueError("weights 'split' places routed experts; the model is dense")
+        self.node, self.model, self.tp, self.ep, self.weights = node, model, tp, ep, weights
+        self.params = p = params or CostParams()
+        self.flops = node.gpu.peak(p.dtype) * p.compute_efficiency
+        h, f = node.hbm, node.hbf
+        self.h3 = node.packaging == "h3"
+        self.bw_h, self.wbw_h, self.lat_h = h.read_bw, h.write_bw, h.timing.read_latency_s
+        self.wlat_h = h.timing.write_latency_s
+        self.has_hbf = f.stacks > 0
+        if self.has_hbf:
+            self.bw_f, self.lat_f = f.read_bw, f.timing.read_latency_s
+            self.kbw_f, self.klat_f = f.kv_read_bw, f.kv_read_latency_s
+            self.wbw_f, self.wlat_f = f.write_bw, f.timing.write_latency_s
+        else:
+            self.bw_f = self.kbw_f = self.wbw_f = 1.0
+            self.lat_f = self.klat_f = self.wlat_f = 0.0
+        m = model
+        self.kv_shards = max(1, min(tp, m.kv_heads))
+        #: KV bytes of one token of one layer on one GPU.
+        self.kv_layer_gpu = m.kv_bytes_per_token / m.layers / self.kv_shards
+        self.kv_token_gpu = m.kv_bytes_per_token / self.kv_shards
+        # Weight bytes per GPU by tier (index 0 HBM, 1 HBF).
+        wt = 1 if weights == "hbf" else 0
+        self.attn_w = self._split(m.attn_bytes / tp, wt)
+        self.mlp_w = self._split(m.mlp_bytes / tp, wt)
+        self.lm_w = self._split(m.lm_head_bytes / tp, wt)
+        self.moe_fixed_w = self._split(m.moe_fixed_bytes / tp, wt)
+        if weights == "split":
+            fh = p.split_hbm_expert_fraction
+            self.expert_frac = (fh, 1.0 - fh)
+        else:
+            self.expert_frac = (1.0, 0.0) if wt == 0 else (0.0, 1.0)
+        self.expert_gpu = m.expert_bytes / ep
+        self.act_bytes = m.hidden * m.dtype_bytes  # one token's activation vector
+
+    @staticmethod
+    def _split(b, tier):
+        return (b, 0.0) if tier == 0 else (0.0, b)
+
+    # ------------------------------------------------------------------ memory terms
+    def _mem(self, bh, bf, wh=0.0, wf=0.0, kv=False, hide_hbf_latency=False):
+        """Memory time of one operator; arrays or floats (docstring of the module)."""
+        lat_f = self.klat_f if kv else self.lat_f
+        bw_f = self.kbw_f if kv else self.bw_f
+        if hide_hbf_latency:
+            lat_f = 0.0
+        t_f = (bf > 0) * lat_f + bf / bw_f + (wf > 0) * self.wlat_f + wf / self.wbw_f
+        if self.h3:
+            link = ((bh + bf + wh + wf) > 0) * self.lat_h + (bh + bf) / self.bw_h \
+                + (wh + wf) / self.wbw_h
+            return np.maximum(link, t_f)
+        t_h = (bh > 0) * self.lat_h + bh / self.bw_h + (wh > 0) * self.wlat_h + wh / self.wbw_h
+        return np.maximum(t_h, t_f)
+
+    def allreduce_seconds(self, nbytes):
+        """Ring all-reduce of ``nbytes`` per GPU over ``tp`` GPUs: 2(p-1)/p B / bw + 2(p-1) L."""
+        p = self.tp
+        if p == 1:
+            return 0.0 * nbytes
+        ln = self.node.link
+        return (nbytes > 0) * 2 * (p - 1) * ln.latency_s + 2 * (p - 1) / p * nbytes / ln.bw
+
+    def alltoall_seconds(self, nbytes):
+        """One all-to-all of ``nbytes`` per GPU over ``ep`` GPUs: (p-1)/p B / bw + (p-1) L."""
+        p = self.ep
+        if p == 1:
+            return 0.0 * nbytes
+        ln = self.node.link
+        return (nbytes > 0) * (p - 1) * ln.latency_s + (p - 1) / p * nbytes / ln.bw
+
+    # ------------------------------------------------------------------ iteration
+    def iteration_seconds(self, tokens, pairs, kv_h, kv_f, new_h, new_f, logits):
+        """Seconds of iterations (all arguments broadcast together).
+
+        Parameters
+        ----------
+        tokens : query tokens of the iteration (decode tokens + prefill chunk tokens).
+        pairs : attention (query, context) pairs summed over sequences.
+        kv_h, kv_f : context tokens whose KV is read from HBM / HBF.
+        new_h, new_f : new tokens whose KV is written to HBM / HBF.
+        logits : tokens that go through the LM head (one per sequence that samples).
+        """
+        m, tp, F = self.model, self.tp, self.flops
+        kvl = self.kv_layer_gpu
+        hide = self.h3  # the H3 buffer hides HBF streaming startup after the first transfer
+        t_proj = np.maximum(tokens * m.attn_flops_per_token / tp / F,
+                            self._mem(*self.attn_w, hide_hbf_latency=hide))
+        t_att = np.maximum(pairs * m.pair_flops / tp / F,
+                           self._mem(kv_h * kvl, kv_f * kvl, new_h * kvl, kv=True))
+        ar = 2 * self.allreduce_seconds(tokens * self.act_bytes)  # after attention and MLP
+        total = m.layers * (t_proj + t_att + ar)
+        if m.dense_layers:
+            t_mlp = np.maximum(tokens * m.mlp_flops_per_token / tp / F,
+                               self._mem(*self.mlp_w, hide_hbf_latency=hide))
+            total = total + m.dense_layers * t_mlp
+        if m.moe_layers:
+            eb = m.experts_touched(tokens) * self.expert_gpu
+            fh, ff = self.expert_frac
+            t_moe = np.maximum(tokens * m.moe_flops_per_token / self.ep / F,
+                               self._mem(self.moe_fixed_w[0] + fh * eb,
+                                         self.moe_fixed_w[1] + ff * eb,
+                                         hide_hbf_latency=hide))
+            # Dispatch and combine: each token's activation to its k experts and back.
+            a2a = 2 * self.alltoall_seconds(tokens * m.active_experts * self.act_bytes / tp)
+            total = total + m.moe_layers * (t_moe + a2a)
+        t_lm = np.maximum(logits * 2.0 * m.lm_head_bytes / m.dtype_bytes / tp / F,
+                          self._mem(*self.lm_w, hide_hbf_latency=hide))
+        total = total + t_lm
+        if hide and self.has_hbf:
+            # The first streaming HBF transfer of the iteration is not hidden.
+            any_hbf_stream = (self.attn_w[1] + self.mlp_w[1] + self.lm_w[1]
+                              + self.moe_fixed_w[1] + self.expert_frac[1]) > 0
+            total = total + any_hbf_stream * self.lat_f
+        if self.has_hbf:
+            # New KV bound for HBF is staged on the HBM side and programmed while the
+            # iteration runs (writes are not on any operator's critical path); the iteration
+            # lasts at least as long as the program: L_w + W_hbf / WBW_hbf.
+            prog = (new_f > 0) * self.wlat_f + new_f * self.kv_token_gpu / self.wbw_f
+            total = np.maximum(total, prog)
+        return total + self.params.step_overhead_s
+
+    def weight_read_bytes(self, tokens):
+        """Weight bytes one GPU reads per iteration as ``(hbm, hbf)`` (MoE: touched experts)."""
+        m = self.model
+        bh = m.layers * self.attn_w[0] + m.dense_layers * self.mlp_w[0] + self.lm_w[0]
+        bf = m.layers * self.attn_w[1] + m.dense_layers * self.mlp_w[1] + self.lm_w[1]
+        if m.moe_layers:
+            eb = m.experts_touched(tokens) * self.expert_gpu
+            bh = bh + m.moe_layers * (self.moe_fixed_w[0] + self.expert_frac[0] * eb)
+            bf = bf + m.moe_layers * (self.moe_fixed_w[1] + self.expert_frac[1] * eb)
+        return bh, bf
+
+    def weights_resident(self):
+        """Weight bytes stored per GPU as ``(hbm, hbf)``."""
+        m, tp = self.model, self.tp
+        fixed = m.weight_bytes - m.moe_layers * m.experts * m.expert_bytes
+        experts = m.moe_layers * m.experts * m.expert_bytes / self.ep
+        if self.weights == "hbm":
+            return fixed / tp + experts, 0.0
+        if self.weights == "hbf":
+            return 0.0, fixed / tp + experts
+        fh = self.params.split_hbm_expert_fraction
+        return fixed / tp + fh * experts, (1 - fh) * experts
+
+    def linear_flops(self, tokens):
+        """Linear-layer FLOPs of the whole replica for ``tokens`` query tokens (no LM head)."""
+        m = self.model
+        return tokens * (m.layers * m.attn_flops_per_token + m.dense_layers
+                         * m.mlp_flops_per_token + m.moe_layers * m.moe_flops_per_token)
+
+    def lm_head_flops(self, logits):
+        return logits * 2.0 * self.model.lm_head_bytes / self.model.dtype_bytes

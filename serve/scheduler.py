@@ -1,0 +1,78 @@
+"""Admission policies: which waiting requests join the running batch, in which order.
+
+The engine (serve/engine.py) calls :meth:`Scheduler.candidates` whenever admission may have
+become possible (an arrival, a completion, a preemption) and tries the candidates in order,
+stopping at the first that does not fit (no skipping ahead, as vLLM's FCFS waiting queue).
+
+- ``fcfs``: arrival order.
+- ``cache-aware``: requests whose prefix is resident on the device first (in arrival order),
+  then the others (002: "prefer waiting requests whose prefix is resident").
+- ``buffered``: cache-aware order, and a *new session* (turn 0) is admitted only while the
+  device KV held by running requests stays at or below ``1 - headroom`` of device KV capacity
+  (002 Figures 4 and 5; 10 % in its Table 4). The headroom keeps idle prefixes of sessions
+  that will return resident instead of evicting them for a newcomer; returning turns may use
+  all of the capacity.
+
+Whether a prefix is resident is *probed*, not walked: the engine passes a function that
+looks at one block (docs/serving.md, "Schedulers"), so a scheduling pass costs O(window).
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+__all__ = ["SCHEDULERS", "Scheduler", "make_scheduler"]
+
+SCHEDULERS = ("fcfs", "cache-aware", "buffered")
+
+
+class Scheduler:
+    """An admission policy.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`SCHEDULERS`.
+    headroom : float
+        Fraction of device KV capacity new sessions may not use (``buffered`` only).
+    window : int
+        How many waiting requests at the head of the queue a cache-aware pass looks at.
+    """
+
+    def __init__(self, name: str = "fcfs", headroom: float = 0.10, window: int = 256):
+        if name not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, not {name!r}")
+        if not (0 <= headroom < 1):
+            raise ValueError(f"headroom must be in [0, 1), not {headroom!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be a positive integer, not {window!r}")
+        self.name, self.headroom, self.window = name, headroom, window
+
+    @property
+    def label(self) -> str:
+        if self.name == "buffered":
+            return f"cache-aware, {self.headroom:.0%} headroom"
+        return self.name
+
+    def candidates(self, waiting, resident):
+        """Waiting requests in the order to try; ``resident(req)`` says whether a request's
+        prefix is on the device."""
+        if self.name == "fcfs":
+            return iter(waiting)
+        head = list(islice(waiting, self.window))
+        flags = [resident(r) for r in head]
+        hot = [r for r, f in zip(head, flags) if f]
+        if not hot:
+            return iter(head)
+        return iter(hot + [r for r, f in zip(head, flags) if not f])
+
+    def limit(self, req, dev_cap: int) -> int:
+        """Device pages running requests may hold once ``req`` is admitted."""
+        if self.name == "buffered" and req.index == 0:
+            return int(dev_cap * (1.0 - self.headroom))
+        return dev_cap
+
+
+def make_scheduler(name: str, headroom: float = 0.10, window: int = 256) -> Scheduler:
+    """A :class:`Scheduler` (validated)."""
+    return Scheduler(name, headroom, window)
