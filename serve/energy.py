@@ -15,7 +15,7 @@ HBF lifetime in years (002's Equation 8 is not in the text we have; this is ours
 
 C_hbf HBF capacity of the GPUs whose stacks take the writes, PE the P/E endurance, W_hbf
 bytes written into HBF during a run of T seconds, WA the device model's write amplification
-and Y seconds per year (365.25 days). With WA = 1 it reproduces Table 4's "Life" column from
+and Y seconds per year (365 days). With WA = 1 it reproduces Table 4's "Life" column from
 Table 4's own write volumes and clock times (tests/serve/test_energy.py).
 """
 
@@ -30,7 +30,9 @@ __all__ = ["TABLE2_PJ", "SECONDS_PER_YEAR", "Tally", "energy_breakdown", "hbf_li
 #: 002 Table 2: arithmetic energy at 4 nm, pJ per operation.
 TABLE2_PJ = {"fp16_mac": 0.38, "fp32_add": 0.22, "fp32_mul": 0.71, "fp32_exp": 7.4,
              "fp32_div": 5.6, "fp32_sqrt": 11.1}
-SECONDS_PER_YEAR = 365.25 * 86400
+# A 365-day year: with it the equation brackets all three Table 4 lifetimes within the
+# rounding of Table 4's write volumes (a 365.25-day year misses the buffered row's 10.57).
+SECONDS_PER_YEAR = 365 * 86400
 
 
 @dataclass

@@ -28,7 +28,7 @@ import numpy as np
 from hbfsim.serve.cost import CostModel, CostParams
 from hbfsim.serve.energy import Tally
 from hbfsim.serve.hardware import HOST_LINK_BW, HOST_LINK_LATENCY_S, Node
-from hbfsim.serve.kv_cache import DRAM, HBF, HBM, SSD, KVCache
+from hbfsim.serve.kv_cache import HBF, HBM, KVCache
 from hbfsim.serve.models import ModelCosts
 from hbfsim.serve.scheduler import Scheduler
 from hbfsim.serve.workload import Workload
@@ -131,6 +131,7 @@ class ReplicaResult:
     host_hit_tokens: int = 0
     prefill_tokens: int = 0
     decode_tokens: int = 0
+    sampled_tokens: int = 0
     preemptions: int = 0
     max_running: int = 0
     kv_written_tokens: list = field(default_factory=lambda: [0, 0, 0, 0])
@@ -367,7 +368,7 @@ class _Replica:
 
     # ------------------------------------------------------------------ the loop
     def run(self):
-        cfg, kv, cost, P = self.cfg, self.kv, self.cost, self.P
+        cfg, kv, P = self.cfg, self.kv, self.P
         res = self.res
         self.heap = [(tr.arrival_s, i) for i, tr in enumerate(self.turns)
                      if tr.arrival_s is not None]
@@ -481,6 +482,7 @@ class _Replica:
         res = self.res
         res.prefill_tokens += pre_tokens
         res.decode_tokens += n
+        res.sampled_tokens += logits
         finished = []
         for r in dec:
             r.ctx += 1
@@ -558,6 +560,7 @@ class _Replica:
         self._tally(k, n, 0, kvt_sum + k * n, 0.0, kvt_sum - kvf_sum, kvf_sum,
                     k * n * (1 - g), k * n * g, k * n, 0)
         self.res.decode_tokens += k * n
+        self.res.sampled_tokens += k * n
         finished = []
         for r in dec:
             r.ctx += k

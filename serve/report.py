@@ -115,12 +115,14 @@ def format_summary(s: dict) -> str:
         f", {s['rejected']:,} rejected",
         f"  HBF timing    {s['hbf_model']}",
         f"  completion    {_num(s['completion_s'], ' s')}   throughput "
-        f"{_num(s['throughput_tok_s'], ' tok/s', 0)} (output {_num(s['output_tok_s'], ' tok/s', 0)})",
+        f"{_num(s['throughput_tok_s'], ' tok/s', 0)} "
+        f"(output {_num(s['output_tok_s'], ' tok/s', 0)})",
         f"  TTFT          p50 {_num(t['p50'], ' s', 3)}  p95 {_num(t['p95'], ' s', 3)}  "
         f"p99 {_num(t['p99'], ' s', 3)}",
         f"  TPOT          mean {_num(p['mean'], ' ms')}  p50 {_num(p['p50'], ' ms')}  "
         f"p95 {_num(p['p95'], ' ms')}  p99 {_num(p['p99'], ' ms')}",
-        f"  energy        {_num(s['energy_mj'], ' MJ', 4)}: weights {_num(b['weight_reads'], '', 4)}"
+        f"  energy        {_num(s['energy_mj'], ' MJ', 4)}: "
+        f"weights {_num(b['weight_reads'], '', 4)}"
         f", KV reads {_num(b['kv_reads'], '', 4)}, KV writes+moves "
         f"{_num(b['kv_writes'] + b['kv_moves'], '', 4)}, prefill compute "
         f"{_num(b['compute_prefill'], '', 4)}, decode compute {_num(b['compute_decode'], '', 4)}"

@@ -1,0 +1,80 @@
+import csv
+import json
+
+import pytest
+
+from hbfsim.cli import main
+
+
+def run(argv, capsys):
+    rc = main(["serve", "--no-progress", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_default_prints_the_summary(capsys):
+    rc, out, err = run([], capsys)
+    assert rc == 0, err
+    for word in ("completion", "throughput", "TTFT", "TPOT", "energy", "KV writes", "hits",
+                 "HBF life", "4+4 shared", "qwen3-32b"):
+        assert word in out
+
+
+def test_json_and_csv_outputs(tmp_path, capsys):
+    j, c = tmp_path / "s.json", tmp_path / "s.csv"
+    rc, out, err = run(["--sessions", "4", "--turns", "2", "--hbm", "8", "--hbf", "0",
+                        "--json", str(j), "--csv", str(c)], capsys)
+    assert rc == 0, err
+    s = json.loads(j.read_text())
+    assert s["completed"] == 8 and s["hbf_life_years"] is None and s["node"] == "8+0 shared"
+    with c.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and float(rows[0]["completion_s"]) == pytest.approx(s["completion_s"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.json"]
+
+
+@pytest.mark.parametrize("argv,word", [
+    (["--hbm", "9"], "--hbm 9"), (["--hbm", "0"], "--hbm"), (["--hbf", "-1"], "--hbf"),
+    (["--gpus", "0"], "--gpus"), (["--tp", "2"], "--tp"), (["--gpus", "4", "--ep", "3"], "--ep"),
+    (["--headroom", "1.5"], "--headroom"), (["--max-batch", "0"], "--max-batch"),
+    (["--scheduler", "lifo"], "--scheduler"), (["--weights", "ssd"], "--weights"),
+    (["--model", "gpt-9"], "--model"), (["--compute-efficiency", "2"], "--compute-efficiency"),
+    (["--sessions", "x"], "--sessions"), (["--page-tokens", "48"], "--page-tokens"),
+    (["--hbf-profile", "reference"], "--hbf-profile"), (["--weights", "split"], "split"),
+    (["--hbm", "4", "--hbf", "4", "--packaging", "h3", "--gpu", "tpu"], "--gpu"),
+    (["--hbm", "1", "--hbf", "0"], "does not fit"),
+])
+def test_bad_options_one_line_exit_2(argv, word, capsys):
+    rc, out, err = run(argv, capsys)
+    assert rc == 2
+    assert err.count("\n") == 1 and word in err and "Traceback" not in err
+
+
+def test_outputs_refused_before_work(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, '
+                   '"num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}')
+    before = cfg.read_text()
+    rc, out, err = run(["--model", str(cfg), "--json", str(cfg)], capsys)
+    assert rc == 2 and "also an input" in err and cfg.read_text() == before
+    rc, out, err = run(["--json", str(tmp_path / "no" / "s.json")], capsys)
+    assert rc == 2 and "does not exist" in err
+    assert out == ""
+
+
+def test_model_from_config_json(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, '
+                   '"num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}')
+    rc, out, err = run(["--model", str(cfg), "--sessions", "3", "--turns", "1"], capsys)
+    assert rc == 0, err
+
+
+def test_device_mode_is_real_or_refused(capsys):
+    try:
+        import hbfsim.serve.characterize  # noqa: F401
+    except ImportError:
+        rc, out, err = run(["--hbf-model", "device"], capsys)
+        assert rc == 2 and "--hbf-model device" in err
+    else:
+        pytest.skip("characterize() present: covered by test_characterize_integration")

@@ -1,0 +1,107 @@
+import numpy as np
+import pytest
+
+from hbfsim.serve.cost import CostModel, CostParams
+from hbfsim.serve.engine import simulate
+from hbfsim.serve.hardware import make_node
+from hbfsim.serve.models import ModelCosts
+from hbfsim.serve.scheduler import Scheduler
+from hbfsim.serve.workload import Turn, Workload
+
+from .conftest import NO_RESERVE, exact_node
+
+HBM_BW, HBM_LAT = 1000e9, 0.1e-6
+
+
+def hbm_only_step(mc, stacks, ctx, new):
+    """Closed form of one memory-bound iteration on an HBM-only node (docs/serving.md):
+    weight bytes / bandwidth + KV read / bandwidth + KV write / bandwidth, plus one HBM
+    startup latency per transfer: projections, MLP, KV read (when there is context), KV
+    write, per layer, and the LM head."""
+    bw = stacks * HBM_BW
+    w = mc.layers * (mc.attn_bytes + mc.mlp_bytes) + mc.lm_head_bytes
+    transfers = mc.layers * (2 + (ctx > 0) + 1) + 1
+    return (w + ctx * mc.kv_bytes_per_token + new * mc.kv_bytes_per_token) / bw \
+        + transfers * HBM_LAT
+
+
+@pytest.mark.parametrize("ctx", [1, 1000, 30000])
+def test_decode_step_is_weight_bytes_over_hbm_bandwidth(qwen32, ctx):
+    cm = CostModel(make_node(hbm_stacks=8), qwen32)
+    t = float(cm.iteration_seconds(1, ctx + 1, ctx, 0, 1, 0, 1))
+    assert t == pytest.approx(hbm_only_step(qwen32, 8, ctx, 1), rel=1e-12)
+    # 65.5 GB of BF16 weights at 8 TB/s: about 8.2 ms
+    assert 8.0e-3 < t < 8.5e-3 + ctx * 262144 / 8e12
+
+
+def test_one_request_alone_matches_closed_form(qwen32):
+    node = exact_node(qwen32, hbm_pages=1000)
+    n_in, n_out = 64, 6
+    wl = Workload("one", 16, (Turn(0, 0, n_in, n_out, tuple(range(4)), 0.0),))
+    run = simulate(wl, node, qwen32, Scheduler("fcfs"), config=NO_RESERVE, check=True)
+    prefill = hbm_only_step(qwen32, 8, 0, n_in)
+    decode = [hbm_only_step(qwen32, 8, n_in + i, 1) for i in range(n_out - 1)]
+    rep = run.replicas[0]
+    assert rep.first[0] == pytest.approx(prefill, rel=1e-12)
+    assert run.clock_s == pytest.approx(prefill + sum(decode), rel=1e-12)
+    assert rep.decode_tokens == n_out - 1 and rep.prefill_tokens == n_in
+
+
+def test_vectorized_iterations_equal_scalar_calls(qwen32):
+    node = make_node(hbm_stacks=4, hbf_stacks=4)
+    cm = CostModel(node, qwen32)
+    n = 7
+    kv = np.arange(10) * 1000.0 + 500
+    kvf = kv * 0.3
+    vec = cm.iteration_seconds(n, kv + n, kv - kvf, kvf, n * 0.5, n * 0.5, n)
+    one = [float(cm.iteration_seconds(n, a + n, a - b, b, n * 0.5, n * 0.5, n))
+           for a, b in zip(kv, kvf)]
+    assert np.allclose(vec, one, rtol=1e-14, atol=0)
+
+
+def test_h3_buffer_hides_hbf_streaming_latency_once_per_iteration(qwen32):
+    """HBF weights behind HBM (H3): every streaming transfer pays the HBM link startup,
+    only the first pays HBF's 20 us; on shared sites every weight transfer pays 20 us."""
+    shared = CostModel(make_node(hbm_stacks=4, hbf_stacks=4), qwen32, weights="hbf")
+    h3 = CostModel(make_node(hbm_stacks=4, hbf_stacks=4, packaging="h3"), qwen32,
+                   weights="hbf")
+    args = (1, 1, 0, 0, 1, 0, 1)  # one token, no context: KV write only
+    w = qwen32.layers * (qwen32.attn_bytes + qwen32.mlp_bytes) + qwen32.lm_head_bytes
+    bw = 4 * HBM_BW
+    weight_transfers = 2 * qwen32.layers + 1
+    kv_write = qwen32.layers * (HBM_LAT + qwen32.kv_bytes_per_token / qwen32.layers / bw)
+    expect_h3 = w / bw + weight_transfers * HBM_LAT + 20e-6 + kv_write
+    expect_shared = w / bw + weight_transfers * 20e-6 + kv_write
+    assert float(h3.iteration_seconds(*args)) == pytest.approx(expect_h3, rel=1e-12)
+    assert float(shared.iteration_seconds(*args)) == pytest.approx(expect_shared, rel=1e-12)
+
+
+def test_tensor_parallel_all_reduce(qwen32):
+    node = make_node(gpus=4, hbm_stacks=8)
+    cm = CostModel(node, qwen32, tp=4)
+    b = 1e6
+    assert cm.allreduce_seconds(b) == pytest.approx(2 * 3 / 4 * b / 450e9 + 2 * 3 * 2e-6)
+    assert CostModel(node, qwen32, tp=1).allreduce_seconds(b) == 0.0
+    # TP4 divides the weights: a decode step reads a quarter of them per GPU.
+    assert cm.weight_read_bytes(1)[0] * 4 == pytest.approx(
+        CostModel(node, qwen32).weight_read_bytes(1)[0])
+
+
+def test_moe_expected_experts_touched():
+    mc = ModelCosts("moe", 2, 0, 2, 64, 10, 4, 4, 2, 1.0, 0.0, 8, 2, 100.0, 10.0, 1.0, 1.0,
+                    1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    assert mc.experts_touched(1) == pytest.approx(2)
+    assert mc.experts_touched(2) == pytest.approx(8 * (1 - (6 / 8) ** 2))
+    assert mc.experts_touched(10_000) == pytest.approx(8)
+
+
+@pytest.mark.parametrize("kw,word", [(dict(weights="ssd"), "weights"), (dict(tp=3), "tp"),
+                                     (dict(weights="hbf"), "HBF")])
+def test_bad_cost_options(qwen32, kw, word):
+    with pytest.raises(ValueError, match=word):
+        CostModel(make_node(hbm_stacks=8), qwen32, **kw)
+
+
+def test_bad_params():
+    with pytest.raises(ValueError, match="compute_efficiency"):
+        CostParams(compute_efficiency=0)

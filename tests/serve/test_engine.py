@@ -1,0 +1,119 @@
+import random
+
+import numpy as np
+import pytest
+
+from hbfsim.serve.engine import EngineConfig, simulate
+from hbfsim.serve.hardware import make_node
+from hbfsim.serve.sample_workload import small_agentic
+from hbfsim.serve.scheduler import SCHEDULERS, Scheduler
+from hbfsim.serve.workload import Turn, Workload
+
+from .conftest import exact_node
+
+
+def random_workload(seed, block=16):
+    """Sessions with shared and private prefixes, closed-loop and timed arrivals mixed."""
+    rng = random.Random(seed)
+    turns = []
+    for s in range(rng.randint(3, 12)):
+        ctx = []
+        t0 = rng.uniform(0, 0.05)
+        for i in range(rng.randint(1, 4)):
+            n_in = len(ctx) * block + rng.randint(1, 200)
+            n_out = rng.randint(1, 80)
+            full = n_in // block
+            hs = [ctx[k] if k < len(ctx) else
+                  (("sys", k) if s % 3 == 0 and k < 2 else (s, k)) for k in range(full)]
+            if n_in % block:
+                hs.append((s, full, "partial", n_in % block))
+            timed = rng.random() < 0.3
+            turns.append(Turn(s, i, n_in, n_out, tuple(hs),
+                              t0 + rng.uniform(0, 0.02) if (i == 0 or timed) else None,
+                              rng.uniform(0, 0.01)))
+            ctx = hs[:full] + [(s, k) for k in range(full, (n_in + n_out) // block)]
+    return Workload(f"random-{seed}", block, tuple(turns))
+
+
+@pytest.mark.parametrize("sched", SCHEDULERS)
+@pytest.mark.parametrize("seed", range(6))
+def test_invariants_on_random_workloads(tiny, sched, seed):
+    wl = random_workload(seed)
+    rng = random.Random(seed)
+    node = exact_node(tiny, hbm_pages=rng.randint(30, 80), hbf_pages=rng.choice([0, 40]),
+                      dram_pages=rng.choice([0, 20]), ssd_pages=rng.choice([0, 30]))
+    cfg = EngineConfig(activation_reserve_bytes=0.0, max_batch=rng.randint(2, 16),
+                       max_tokens=rng.choice([64, 256, 8192]))
+    run = simulate(wl, node, tiny, Scheduler(sched), config=cfg, check=True)
+    rep = run.replicas[0]
+    done = ~np.isnan(rep.done)
+    # Every admitted turn completes exactly once; a turn is either completed or rejected.
+    assert ((rep.completions == 1) == done).all() and (rep.completions <= 1).all()
+    assert (done ^ rep.rejected).all()
+    # Tokens conserved: every output token sampled once; every prompt token either served
+    # from the cache or computed.
+    out = sum(t.output_tokens for t, d in zip(rep.turns, done) if d)
+    assert rep.sampled_tokens == out
+    assert rep.prefill_tokens == rep.admitted_tokens - rep.device_hit_tokens \
+        - rep.host_hit_tokens
+    assert 0 <= rep.device_hit_tokens and 0 <= rep.host_hit_tokens
+    assert rep.device_hit_tokens + rep.host_hit_tokens <= rep.admitted_tokens
+    # Causality and closed-loop arrivals.
+    assert (rep.first[done] >= rep.arrival[done]).all()
+    assert (rep.done[done] >= rep.first[done]).all()
+    for k, t in enumerate(rep.turns):
+        if t.arrival_s is None and done[k]:
+            assert rep.arrival[k] == pytest.approx(rep.done[k - 1] + t.think_s)
+    assert rep.max_running <= cfg.max_batch
+    assert run.clock_s == pytest.approx(np.nanmax(rep.done))
+
+
+def test_preemption_recomputes_and_still_conserves_tokens(tiny):
+    """Long outputs on a device too small for all of them: decode growth must preempt."""
+    wl = Workload("grow", 16, tuple(Turn(s, 0, 32, 300, ((s, 0), (s, 1)), 0.0)
+                                    for s in range(6)))
+    node = exact_node(tiny, hbm_pages=60)
+    run = simulate(wl, node, tiny, Scheduler("fcfs"),
+                   config=EngineConfig(activation_reserve_bytes=0.0), check=True)
+    rep = run.replicas[0]
+    assert rep.preemptions > 0
+    assert (rep.completions == 1).all()
+    assert rep.sampled_tokens == 6 * 300
+
+
+def test_buffered_headroom_keeps_a_returning_prefix(qwen32):
+    """002 Figures 4 and 5: a returning session's idle prefix (30 pages) stays on the device
+    when a new session that would push device use past 90 % is delayed; cache-aware
+    scheduling admits the newcomer and the prefix cools to the host."""
+    hk = tuple(("k", b) for b in range(30))
+    turns = (
+        Turn(0, 0, 160, 200, tuple(("a", b) for b in range(10)), 0.0),           # long decode
+        Turn(1, 0, 480, 2, hk, 0.0),                                              # session k
+        Turn(1, 1, 496, 4, hk + (("k", 30),), None, 0.4),                         # k returns
+        Turn(2, 0, 1280, 4, tuple(("n", b) for b in range(80)), 0.1),             # newcomer
+    )
+    wl = Workload("fig4", 16, turns)
+    node = exact_node(qwen32, hbm_pages=100, dram_pages=200)
+    cfg = EngineConfig(activation_reserve_bytes=0.0)
+    out = {}
+    for name in ("cache-aware", "buffered"):
+        rep = simulate(wl, node, qwen32, Scheduler(name, 0.10), config=cfg,
+                       check=True).replicas[0]
+        out[name] = rep
+    assert out["buffered"].device_hit_tokens == 30 * 16
+    assert out["cache-aware"].host_hit_tokens > 0
+    assert out["cache-aware"].device_hit_tokens < 30 * 16
+
+
+def test_replicas_split_sessions(qwen32):
+    wl = small_agentic(sessions=8, turns=2)
+    node = make_node(gpus=2, hbm_stacks=8)
+    run = simulate(wl, node, qwen32, Scheduler("fcfs"), tp=1)
+    assert len(run.replicas) == 2
+    assert {t.session % 2 for t in run.replicas[1].turns} == {1}
+    assert sum(len(r.turns) for r in run.replicas) == len(wl.turns)
+
+
+def test_model_that_does_not_fit_is_rejected(qwen32):
+    with pytest.raises(ValueError, match="does not fit"):
+        simulate(small_agentic(2, 1), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))
