@@ -13,8 +13,8 @@ experts (MoE), plus the LM head once per iteration, TP all-reduces and EP all-to
 the interconnect, and a fixed per-iteration overhead. New KV written to HBF is programmed in
 the background: the iteration lasts ``max(sum of the above, L_w + W_hbf / WBW_hbf)``.
 ``B_x`` are bytes read from tier ``x`` (weights from their placement, KV from where each
-sequence's blocks live), ``W_x`` bytes written to HBM (new KV), ``L_x`` the tier's startup latency, ``BW_x`` its aggregate bandwidth over
-the GPU's stacks. All inputs may be numpy arrays (one element per iteration), so a run of
+sequence's blocks live), ``W_x`` bytes written to HBM (new KV), ``L_x`` the tier's startup
+latency, ``BW_x`` its aggregate bandwidth over the GPU's stacks. All inputs may be numpy arrays (one element per iteration), so a run of
 identical decode iterations is costed in one call.
 """
 
