@@ -1,4 +1,4 @@
-"""The studies of hbfsim/study.py (quick sweeps) and the shapes the source reports.
+"""The studies of hbfsim/studies/ (quick sweeps), their registry, runner and command line.
 
 Source 000_5f193da23ae2984d.txt §5.2-§6.2, REFERENCE §2c and §6. Each quick study runs in
 about a second; the whole file in a few seconds.
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from hbfsim.study import STUDIES, main, register, run_study, study_names
+from hbfsim.studies import STUDIES, main, register, run_study, study_names
 
 
 def read(path) -> str:
