@@ -155,6 +155,9 @@ class ModelShape:
                   "qk_nope_head_dim", "v_head_dim", "index_heads", "index_head_dim",
                   "index_topk", "kv_dtype_bytes"):
             _check_int(f, getattr(self, f), 0)
+        for f in ("tied_embeddings", "qk_norm", "attention_bias"):
+            if not isinstance(getattr(self, f), bool):
+                raise ShapeError(f"{f} must be True or False, not {getattr(self, f)!r}")
         if not isinstance(self.approximation, str) or "\n" in self.approximation:
             raise ShapeError(f"approximation must be one line of text, not "
                              f"{self.approximation!r}")

@@ -187,6 +187,7 @@ def test_scaled_keeps_routing_and_head_widths():
     (dict(layers=0), "layers must be a positive integer, not 0"),
     (dict(shared_experts=-1), "shared_experts must be a non-negative integer, not -1"),
     (dict(approximation="two\nlines"), "approximation must be one line"),
+    (dict(tied_embeddings="no"), "tied_embeddings must be True or False, not 'no'"),
 ])
 def test_bad_moe_shapes(change, match):
     with pytest.raises(ShapeError, match=match):
