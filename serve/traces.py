@@ -71,7 +71,8 @@ def _text(path: Path) -> str:
 
 
 def _tokens(where: str, field: str, v, *, low: int = 1) -> int:
-    if isinstance(v, str):
+    """A token count from CSV text or a JSON number (a JSON string is refused)."""
+    if isinstance(v, _CsvText):
         t = v.strip()
         if not (t.isdigit() or (t[:1] == "-" and t[1:].isdigit())):
             raise WorkloadError(f"{where}: field {field!r} must be an integer token count, "
@@ -113,6 +114,10 @@ class _Clock:
         if span_s > _MAX_SPAN_S:
             raise WorkloadError(f"{self.path}:{line}: field {self.field!r} is {span_s:.3g} s "
                                 "after the first arrival; wrong time unit?")
+
+
+class _CsvText(str):
+    """A CSV field: the one place where a token count may arrive as text."""
 
 
 def _unique_hashes(counter: list, input_tokens: int) -> tuple:
@@ -200,7 +205,7 @@ def _csv_rows(p: Path, required, optional=()):
         if len(rec) != width:
             raise WorkloadError(f"{p}:{line}: {len(rec)} fields, the header has {width}")
         rows += 1
-        yield line, {c: rec[i] for c, i in cols.items()}
+        yield line, {c: _CsvText(rec[i]) for c, i in cols.items()}
     if not rows:
         raise WorkloadError(f"{p}:{line}: no requests after the header")
 
@@ -287,8 +292,8 @@ def read_burstgpt(path) -> Workload:
         key = row.get("Session ID", "").strip() or ("row", line)
         sessions.setdefault(key, []).append((n_in, n_out, arrival))
     if not sessions:
-        raise WorkloadError(f"{p}:{last}: no successful request (every 'Response tokens' "
-                            "is 0)")
+        raise WorkloadError(f"{p}:{last}: field 'Response tokens' is 0 on every row: no "
+                            "successful request")
     turns = []
     for s, reqs in enumerate(sessions.values()):
         for k, (n_in, n_out, arrival) in enumerate(reqs):
