@@ -398,12 +398,13 @@ def load_workload(spec, *, format: str | None = None) -> Workload:
 
     text = str(spec)
     name, _, params = text.partition(":")
-    if isinstance(spec, Path) or name not in PRESETS and Path(text).exists():
-        return read_trace(text, format).validate()
-    if name.startswith("sample-") and not params:
+    # Names first (a file called like a preset is reached as ./NAME), then files.
+    if not isinstance(spec, Path) and name.startswith("sample-") and not params:
         with ExitStack() as stack:
             path = stack.enter_context(resources.as_file(sample_path(name[7:])))
             return read_trace(path, name[7:]).validate()
+    if isinstance(spec, Path) or name not in PRESETS and Path(text).exists():
+        return read_trace(text, format).validate()
     if name not in PRESETS:
         raise WorkloadError(f"workload {text!r}: no such trace file, and not a preset "
                             f"({', '.join(PRESETS)}) or sample "

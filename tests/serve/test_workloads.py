@@ -246,6 +246,15 @@ def test_load_workload_path_and_explicit_format(tmp_path):
         load_workload(p, format="csv")
 
 
+def test_names_win_over_files_reached_as_dot_slash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("agentic-qwen32b", "sample-azure"):
+        (tmp_path / name).write_bytes(sample_path("burstgpt").read_bytes())
+        assert load_workload(f"./{name}").name == name
+    assert load_workload("sample-azure").name == "sample_azure.csv"
+    assert load_workload("agentic-qwen32b:scale=0.001").name.startswith("agentic-qwen32b(")
+
+
 @pytest.mark.parametrize("spec, text", [
     ("agentic-qwen32b:scale=0", "'scale'"),
     ("agentic-qwen32b:turns=5", "unknown parameter 'turns'"),
