@@ -28,16 +28,24 @@ from hbfsim.serve.workload import Turn, Workload, WorkloadError
 __all__ = ["PRESETS", "Preset", "generate", "preset"]
 
 
-def _lognormal_arg(name, v):
+def _lognormal_arg(name, v, zero_ok=False):
     try:
         median, sigma = (float(x) for x in v)
     except (TypeError, ValueError):
         raise WorkloadError(f"agentic generator: field {name!r} must be (median, sigma), "
                             f"not {v!r}") from None
-    if not (math.isfinite(median) and median > 0 and math.isfinite(sigma) and sigma >= 0):
-        raise WorkloadError(f"agentic generator: field {name!r} needs median > 0 and "
-                            f"sigma >= 0, not {v!r}")
+    low_ok = median >= 0 if zero_ok else median > 0
+    if not (math.isfinite(median) and low_ok and math.isfinite(sigma) and sigma >= 0):
+        raise WorkloadError(f"agentic generator: field {name!r} needs median "
+                            f"{'>=' if zero_ok else '>'} 0 and sigma >= 0, not {v!r}")
     return median, sigma
+
+
+def _float_arg(name, v, low, what):
+    ok = not isinstance(v, bool) and isinstance(v, (int, float, np.floating, np.integer))
+    if not ok or not math.isfinite(v) or v < low or (low == 0 and v == 0):
+        raise WorkloadError(f"agentic generator: field {name!r} must be {what}, not {v!r}")
+    return float(v)
 
 
 def _int_arg(name, v, low):
@@ -85,7 +93,7 @@ def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
         Median and sigma of the lognormal output length of every turn.
     think_s : (float, float)
         Median (seconds) and sigma of the lognormal think time between a turn's completion and
-        the next turn's arrival; median 0 is not allowed, sigma 0 gives a constant.
+        the next turn's arrival; sigma 0 gives a constant, median 0 no think time.
     arrival_rate : float or None
         Session arrivals per second, a Poisson process whose first session arrives at 0;
         ``None``: every session arrives at 0 (an offline batch).
@@ -116,6 +124,7 @@ def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
         A parameter out of range (named).
     """
     sessions = _int_arg("sessions", sessions, 1)
+    seed = _int_arg("seed", seed, 0)
     block_tokens = _int_arg("block_tokens", block_tokens, 1)
     sys_tokens = _int_arg("system_prompt_tokens", system_prompt_tokens, 0)
     n_sys = _int_arg("system_prompts", system_prompts, 1)
@@ -126,18 +135,13 @@ def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
     p_first = _lognormal_arg("first_prompt", first_prompt)
     p_next = _lognormal_arg("followup_prompt", followup_prompt)
     p_out = _lognormal_arg("output", output)
-    p_think = _lognormal_arg("think_s", think_s)
-    mean_turns = float(turns_per_session)
-    if not (math.isfinite(mean_turns) and mean_turns >= 1):
-        raise WorkloadError("agentic generator: field 'turns_per_session' must be a mean "
-                            f">= 1, not {turns_per_session!r}")
-    if arrival_rate is not None and not (math.isfinite(arrival_rate) and arrival_rate > 0):
-        raise WorkloadError("agentic generator: field 'arrival_rate' must be > 0 sessions/s "
-                            f"or None, not {arrival_rate!r}")
+    p_think = _lognormal_arg("think_s", think_s, zero_ok=True)
+    mean_turns = _float_arg("turns_per_session", turns_per_session, 1, "a mean >= 1")
+    if arrival_rate is not None:
+        arrival_rate = _float_arg("arrival_rate", arrival_rate, 0, "> 0 sessions/s or None")
 
     rng = np.random.default_rng(seed)
-    # Fixed draw order, so that a parameter that changes one quantity leaves the others'
-    # draws alone only where sizes agree; determinism is per full argument set.
+    # One fixed draw order: the workload is a function of all the arguments together.
     n = np.minimum(rng.geometric(1.0 / mean_turns, sessions), cap_turns).astype(np.int64)
     if arrival_rate is None:
         t0 = np.zeros(sessions)
@@ -154,8 +158,8 @@ def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
     prompt[first] = _draw_tokens(rng, *p_first, sessions, max_context)
     prompt[~first] = _draw_tokens(rng, *p_next, total - sessions, max_context)
     out = _draw_tokens(rng, *p_out, total, max_context)
-    think = (rng.lognormal(math.log(p_think[0]), p_think[1], total) if p_think[1] > 0
-             else np.full(total, p_think[0]))
+    think = (rng.lognormal(math.log(p_think[0]), p_think[1], total)
+             if p_think[0] > 0 and p_think[1] > 0 else np.full(total, p_think[0]))
     think[first] = 0.0
 
     # The first turn must fit the window: shorten its output to leave room for one prompt

@@ -104,13 +104,22 @@ def test_window_ends_a_session_and_shortens_a_first_turn():
     (dict(output=(100, -1)), "output"),
     (dict(think_s="x"), "think_s"),
     (dict(arrival_rate=0.0), "arrival_rate"),
+    (dict(arrival_rate="fast"), "arrival_rate"),
+    (dict(turns_per_session=(3, 1)), "turns_per_session"),
+    (dict(seed=1.5), "seed"),
+    (dict(think_s=(-1, 0)), "think_s"),
     (dict(system_prompt_tokens=200_000), "max_context"),
     (dict(block_tokens=0), "block_tokens"),
 ])
 def test_bad_generator_parameter_is_named(kw, field):
-    args = dict(dict(sessions=10), **kw)
+    args = dict(dict(sessions=10, seed=0), **kw)
     with pytest.raises(WorkloadError, match=f"'{field}'"):
-        generate(args.pop("sessions"), seed=0, **args)
+        generate(args.pop("sessions"), **args)
+
+
+def test_zero_think_time_is_allowed():
+    w = generate(20, seed=0, think_s=(0, 1.0))
+    assert {t.think_s for t in w.turns} == {0.0}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
