@@ -318,6 +318,7 @@ BAD = [
      "GeneratedTokens"),
     ("az-zero", "t.csv", AZ + "2023-11-16 18:15:47,0,44\n", 3, "ContextTokens"),
     ("az-float", "t.csv", AZ + "2023-11-16 18:15:47,374,44.0\n", 3, "GeneratedTokens"),
+    ("az-digit", "t.csv", AZ + "2023-11-16 18:15:47,374,\u00b2\n", 3, "GeneratedTokens"),
     ("az-fields", "t.csv", AZ + "2023-11-16 18:15:47,374\n", 3, None),
     ("az-header-only", "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\r\n\r\n", 1, None),
     ("az-utf8", "t.csv", AZ.encode() + b"2023-11-16 18:15:47,3\xe974,44\n", 3, None),
