@@ -90,11 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--trace", metavar="T.csv", help="write the replay's own trace")
     rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
-    from hbfsim import study
+    from hbfsim import studies
     from hbfsim.cosim import cli as cosim_cli
     from hbfsim.serve import cli as serve_cli
 
-    study.register(sub)
+    studies.register(sub)
     cosim_cli.register(sub, _Parser)
     serve_cli.register(sub)
     return ap

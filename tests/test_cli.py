@@ -135,3 +135,16 @@ def test_run_workload_closed_loop(tmp_path):
 def test_bad_workload_args(args, match):
     p = hbfsim(*args)
     assert p.returncode == 2 and match in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_bad_llm_model_is_a_one_line_usage_error(tmp_path):
+    cfg = tmp_path / "tiny" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps({"model_type": "qwen3", "num_hidden_layers": 2,
+                               "hidden_size": 64, "num_attention_heads": 4}))
+    for model, match in (("gpt-17", "model must be one of qwen3-1.7b"),
+                         (str(cfg), f"model config '{cfg}' lacks key 'intermediate_size'"),
+                         ("qwen3-235b-a22b", "must be a dense GQA transformer")):
+        p = hbfsim("run", "--workload", "llm-decode", "--model", model)
+        assert p.returncode == 2 and match in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
