@@ -4,11 +4,12 @@
                  [--packaging shared|h3] [--tp N] [--ep N] [--weights hbm|hbf|split]
                  [--scheduler fcfs|cache-aware|buffered] [--headroom F]
                  [--hbf-model constant|device] [--hbf-config F.toml] [--hbf-profile P]
-                 [--no-cache] [--sessions N] [--turns N] [--seed S] [...]
+                 [--no-cache] [--workload SPEC] [--format F] [...]
                  [--json S.json] [--csv S.csv] [--no-progress]
 
-With no arguments it serves the embedded default (a small seeded agentic workload, Qwen3-32B
-on one H100-class GPU with 4 HBM + 4 HBF stacks on shared sites) in seconds. Bad options:
+With no arguments it serves the embedded default (``DEFAULT_WORKLOAD``: 4 % of the seeded
+Qwen3-32B agentic preset, 1,000 turns, on one H100-class GPU with 4 HBM + 4 HBF stacks on
+shared sites) in seconds. Bad options:
 one line on stderr naming the option and value, exit 2, nothing written.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 __all__ = ["register", "run_cli"]
 
 DEFAULT_MODEL = "qwen3-32b"
+DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
 
 
 def _int_arg(s):
@@ -102,12 +104,14 @@ def register(subparsers):
                    help="tokens per KV page (default 16)")
     s.add_argument("--compute-efficiency", type=_float_arg, default=0.7, metavar="F",
                    help="achieved fraction of the GPU peak (default 0.7)")
-    w = p.add_argument_group("workload (embedded generator)")
-    w.add_argument("--sessions", type=_int_arg, default=48, metavar="N",
-                   help="agentic sessions (default 48)")
-    w.add_argument("--turns", type=_int_arg, default=6, metavar="N",
-                   help="turns per session (default 6)")
-    w.add_argument("--seed", type=_int_arg, default=0, metavar="S", help="seed (default 0)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="SPEC",
+                   help="a trace file (Mooncake JSONL, Azure or BurstGPT CSV), sample-mooncake"
+                        " / sample-azure / sample-burstgpt, or a generator preset "
+                        "PRESET[:key=value,...] (agentic-qwen32b, agentic-100k, agentic-500k;"
+                        f" docs/serving-workloads.md); default {DEFAULT_WORKLOAD}")
+    w.add_argument("--format", choices=("mooncake", "azure", "burstgpt"),
+                   help="trace format of a --workload file (default: sniffed)")
     o = p.add_argument_group("outputs")
     o.add_argument("--json", metavar="S.json", help="write the summary as JSON")
     o.add_argument("--csv", metavar="S.csv", help="write the summary as one CSV row")
@@ -132,7 +136,7 @@ def _validate(a):
         tp = a.tp or a.gpus
         _check(1 <= a.ep <= tp and tp % a.ep == 0, f"--ep must divide --tp {tp}, not {a.ep}")
     _check(0 <= a.headroom < 1, f"--headroom must be in [0, 1), not {a.headroom}")
-    for k in ("max_batch", "max_tokens", "page_tokens", "sessions", "turns"):
+    for k in ("max_batch", "max_tokens", "page_tokens"):
         v = getattr(a, k)
         _check(v >= 1, f"--{k.replace('_', '-')} must be a positive integer, not {v}")
     _check(0 < a.compute_efficiency <= 1,
@@ -142,7 +146,8 @@ def _validate(a):
     if a.hbf_model == "constant":
         _check(a.hbf_config is None and a.hbf_profile is None,
                "--hbf-config / --hbf-profile apply to --hbf-model device, not constant")
-    inputs = [Path(x).resolve() for x in (a.hbf_config, a.model) if x and Path(x).exists()]
+    inputs = [Path(x).resolve() for x in (a.hbf_config, a.model, a.workload)
+              if x and Path(x).exists()]
     for opt in ("json", "csv"):
         path = getattr(a, opt)
         if path is None:
@@ -194,8 +199,8 @@ def run_cli(a) -> int:
     from hbfsim.serve.hardware import make_node
     from hbfsim.serve.models import model_costs, serving_shape
     from hbfsim.serve.report import format_summary, summarize, to_csv, to_json
-    from hbfsim.serve.sample_workload import small_agentic
     from hbfsim.serve.scheduler import Scheduler
+    from hbfsim.serve.traces import load_workload
 
     _validate(a)
     try:
@@ -218,7 +223,10 @@ def run_cli(a) -> int:
     cfg = EngineConfig(max_batch=a.max_batch, max_tokens=a.max_tokens,
                        page_tokens=a.page_tokens)
     sched = Scheduler(a.scheduler, a.headroom)
-    wl = small_agentic(a.sessions, a.turns, a.seed)
+    try:
+        wl = load_workload(a.workload, format=a.format)
+    except ValueError as e:
+        raise ValueError(f"--workload: {e}") from None
     if wl.block_tokens % a.page_tokens:
         raise ValueError(f"--page-tokens {a.page_tokens} must divide the workload's "
                          f"{wl.block_tokens}-token hash blocks")

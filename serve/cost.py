@@ -14,8 +14,9 @@ the interconnect, and a fixed per-iteration overhead. New KV written to HBF is p
 the background: the iteration lasts ``max(sum of the above, L_w + W_hbf / WBW_hbf)``.
 ``B_x`` are bytes read from tier ``x`` (weights from their placement, KV from where each
 sequence's blocks live), ``W_x`` bytes written to HBM (new KV), ``L_x`` the tier's startup
-latency, ``BW_x`` its aggregate bandwidth over the GPU's stacks. All inputs may be numpy arrays (one element per iteration), so a run of
-identical decode iterations is costed in one call.
+latency, ``BW_x`` its aggregate bandwidth over the GPU's stacks. All inputs may be numpy
+arrays (one element per iteration), so a run of identical decode iterations is costed in one
+call.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ class CostModel:
             self.bw_f = self.kbw_f = self.wbw_f = 1.0
             self.lat_f = self.klat_f = self.wlat_f = 0.0
         m = model
-        self.kv_shards = max(1, min(tp, m.kv_heads))
+        # GQA: KV heads divide over TP (replicated beyond kv_heads); MLA's latent does not.
+        self.kv_shards = max(1, min(tp, m.kv_heads)) if m.kv_shardable else 1
         #: KV bytes of one token of one layer on one GPU.
         self.kv_layer_gpu = m.kv_bytes_per_token / m.layers / self.kv_shards
         self.kv_token_gpu = m.kv_bytes_per_token / self.kv_shards

@@ -52,6 +52,10 @@ class EngineConfig:
         HBM per GPU kept for activations and workspace, not for KV (4 GB; an assumption).
     max_jump : int
         Most decode iterations costed in one vectorized call (bounds memory, not results).
+    max_backlog_s : float
+        Background KV moves (cooling to HBF and to the host, DRAM -> SSD) queue on their
+        channels while iterations run; an iteration does not end while a channel is more
+        than this far behind (a finite staging buffer; 1 s, an assumption).
     """
 
     max_batch: int = 256
@@ -59,12 +63,15 @@ class EngineConfig:
     page_tokens: int = 16
     activation_reserve_bytes: float = 4e9
     max_jump: int = 4096
+    max_backlog_s: float = 1.0
 
     def __post_init__(self):
         for k in ("max_batch", "max_tokens", "page_tokens", "max_jump"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{k} must be a positive integer, not {v!r}")
+        if not (math.isfinite(self.max_backlog_s) and self.max_backlog_s >= 0):
+            raise ValueError(f"max_backlog_s must be >= 0, not {self.max_backlog_s!r}")
         if not (math.isfinite(self.activation_reserve_bytes)
                 and self.activation_reserve_bytes >= 0):
             raise ValueError(f"activation_reserve_bytes must be >= 0, "
@@ -96,7 +103,7 @@ def kv_pages(node: Node, cost: CostModel, cfg: EngineConfig) -> list:
 class _Req:
     __slots__ = ("i", "session", "index", "n_in", "n_out", "hashes", "arrival", "prompt",
                  "generated", "out_left", "pref_left", "ctx", "pinned", "hit_tok", "hit_f",
-                 "own_h", "own_f", "first_s", "seq", "in_run", "preempted")
+                 "own_h", "own_f", "first_s", "seq", "in_run", "preempted", "ready")
 
     def __init__(self, i, turn, arrival):
         self.i, self.session, self.index = i, turn.session, turn.index
@@ -110,6 +117,7 @@ class _Req:
         self.preempted = 0
         self.pinned = ()
         self.own_h = self.own_f = 0
+        self.ready = arrival
 
 
 @dataclass
@@ -192,24 +200,26 @@ class _Replica:
                                * cost.act_bytes)
         self._link = ln
         node = cost.node
-        self.mig_kvb = cost.kv_token_gpu  # migrations run on every GPU's share in parallel
-        self.ssd_bw = node.ssd.read_bw if node.ssd.stacks else 1.0
-        self.ssd_lat = node.ssd.timing.read_latency_s
+        self.mig_kvb = cost.kv_token_gpu  # moves run on every GPU's share in parallel
+        ssd = (node.ssd.read_bw, node.ssd.timing.read_latency_s) if node.ssd.stacks else (1, 0)
+        self.chan = {"hbf_write": (cost.wbw_f, cost.wlat_f), "hbf_read": (cost.bw_f, cost.lat_f),
+                     "link_in": (HOST_LINK_BW, HOST_LINK_LATENCY_S),
+                     "link_out": (HOST_LINK_BW, HOST_LINK_LATENCY_S), "ssd": ssd}
+        self.busy = dict.fromkeys(self.chan, 0.0)
+        self.now = 0.0
 
     # ------------------------------------------------------------------ helpers
-    def _mig_seconds(self):
-        p = self.kv.take_pending()
-        b, c = self.mig_kvb, self.cost
-        t = 0.0
-        if p["hbf_write"]:
-            t = max(t, c.wlat_f + p["hbf_write"] * b / c.wbw_f)
-        if p["hbf_read"]:
-            t = max(t, c.lat_f + p["hbf_read"] * b / c.bw_f)
-        if p["link"]:
-            t = max(t, HOST_LINK_LATENCY_S + p["link"] * b / HOST_LINK_BW)
-        if p["ssd"]:
-            t = max(t, self.ssd_lat + p["ssd"] * b / self.ssd_bw)
-        return t
+    def _queue_moves(self, t):
+        """Queue the KV moves made since the last call on their channels (FIFO, from ``t``)."""
+        b, busy = self.mig_kvb, self.busy
+        for ch, tok in self.kv.take_pending().items():
+            if tok:
+                bw, lat = self.chan[ch]
+                busy[ch] = max(t, busy[ch]) + lat + tok * b / bw
+
+    def _throttle(self, t_end):
+        """An iteration ends no earlier than the most backlogged channel allows."""
+        return max(t_end, max(self.busy.values()) - self.cfg.max_backlog_s)
 
     def _kvf(self, r):
         """KV tokens of ``r`` on HBF (pinned HBF blocks + its own pages' HBF share)."""
@@ -270,8 +280,11 @@ class _Replica:
         need = own + (idle_dev + host) * kv.bp
         # Watermark: keep one free page per running sequence so that admitting ``r`` cannot
         # force the next decode step to preempt it straight away (vLLM keeps a watermark too).
-        limit = kv.dev_cap if empty else self.sched.limit(r, kv.dev_cap) - len(self.running)
-        if kv.dev_busy + need > limit:
+        if empty:
+            if kv.dev_busy + need > kv.dev_cap:
+                return False
+        elif not self.sched.admits(r, need, kv.dev_busy, kv.protected_idle,
+                                   kv.dev_cap - len(self.running)):
             return False
         for b in hits:
             kv.pin(b)
@@ -282,6 +295,9 @@ class _Replica:
             if b.tier == HBF:
                 hit_f += B
         r.own_h, r.own_f = kv.alloc(own)
+        self._queue_moves(self.now)
+        # A host hit is usable once its reload has crossed PCIe (and left the SSD).
+        r.ready = max(self.busy["link_in"], self.busy["ssd"]) if host else self.now
         r.pinned, r.hit_tok, r.hit_f = hits, hit_tok, hit_f
         r.prompt, r.ctx, r.pref_left = prompt, hit_tok, prompt - hit_tok
         res = self.res
@@ -346,6 +362,8 @@ class _Replica:
             new.append(b)
         kv.free(oh, of)
         kv.release(list(r.pinned) + new)
+        if j is None:  # the session's last turn: its prefix will not be asked for again
+            kv.mark_dead(list(r.pinned) + new)
         self.sess_blocks[r.session] = len(r.pinned) + len(new)
         r.in_run = False
         res = self.res
@@ -397,14 +415,22 @@ class _Replica:
                 t = max(t, self.heap[0][0])
                 continue
             if dirty and self.waiting and len(self.running) < cfg.max_batch:
-                self._schedule(not self.running)
+                self.now = t
+                # Nothing running and nothing due: admit regardless of any headroom, so that
+                # a policy can delay work but never stall the replica.
+                self._schedule(not self.running and not self.heap)
                 dirty = False
             if not self.running:
+                if self.heap and not (self.waiting and dirty):
+                    t = max(t, self.heap[0][0])  # the headroom holds a newcomer back
+                    continue
                 raise RuntimeError("nothing admitted on an empty replica")  # excluded above
-            if any(r.pref_left for r in self.running):
+            if any(r.pref_left and r.ready <= t for r in self.running):
                 t, dirty = self._iteration(t, dirty)
-            else:
+            elif any(not r.pref_left for r in self.running):
                 t, dirty = self._jump(t, dirty)
+            else:  # every running request waits for its reload from the host
+                t = min(r.ready for r in self.running)
             if self.check:
                 kv.check()
                 assert len(self.running) <= cfg.max_batch
@@ -454,7 +480,7 @@ class _Replica:
         for r in self.running:
             if budget <= 0:
                 break
-            if not r.pref_left:
+            if not r.pref_left or r.ready > t:
                 continue
             c = min(r.pref_left, budget)
             budget -= c
@@ -475,8 +501,8 @@ class _Replica:
         kvh = ctx_sum - kvf
         nh = tokens - nf
         dt = float(self.cost.iteration_seconds(tokens, pairs, kvh, kvf, nh, nf, logits))
-        dt = max(dt, self._mig_seconds())
-        t += dt
+        self._queue_moves(t)
+        t = self._throttle(t + dt)
         self._tally(1, tokens, pre_tokens, pairs, pre_pairs, kvh, kvf, nh, nf, logits,
                     pre_logits)
         res = self.res
@@ -510,7 +536,7 @@ class _Replica:
     def _jump(self, t, dirty):
         """``k`` identical-shape decode iterations at once (module docstring)."""
         cfg, kv, P = self.cfg, self.kv, self.P
-        dec = self.running
+        dec = [r for r in self.running if not r.pref_left]
         ctx = np.fromiter((r.ctx for r in dec), np.int64, len(dec))
         free = kv.dev_cap - kv.dev_busy
         base = (ctx + P - 1) // P
@@ -519,7 +545,7 @@ class _Replica:
             return int(((ctx + k + P - 1) // P - base).sum())
 
         if need(1) > free:
-            self._fit_growth(list(dec))
+            self._fit_growth(dec)
             return t, True
         k = min(min(r.out_left for r in dec), cfg.max_jump)
         if need(k) > free:
@@ -541,13 +567,15 @@ class _Replica:
         times = self.cost.iteration_seconds(n, kv_tok + n, kv_tok - kvf, kvf, n * (1 - g),
                                             n * g, n)
         times = np.broadcast_to(times, (k,)).astype(np.float64, copy=True)
-        times[0] = max(times[0], self._mig_seconds())
         cum = np.cumsum(times)
-        if self.heap and len(dec) < cfg.max_batch:
-            ta = self.heap[0][0]
-            if t + cum[-1] > ta:
-                k = int(np.searchsorted(cum, ta - t, side="left")) + 1
-                k = min(k, len(cum))
+        # Stop at the first event that can change the batch: an arrival (when a slot is
+        # free) or a reload that lets a waiting prefill start.
+        stop = min((r.ready for r in self.running if r.pref_left), default=math.inf)
+        if self.heap and len(self.running) < cfg.max_batch:
+            stop = min(stop, self.heap[0][0])
+        if t + cum[-1] > stop:
+            k = min(int(np.searchsorted(cum, stop - t, side="left")) + 1, len(cum))
+        t0 = t
         t += float(cum[k - 1])
         grow = (ctx + k + P - 1) // P - base
         for r, gpages in zip(dec, grow.tolist()):
@@ -555,6 +583,8 @@ class _Replica:
                 h, f = kv.alloc(gpages)
                 r.own_h += h
                 r.own_f += f
+        self._queue_moves(t0)
+        t = self._throttle(t)
         kvt_sum = float(kv_tok[:k].sum())
         kvf_sum = float(kvf[:k].sum())
         self._tally(k, n, 0, kvt_sum + k * n, 0.0, kvt_sum - kvf_sum, kvf_sum,

@@ -12,27 +12,30 @@ Placement of new pages (own KV and reloads): HBM if it has room, else HBM after 
 idle blocks, else HBF (after cooling HBF's idle blocks to the host). A block released by a
 sequence enters its tier's LRU tail-first, so that a prefix's tail cools before its head and
 residency stays prefix-closed. Every byte written into a tier is counted (``written``, in
-tokens), and the transfers a step must carry (``pending``) are handed to the cost model.
+tokens), and the transfers the moves need (``pending``) are handed to the engine, which queues
+them on its transfer channels.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["HBM", "HBF", "DRAM", "SSD", "TIER_NAMES", "Block", "KVCache"]
+__all__ = ["HBM", "HBF", "DRAM", "SSD", "TIER_NAMES", "CHANNELS", "Block", "KVCache"]
 
 HBM, HBF, DRAM, SSD = 0, 1, 2, 3
 TIER_NAMES = ("hbm", "hbf", "dram", "ssd")
-_DEVICE = (HBM, HBF)
+#: Transfer channels of the moves (each direction of PCIe is its own channel; full duplex).
+CHANNELS = ("hbf_write", "hbf_read", "link_in", "link_out", "ssd")
 
 
 class Block:
-    """One cached prefix block: its hash, tier and how many running sequences pin it."""
+    """One cached prefix block: its hash, tier, how many running sequences pin it, and whether
+    every session that used it has ended (``dead``: no turn will come back for it)."""
 
-    __slots__ = ("h", "tier", "ref")
+    __slots__ = ("h", "tier", "ref", "dead")
 
     def __init__(self, h, tier):
-        self.h, self.tier, self.ref = h, tier, 0
+        self.h, self.tier, self.ref, self.dead = h, tier, 0, False
 
 
 class KVCache:
@@ -57,8 +60,9 @@ class KVCache:
     moved_out : list of int
         Tokens of KV read out of each tier by cooling or reload.
     pending : dict
-        Tokens the next iteration must transfer: ``hbf_write``, ``hbf_read``, ``link``
-        (host <-> device over PCIe), ``ssd`` (reads and writes of the drive).
+        Tokens moved since the last :meth:`take_pending`, per channel: ``hbf_write``,
+        ``hbf_read``, ``link_in`` (host -> device over PCIe), ``link_out`` (device -> host),
+        ``ssd`` (reads and writes of the drive).
     """
 
     def __init__(self, caps, page_tokens: int = 16, block_tokens: int = 16):
@@ -72,12 +76,13 @@ class KVCache:
         self.bp = block_tokens // page_tokens
         self.used = [0, 0, 0, 0]
         self.dev_busy = 0
+        self.dead_idle_dev = 0  # pages of idle device blocks of ended sessions
         self.blocks: dict = {}
         self.lru = [OrderedDict() for _ in range(4)]
         self.written = [0, 0, 0, 0]
         self.moved_out = [0, 0, 0, 0]
         self.dropped_blocks = 0
-        self.pending = {"hbf_write": 0, "hbf_read": 0, "link": 0, "ssd": 0}
+        self.pending = dict.fromkeys(CHANNELS, 0)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -107,7 +112,7 @@ class KVCache:
     def take_pending(self) -> dict:
         """The transfers accumulated since the last call (and reset them)."""
         p = self.pending
-        self.pending = {"hbf_write": 0, "hbf_read": 0, "link": 0, "ssd": 0}
+        self.pending = dict.fromkeys(CHANNELS, 0)
         return p
 
     # ------------------------------------------------------------------ movement
@@ -120,6 +125,8 @@ class KVCache:
     def _move(self, b, dest):
         """Move idle or pinned block ``b`` to ``dest`` (room already made) and count it."""
         src, n, bt = b.tier, self.bp, self.B
+        if b.dead and not b.ref and src <= HBF and (dest is None or dest > HBF):
+            self.dead_idle_dev -= n
         self.used[src] -= n
         self.moved_out[src] += bt
         if dest is None:
@@ -133,8 +140,10 @@ class KVCache:
             pend["hbf_write"] += bt
         if src == HBF:
             pend["hbf_read"] += bt
-        if (src <= HBF) != (dest <= HBF):
-            pend["link"] += bt
+        if src <= HBF < dest:
+            pend["link_out"] += bt
+        elif dest <= HBF < src:
+            pend["link_in"] += bt
         if src == SSD or dest == SSD:
             pend["ssd"] += bt
         b.tier = dest
@@ -196,6 +205,9 @@ class KVCache:
             del self.lru[b.tier][b.h]
             if b.tier <= HBF:
                 self.dev_busy += self.bp
+                if b.dead:
+                    self.dead_idle_dev -= self.bp
+        b.dead = False  # a session uses it again
         b.ref += 1
 
     def reload(self, b: Block) -> int:
@@ -231,6 +243,24 @@ class KVCache:
                 self.lru[b.tier][b.h] = b
                 if b.tier <= HBF:
                     self.dev_busy -= bp
+                    if b.dead:
+                        self.dead_idle_dev += bp
+
+    def mark_dead(self, blocks) -> None:
+        """Note that the session that last used ``blocks`` has ended (its last turn is done).
+
+        Only the buffered scheduler's accounting reads this (:attr:`protected_idle`); the
+        eviction order stays LRU for every scheduler."""
+        for b in blocks:
+            if not b.dead and b.h in self.blocks:
+                b.dead = True
+                if not b.ref and b.tier <= HBF:
+                    self.dead_idle_dev += self.bp
+
+    @property
+    def protected_idle(self) -> int:
+        """Idle device pages of prefixes whose sessions may still return."""
+        return self.used[HBM] + self.used[HBF] - self.dev_busy - self.dead_idle_dev
 
     def check(self) -> None:
         """Assert the accounting invariants (tests call this after every step)."""
@@ -250,4 +280,7 @@ class KVCache:
         own = self.used[HBM] + self.used[HBF] - blk[HBM] - blk[HBF]
         assert own >= 0
         assert self.dev_busy == own + pinned_dev, (self.dev_busy, own, pinned_dev)
+        dead = sum(self.bp for b in self.blocks.values()
+                   if b.dead and not b.ref and b.tier <= HBF)
+        assert self.dead_idle_dev == dead, (self.dead_idle_dev, dead)
         assert self.dev_busy <= self.dev_cap

@@ -7,11 +7,14 @@ stopping at the first that does not fit (no skipping ahead, as vLLM's FCFS waiti
 - ``fcfs``: arrival order.
 - ``cache-aware``: requests whose prefix is resident on the device first (in arrival order),
   then the others (002: "prefer waiting requests whose prefix is resident").
-- ``buffered``: cache-aware order, and a *new session* (turn 0) is admitted only while the
-  device KV held by running requests stays at or below ``1 - headroom`` of device KV capacity
-  (002 Figures 4 and 5; 10 % in its Table 4). The headroom keeps idle prefixes of sessions
-  that will return resident instead of evicting them for a newcomer; returning turns may use
-  all of the capacity.
+- ``buffered``: cache-aware order, and a *new session* (turn 0) is admitted only if the device
+  KV of the open sessions -- pages held by running requests plus the idle resident prefixes
+  of sessions that have not ended -- and the newcomer's pages stay within ``1 - headroom`` of
+  device KV capacity (002 Figures 4 and 5; 10 % in its Table 4). A newcomer therefore never
+  evicts a prefix that will be reused, and the headroom leaves room for the open sessions'
+  contexts to grow; returning turns may use all of the capacity (evicting LRU). A session
+  has ended when its last turn completes (the trace knows; a serving system learns it when
+  the agent closes the session).
 
 Whether a prefix is resident is *probed*, not walked: the engine passes a function that
 looks at one block (docs/serving.md, "Schedulers"), so a scheduling pass costs O(window).
@@ -66,11 +69,14 @@ class Scheduler:
             return iter(head)
         return iter(hot + [r for r, f in zip(head, flags) if not f])
 
-    def limit(self, req, dev_cap: int) -> int:
-        """Device pages running requests may hold once ``req`` is admitted."""
+    def admits(self, req, need: int, busy: int, protected: int, cap: int) -> bool:
+        """May ``req`` (needing ``need`` more busy device pages) be admitted now?
+
+        ``busy``: device pages held by running requests; ``protected``: idle device pages of
+        prefixes whose sessions have not ended; ``cap``: device KV pages available."""
         if self.name == "buffered" and req.index == 0:
-            return int(dev_cap * (1.0 - self.headroom))
-        return dev_cap
+            return busy + protected + need <= int(cap * (1.0 - self.headroom))
+        return busy + need <= cap
 
 
 def make_scheduler(name: str, headroom: float = 0.10, window: int = 256) -> Scheduler:

@@ -22,7 +22,7 @@ def test_default_prints_the_summary(capsys):
 
 def test_json_and_csv_outputs(tmp_path, capsys):
     j, c = tmp_path / "s.json", tmp_path / "s.csv"
-    rc, out, err = run(["--sessions", "4", "--turns", "2", "--hbm", "8", "--hbf", "0",
+    rc, out, err = run(["--workload", "agentic-qwen32b:scale=0.00032", "--hbm", "8", "--hbf", "0",
                         "--json", str(j), "--csv", str(c)], capsys)
     assert rc == 0, err
     s = json.loads(j.read_text())
@@ -39,7 +39,8 @@ def test_json_and_csv_outputs(tmp_path, capsys):
     (["--headroom", "1.5"], "--headroom"), (["--max-batch", "0"], "--max-batch"),
     (["--scheduler", "lifo"], "--scheduler"), (["--weights", "ssd"], "--weights"),
     (["--model", "gpt-9"], "--model"), (["--compute-efficiency", "2"], "--compute-efficiency"),
-    (["--sessions", "x"], "--sessions"), (["--page-tokens", "48"], "--page-tokens"),
+    (["--workload", "agentic-nope"], "--workload"), (["--page-tokens", "48"], "--page-tokens"),
+    (["--workload", "agentic-qwen32b:scale=0"], "--workload"), (["--max-tokens", "x"], "--max"),
     (["--hbf-profile", "reference"], "--hbf-profile"), (["--weights", "split"], "split"),
     (["--hbm", "4", "--hbf", "4", "--packaging", "h3", "--gpu", "tpu"], "--gpu"),
     (["--hbm", "1", "--hbf", "0"], "does not fit"),
@@ -48,6 +49,22 @@ def test_bad_options_one_line_exit_2(argv, word, capsys):
     rc, out, err = run(argv, capsys)
     assert rc == 2
     assert err.count("\n") == 1 and word in err and "Traceback" not in err
+
+
+def test_workload_file_and_its_errors(tmp_path, capsys):
+    tr = tmp_path / "t.jsonl"
+    tr.write_text('{"timestamp": 0, "input_length": 600, "output_length": 3, '
+                  '"hash_ids": [1, 2]}\n'
+                  '{"timestamp": 10, "input_length": 700, "output_length": 2, '
+                  '"hash_ids": [1, 3]}\n')
+    rc, out, err = run(["--workload", str(tr), "--json", str(tmp_path / "s.json")], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "s.json").read_text())["completed"] == 2
+    rc, out, err = run(["--workload", str(tr), "--json", str(tr)], capsys)
+    assert rc == 2 and "also an input" in err
+    tr.write_text('{"timestamp": 0, "input_length": -5, "output_length": 3, "hash_ids": [1]}\n')
+    rc, out, err = run(["--workload", str(tr)], capsys)
+    assert rc == 2 and "--workload" in err and "input_length" in err and err.count("\n") == 1
 
 
 def test_outputs_refused_before_work(tmp_path, capsys):
@@ -66,7 +83,7 @@ def test_model_from_config_json(tmp_path, capsys):
     cfg = tmp_path / "config.json"
     cfg.write_text('{"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, '
                    '"num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}')
-    rc, out, err = run(["--model", str(cfg), "--sessions", "3", "--turns", "1"], capsys)
+    rc, out, err = run(["--model", str(cfg), "--workload", "sample-mooncake"], capsys)
     assert rc == 0, err
 
 

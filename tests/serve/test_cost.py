@@ -4,7 +4,7 @@ import pytest
 from hbfsim.serve.cost import CostModel, CostParams
 from hbfsim.serve.engine import simulate
 from hbfsim.serve.hardware import make_node
-from hbfsim.serve.models import ModelCosts
+from hbfsim.serve.models import model_costs, serving_shape
 from hbfsim.serve.scheduler import Scheduler
 from hbfsim.serve.workload import Turn, Workload
 
@@ -88,11 +88,33 @@ def test_tensor_parallel_all_reduce(qwen32):
 
 
 def test_moe_expected_experts_touched():
-    mc = ModelCosts("moe", 2, 0, 2, 64, 10, 4, 4, 2, 1.0, 0.0, 8, 2, 100.0, 10.0, 1.0, 1.0,
-                    1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
-    assert mc.experts_touched(1) == pytest.approx(2)
-    assert mc.experts_touched(2) == pytest.approx(8 * (1 - (6 / 8) ** 2))
-    assert mc.experts_touched(10_000) == pytest.approx(8)
+    shape = serving_shape("qwen3-235b-a22b")
+    mc = model_costs(shape)
+    for t in (1, 2, 7, 300):
+        assert mc.experts_touched(t) == pytest.approx(shape.expected_experts(t))
+    assert mc.experts_touched(1) == pytest.approx(8)
+    assert mc.experts_touched(100_000) == pytest.approx(128)
+    assert mc.weight_bytes == shape.weight_bytes
+
+
+def test_moe_decode_reads_only_touched_experts():
+    mc = model_costs(serving_shape("qwen3-235b-a22b"))
+    node = make_node(gpus=8, hbm_stacks=8)
+    cm = CostModel(node, mc, tp=8)
+    one = cm.weight_read_bytes(1)[0] * 8
+    many = cm.weight_read_bytes(4096)[0] * 8
+    routed = mc.moe_layers * mc.expert_bytes
+    assert many - one == pytest.approx(routed * (mc.experts_touched(4096) - 8))
+    # Expert-parallel MoE: an all-to-all per MoE layer adds link time.
+    assert cm.alltoall_seconds(1e6) == pytest.approx(7 / 8 * 1e6 / 450e9 + 7 * 2e-6)
+
+
+def test_mla_kv_is_not_divided_by_tp():
+    mc = model_costs(serving_shape("deepseek-v3"))
+    node = make_node(gpus=8, hbm_stacks=8)
+    assert CostModel(node, mc, tp=8).kv_token_gpu == mc.kv_bytes_per_token
+    q = model_costs(serving_shape("llama-3.1-405b"))
+    assert CostModel(node, q, tp=8).kv_token_gpu == q.kv_bytes_per_token / 8
 
 
 @pytest.mark.parametrize("kw,word", [(dict(weights="ssd"), "weights"), (dict(tp=3), "tp"),

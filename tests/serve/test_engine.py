@@ -5,7 +5,7 @@ import pytest
 
 from hbfsim.serve.engine import EngineConfig, simulate
 from hbfsim.serve.hardware import make_node
-from hbfsim.serve.sample_workload import small_agentic
+from hbfsim.serve.agentic import generate
 from hbfsim.serve.scheduler import SCHEDULERS, Scheduler
 from hbfsim.serve.workload import Turn, Workload
 
@@ -106,7 +106,7 @@ def test_buffered_headroom_keeps_a_returning_prefix(qwen32):
 
 
 def test_replicas_split_sessions(qwen32):
-    wl = small_agentic(sessions=8, turns=2)
+    wl = generate(8, seed=1, turns_per_session=2, first_prompt=(2000, 0.5))
     node = make_node(gpus=2, hbm_stacks=8)
     run = simulate(wl, node, qwen32, Scheduler("fcfs"), tp=1)
     assert len(run.replicas) == 2
@@ -116,4 +116,4 @@ def test_replicas_split_sessions(qwen32):
 
 def test_model_that_does_not_fit_is_rejected(qwen32):
     with pytest.raises(ValueError, match="does not fit"):
-        simulate(small_agentic(2, 1), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))
+        simulate(generate(2, seed=0), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))

@@ -14,11 +14,16 @@ def test_orders():
     assert [r.name for r in Scheduler("cache-aware", window=2).candidates(w, res)] == ["a", "b"]
 
 
-def test_headroom_applies_to_new_sessions_only():
-    s = Scheduler("buffered", 0.10)
-    assert s.limit(NS(index=0), 1000) == 900
-    assert s.limit(NS(index=3), 1000) == 1000
-    assert Scheduler("cache-aware").limit(NS(index=0), 1000) == 1000
+@pytest.mark.parametrize("index,need,busy,protected,ok", [
+    (0, 100, 500, 300, True), (0, 101, 500, 300, False), (3, 501, 500, 300, False),
+    (3, 500, 500, 0, True), (3, 400, 500, 300, True)])
+def test_headroom_protects_open_prefixes_from_new_sessions(index, need, busy, protected, ok):
+    """A newcomer fits in 90 % of capacity beside running and protected idle pages; a
+    returning turn only needs the running pages to leave it room."""
+    r = NS(index=index)
+    assert Scheduler("buffered", 0.10).admits(r, need, busy, protected, 1000) is ok
+    assert Scheduler("cache-aware").admits(r, need, busy, protected, 1000) is \
+        (busy + need <= 1000)
 
 
 @pytest.mark.parametrize("kw,word", [(dict(name="lifo"), "scheduler"),
