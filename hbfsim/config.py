@@ -282,7 +282,7 @@ PROFILES: dict[str, dict] = {
     # 16 x 192 GB/s does not bind); every subarray may be active, request slots and MSHRs
     # cover two waves of page reads (the bandwidth-delay product, double-buffered), each
     # channel queue sees all of its subarrays, one write-buffer entry per subarray; 352 GiB,
-    # the nearest capacity unit (16 x 256 erase blocks) above Table 1's 375 GB.
+    # the smallest multiple of the capacity unit (16 x 256 erase blocks) that holds 375 GB.
     "hbf-serving": {"channels": 16, "subarrays_per_channel": 256, "active_per_channel": 256,
                     "admission": 8192, "mshr_entries": 8192, "queue_depth": 256,
                     "write_buffer_entries": 4096, "capacity_bytes": 352 << 30},
