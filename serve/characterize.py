@@ -47,6 +47,7 @@ __all__ = [
     "format_table",
     "kv_runs",
     "measure",
+    "measure_mixed",
     "stream_runs",
     "wave_pages",
 ]
@@ -106,6 +107,8 @@ def kv_runs(cfg: HbfConfig, nbytes: int, kv_block_bytes: int,
     stack's block slots, so a larger transfer contains a smaller one's blocks; the last
     block is shortened to the transfer's size.
     """
+    if nbytes < 1:
+        raise ValueError(f"a KV transfer needs at least one byte, not {nbytes!r}")
     block_pages = -(-kv_block_bytes // PAGE_BYTES)
     slots = cfg.pages_per_stack // block_pages
     n = -(-nbytes // kv_block_bytes)
@@ -230,6 +233,42 @@ def _steady_bw(done, hz) -> float | None:
     return (b75 - b25) * hz / (t75 - t25)
 
 
+def measure_mixed(cfg: HbfConfig, read_runs, write_runs, *,
+                  request_bytes=DEFAULT_REQUEST_BYTES) -> dict:
+    """Run a read transfer and a write transfer together on a fresh stack.
+
+    The requests interleave one store, one load, while both last (a KV offload issued
+    alongside a weight stream), all ready at tick 0. Returns ``read_s`` and ``write_s``:
+    first arrival to the last response of each direction.
+    """
+    reads = _requests(cfg, "R", read_runs, request_bytes)
+    writes = _requests(cfg, "W", write_runs, request_bytes)
+    last = {"R": 0, "W": 0}
+
+    def responded(req, t):
+        if t > last[req.op]:
+            last[req.op] = t
+
+    system = HbfSystem(cfg, on_response=responded, keep=False)
+    n = 0
+    for i in range(max(len(reads), len(writes))):
+        for part in (writes, reads):
+            if i < len(part):
+                part[i].id = n
+                n += 1
+                system.submit(part[i])
+    system.close_input()
+    system.run()
+    if system.n_done != n or system.errors:
+        raise RuntimeError(f"mixed transfer: {system.n_done} of {n} requests completed, "
+                           f"{system.errors} errors")
+    hz = cfg.memory_clock_khz * 1000
+    # the window rule of the statistics: inclusive of the first and the last tick
+    return {"read_s": (last["R"] + 1) / hz, "write_s": (last["W"] + 1) / hz,
+            "bytes": sum(b for _, b in read_runs),
+            "write_bytes": sum(b for _, b in write_runs)}
+
+
 def _fit(rows, bw: float) -> float:
     """Least-squares latency of ``t = latency + B / bw`` over ``rows`` at a fixed ``bw``.
 
@@ -294,6 +333,18 @@ def _run_characterization(cfg: HbfConfig, kv_block_bytes: int, request_bytes: in
         k = max(1, round(f * w))
         if k < cfg.admission:
             run("read", "stream", b_out, "R", stream_runs(b_out), outstanding=k, fit=False)
+    # Reads while KV writes program: where the schedulers differ (M2). Not in the fit; the
+    # stream row of the same size is the reference.
+    t0 = time.perf_counter()
+    m = measure_mixed(cfg, stream_runs(b_out), kv_runs(cfg, w * PAGE_BYTES, kv_block_bytes),
+                      request_bytes=request_bytes)
+    rows.append({"kind": "mixed", "pattern": "stream+kv", "bytes": m["bytes"],
+                 "seconds": m["read_s"], "write_bytes": m["write_bytes"],
+                 "write_seconds": m["write_s"], "outstanding": cfg.admission, "fit": False,
+                 "host_s": time.perf_counter() - t0})
+    if progress:
+        print(f"  mixed  {b_out:>12,} B read + {w * PAGE_BYTES:,} B written: reads "
+              f"{m['read_s'] * 1e6:.2f} us, writes {m['write_s'] * 1e6:.2f} us", file=sys.stderr)
     return {"cfg": cfg, "rows": rows, "wave_pages": w}
 
 
@@ -408,7 +459,12 @@ def _from_json(text: str, key: str) -> TierTiming:
            for k in ("read_curve", "kv_read_curve", "write_curve")}
     if not all(kw[k] for k in ("read_curve", "kv_read_curve", "write_curve")):
         raise ValueError("cache entry without measured curves")
-    return TierTiming(points=tuple(t["points"]), **kw)
+    points = tuple(t["points"])
+    for r in points:
+        if not (isinstance(r, dict) and r.get("kind") in ("read", "write", "mixed")
+                and all(isinstance(r.get(k), (int, float)) for k in ("bytes", "seconds"))):
+            raise ValueError(f"cache entry with a malformed measurement {r!r:.60}")
+    return TierTiming(points=points, **kw)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -470,7 +526,10 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
     path = cache_path(cfg, cache_dir, kv_block_bytes, request_bytes)
     if cache:
         try:
-            return _from_json(path.read_text(), key)
+            timing = _from_json(path.read_text(), key)
+            if progress:
+                print(f"  cached: {path}", file=sys.stderr)
+            return timing
         except FileNotFoundError:
             pass
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -553,22 +612,26 @@ def format_checks(rows) -> str:
 def format_table(t: TierTiming) -> str:
     """The measurements and the fitted figures of a characterized tier, as text."""
     out = [f"{t.name}: {t.source}",
-           f"{'kind':<5} {'pattern':<7} {'bytes':>13} {'outst.':>6} {'measured us':>12} "
+           f"{'kind':<5} {'pattern':<9} {'bytes':>13} {'outst.':>6} {'measured us':>12} "
            f"{'line us':>10} {'resid.':>7} {'GB/s':>8}"]
     for r in t.points:
         line = f"{r['line_s'] * 1e6:>10.2f} {r['residual']:>+7.1%}" if "line_s" in r \
             else f"{'-':>10} {'-':>7}"
-        out.append(f"{r['kind']:<5} {r['pattern']:<7} {r['bytes']:>13,} {r['outstanding']:>6} "
-                   f"{r['seconds'] * 1e6:>12.2f} {line} {r['bytes'] / r['seconds'] / 1e9:>8.2f}")
+        extra = (f"  (reads; with {r['write_bytes']:,} B of KV writes done at "
+                 f"{r['write_seconds'] * 1e6:.2f} us)") if r["kind"] == "mixed" else ""
+        out.append(f"{r['kind']:<5} {r['pattern']:<9} {r['bytes']:>13,} {r['outstanding']:>6} "
+                   f"{r['seconds'] * 1e6:>12.2f} {line} {r['bytes'] / r['seconds'] / 1e9:>8.2f}"
+                   + extra)
     kv_lat = t.kv_read_latency_s if t.kv_read_latency_s is not None else t.read_latency_s
     kv_bw = t.kv_read_bw if t.kv_read_bw is not None else t.read_bw
-    out += ["fit t(B) = latency + B / bw over the sizes of at least one wave "
-            "(bw: steady state of the largest transfer); first request alone:"]
+    out += ["fit t(B) = latency + B / bw: bw = steady state of the largest transfer, latency ="
+            " least squares over sizes of >= 1 wave",
+            f"  {'':<12} {'bw':>9}       {'latency':>8}      {'one request':>11}"]
     for what, bw, lat, curve in (("read stream", t.read_bw, t.read_latency_s, t.read_curve),
                                  ("read kv", kv_bw, kv_lat, t.kv_read_curve),
                                  ("write kv", t.write_bw, t.write_latency_s, t.write_curve)):
         first = f"{curve[0][1] * 1e6:8.2f} us" if curve else "-"
-        out.append(f"  {what:<12} {bw / 1e9:9.2f} GB/s  {lat * 1e6:8.2f} us   {first}")
+        out.append(f"  {what:<12} {bw / 1e9:9.2f} GB/s  {lat * 1e6:8.2f} us   {first:>11}")
     out.append(f"  write amplification {t.write_amplification:.4f}")
     return "\n".join(out)
 

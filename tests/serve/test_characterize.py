@@ -52,13 +52,13 @@ def test_kv_pattern_and_writes(base):
 
 def test_every_measurement_is_recorded(base):
     rows = base.points
-    assert {(r["kind"], r["pattern"]) for r in rows} == {("read", "stream"), ("read", "kv"),
-                                                         ("write", "kv")}
+    assert {(r["kind"], r["pattern"]) for r in rows} == {
+        ("read", "stream"), ("read", "kv"), ("write", "kv"), ("mixed", "stream+kv")}
     fit = [r for r in rows if r["fit"]]
     assert [(b, t) for b, t in base.read_curve] == [
         (r["bytes"], r["seconds"]) for r in fit if r["pattern"] == "stream"]
     # bandwidth against outstanding requests: a GPU window of k pages gives k pages per tR
-    sweep = [r for r in rows if not r["fit"]]
+    sweep = [r for r in rows if not r["fit"] and r["kind"] == "read"]
     assert [r["outstanding"] for r in sweep] == [8, 32, 128]
     for r in sweep:
         bw = r["bytes"] / r["seconds"]
@@ -115,6 +115,21 @@ def test_partition_scheduler_halves_read_channels(base, tmp_path):
     # reads only on channels 0-1 (M2, contract §3)
     assert t.read_bw == pytest.approx(base.read_bw / 2, rel=0.02)
     assert t.read_seconds(16 << 20) > 1.8 * base.read_seconds(16 << 20)
+
+
+def _mixed(t):
+    (m,) = [r for r in t.points if r["kind"] == "mixed"]
+    return m["seconds"], m["write_seconds"]
+
+
+def test_schedulers_order_reads_and_writes_under_mixed_traffic(tmp_path):
+    """Reads while KV writes program, 8 active slots per channel so the scheduler chooses
+    (M2): read priority finishes the reads sooner and the writes later than FCFS."""
+    def mixed(scheduler):
+        return _mixed(ch.characterize(small(active_per_channel=8, scheduler=scheduler),
+                                      cache_dir=tmp_path))
+    fcfs, rp = mixed("fcfs"), mixed("read-priority")
+    assert rp[0] < 0.6 * fcfs[0] and rp[1] > fcfs[1]
 
 
 def test_smaller_write_buffer_lowers_write_bandwidth(base, tmp_path):
