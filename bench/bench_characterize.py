@@ -24,7 +24,9 @@ CHANGES = (
     ("channels 16 -> 8", {"channels": 8}),
     ("mshr_entries 8192 -> 2048", {"mshr_entries": 2048}),
     ("t_read_us 15 -> 30", {"t_read_us": 30.0}),
-    ("scheduler fcfs -> partition-2r2w", {"scheduler": "partition-2r2w"}),
+    ("scheduler read-priority -> fcfs", {"scheduler": "fcfs"}),
+    ("scheduler read-priority -> write-drain", {"scheduler": "write-drain"}),
+    ("scheduler read-priority -> partition-2r2w", {"scheduler": "partition-2r2w"}),
     ("write_buffer_entries 4096 -> 1024", {"write_buffer_entries": 1024}),
 )
 
@@ -34,12 +36,22 @@ def figures(t) -> list[str]:
             f"{t.read_curve[0][1] * 1e6:.2f}",
             f"{t.kv_read_bw / 1e9:.1f}", f"{t.kv_read_latency_s * 1e6:.2f}",
             f"{t.write_bw / 1e9:.2f}", f"{t.write_latency_s * 1e6:.1f}",
-            f"{t.write_curve[0][1] * 1e6:.1f}", f"{t.write_amplification:.4f}"]
+            f"{t.write_curve[0][1] * 1e6:.1f}", f"{t.write_amplification:.4f}"] + mixed(t)
+
+
+def mixed(t) -> list[str]:
+    """Reads under KV writes (the mixed row) beside the same reads alone."""
+    (m,) = [r for r in t.points if r["kind"] == "mixed"]
+    (alone,) = [r for r in t.points if r["kind"] == "read" and r["fit"]
+                and r["pattern"] == "stream" and r["bytes"] == m["bytes"]]
+    return [f"{m['seconds'] * 1e6:.1f} ({alone['seconds'] * 1e6:.1f})",
+            f"{m['write_seconds'] * 1e6:.1f}"]
 
 
 HEAD = ("| {} | stream GB/s | stream latency us | first read us | kv GB/s | kv latency us "
-        "| write GB/s | write latency us | first write us | WA | host s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|")
+        "| write GB/s | write latency us | first write us | WA | mixed: reads us (alone) "
+        "| mixed: writes us | host s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv=None) -> int:
