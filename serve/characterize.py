@@ -371,6 +371,12 @@ def _timing(res: dict, kv_block_bytes: int, key: str) -> TierTiming:
     bw, lat, curve = _figures("read", "stream", rows, w)
     kbw, klat, kcurve = _figures("read", "kv", rows, w)
     wbw, wlat, wcurve = _figures("write", "kv", rows, w)
+    for r in rows:
+        # the model's own accounting: a page is programmed whole, padding included (W3)
+        if r["kind"] == "write" and r["page_programs"] * PAGE_BYTES != r["bytes"] + \
+                r["padding_bytes"]:
+            raise RuntimeError(f"write of {r['bytes']} B: {r['page_programs']} programs but "
+                               f"{r['padding_bytes']} padding bytes")
     written = sum(r["bytes"] for r in rows if r["kind"] == "write")
     programmed = sum(r["page_programs"] for r in rows if r["kind"] == "write") * PAGE_BYTES
     # W3: a padded page is programmed whole, so media bytes = host bytes + padding
