@@ -62,8 +62,9 @@ DEFAULT_KV_BLOCK_BYTES = 16 * 4096
 #: Request size of the synthetic transfers: one 4 KiB page. The serving level's HBF
 #: traffic is bulk copies (weights streamed, KV blocks moved between tiers), which a copy
 #: engine issues page by page. The MSHR merges the 32 line requests of a page into one
-#: NAND read (R1), so media timing is the same for lines; lines differ only at the port,
-#: which takes one request per tick (contract §1): 850 MHz x 128 B = 108.8 GB/s at most.
+#: NAND read (R1), so media timing is the same for lines; lines differ at the port, which
+#: takes one request per tick (contract §1): 850 MHz x 128 B = 108.8 GB/s at most, and in
+#: the request slots (admission), which hold 32 times fewer pages of lines.
 DEFAULT_REQUEST_BYTES = PAGE_BYTES
 
 # Transfer sizes in media waves (W pages = every active slot busy once, wave_pages); None
