@@ -26,6 +26,8 @@ __all__ = ["register", "run_cli"]
 
 DEFAULT_MODEL = "qwen3-32b"
 DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
+#: HbfConfig profile characterized for --hbf-model device when none is given.
+DEVICE_PROFILE = "hbf-serving"
 
 
 def _int_arg(s):
@@ -83,13 +85,14 @@ def register(subparsers):
     g.add_argument("--ssd-tb", type=_float_arg, default=3.84, metavar="TB",
                    help="host SSD for KV per GPU, TB (default 3.84)")
     h = p.add_argument_group("HBF timing")
-    h.add_argument("--hbf-model", default="constant", choices=("constant", "device"),
-                   help="constant: 002 Table 1 figures; device: characterize the HbfConfig "
-                        "with the golden model (default constant)")
+    h.add_argument("--hbf-model", default="device", choices=("device", "constant"),
+                   help="device: the HBF stack's timing measured on the golden model for the "
+                        "HbfConfig (once, then cached by its hash; docs/serving-hbf-tier.md);"
+                        " constant: 002 Table 1 figures (default device)")
     h.add_argument("--hbf-config", metavar="F.toml", help="HbfConfig TOML for --hbf-model "
                    "device")
     h.add_argument("--hbf-profile", metavar="P", help="HbfConfig profile for --hbf-model "
-                   "device (default ocp-grade3)")
+                   f"device (default {DEVICE_PROFILE})")
     h.add_argument("--no-cache", action="store_true", help="recompute the characterization")
     s = p.add_argument_group("scheduling")
     s.add_argument("--scheduler", default="buffered", choices=SCHEDULERS,
@@ -167,16 +170,18 @@ def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False)
 
     if mode == "constant":
         return TABLE1_HBF
-    try:
-        from hbfsim.serve.characterize import characterize
-    except ImportError:
-        raise ValueError("--hbf-model device needs serve/characterize.py, which this build "
-                         "does not have yet; use --hbf-model constant") from None
-    from hbfsim.config import load_config
+    from hbfsim.config import ConfigError, load_config
+    from hbfsim.serve.characterize import cache_path, characterize
 
-    # Until a serving-class profile exists, the device default is ocp-grade3 (16 channels).
-    cfg = load_config(config, profile or "ocp-grade3")
-    return characterize(cfg, cache=cache, progress=progress)
+    try:
+        cfg = load_config(config, profile or (None if config else DEVICE_PROFILE))
+    except ConfigError as e:
+        opt = "--hbf-config" if config else "--hbf-profile"
+        raise ValueError(f"{opt}: {e}") from None
+    if progress and (not cache or not cache_path(cfg).exists()):
+        print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
+              f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
+    return characterize(cfg, cache=cache)
 
 
 def _write(path: str, text: str) -> None:

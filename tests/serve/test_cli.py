@@ -7,6 +7,8 @@ from hbfsim.cli import main
 
 
 def run(argv, capsys):
+    if "--hbf-model" not in argv:
+        argv = ["--hbf-model", "constant", *argv]  # device mode: test_device_mode_*
     rc = main(["serve", "--no-progress", *argv])
     out, err = capsys.readouterr()
     return rc, out, err
@@ -87,11 +89,30 @@ def test_model_from_config_json(tmp_path, capsys):
     assert rc == 0, err
 
 
-def test_device_mode_is_real_or_refused(capsys):
-    try:
-        import hbfsim.serve.characterize  # noqa: F401
-    except ImportError:
-        rc, out, err = run(["--hbf-model", "device"], capsys)
-        assert rc == 2 and "--hbf-model device" in err
-    else:
-        pytest.skip("characterize() present: covered by test_characterize_integration")
+def test_device_mode_uses_the_characterized_figures(monkeypatch, tmp_path, capsys):
+    """--hbf-model device runs characterize() on the HbfConfig and the run uses its figures
+    (a stand-in characterization here: the real one is tests/serve/test_characterize.py)."""
+    import hbfsim.serve.characterize as ch
+    from hbfsim.serve.tier_timing import TierTiming
+
+    seen = []
+
+    def fake(cfg, *, cache=True, **kw):
+        seen.append(cfg)
+        return TierTiming("hbf-device:test", read_bw=500e9, read_latency_s=5e-6,
+                          write_bw=2e9, write_latency_s=1e-3, write_amplification=2.0,
+                          source="stand-in device figures")
+
+    monkeypatch.setattr(ch, "characterize", fake)
+    j = [tmp_path / f"{m}.json" for m in ("device", "constant")]
+    wl = ["--workload", "agentic-qwen32b:scale=0.002", "--weights", "hbf"]  # HBF every step
+    assert run(["--hbf-model", "device", "--hbf-profile", "ocp-grade3", *wl, "--json",
+                str(j[0])], capsys)[0] == 0
+    assert seen and seen[0].profile == "ocp-grade3"
+    assert run(["--hbf-model", "constant", *wl, "--json", str(j[1])], capsys)[0] == 0
+    dev, const = (json.loads(p.read_text()) for p in j)
+    assert dev["hbf_model"] == "stand-in device figures"
+    assert "Table 1" in const["hbf_model"]
+    assert dev["completion_s"] != const["completion_s"]
+    rc, out, err = run(["--hbf-model", "device", "--hbf-profile", "nope"], capsys)
+    assert rc == 2 and "--hbf-profile" in err
