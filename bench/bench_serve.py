@@ -41,7 +41,7 @@ def one(label, wl, model, node_kw, sched, **kw):
     run = simulate(wl, node, mc, s, **kw)
     host = time.perf_counter() - t0
     r = summarize(run, node, CostModel(node, mc, tp=kw.get("tp", 1), weights=kw.get(
-        "weights", "hbm")), s, wl, TIMING)
+        "weights", "hbm"), dpa=kw.get("dpa", False)), s, wl, TIMING)
     print(f"{label:<34} {host:8.1f} s | clock {r['completion_s']:10,.0f} s  energy "
           f"{r['energy_mj']:7.3f} MJ  HBM KV {r['hbm_kv_writes_tb']:7.2f} TB  HBF KV "
           f"{r['hbf_kv_writes_tb']:7.2f} TB  device {r['device_hit']:6.2%}  host "
@@ -76,9 +76,9 @@ def main():
         wl = load_workload(f"agentic-100k:scale={a.scale:g}")
         print(f"workload {wl.name}: {len(wl.turns):,} turns, generated in "
               f"{time.perf_counter() - t0:.1f} s")
-        one("glm-5 H3 8+8 2xTP8/EP8 HBF weights", wl, "glm-5",
+        one("glm-5 H3 8+8 2xTP8/EP8+DPA HBF wts", wl, "glm-5",
             dict(gpus=16, hbm_stacks=8, hbf_stacks=8, packaging="h3"), "buffered", tp=8,
-            weights="hbf")
+            weights="hbf", dpa=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``hbfsim serve``: serve a workload on an HBM-HBF-host node and print the run's figures.
 
     hbfsim serve [--model M] [--gpu h100|h200] [--gpus N] [--hbm N] [--hbf N]
-                 [--packaging shared|h3] [--tp N] [--ep N] [--weights hbm|hbf|split]
+                 [--packaging shared|h3] [--tp N] [--ep N] [--dpa] [--weights hbm|hbf|split]
                  [--scheduler fcfs|cache-aware|buffered] [--headroom F]
                  [--hbf-model constant|device] [--hbf-config F.toml] [--hbf-profile P]
                  [--no-cache] [--workload SPEC] [--format F] [...]
@@ -76,6 +76,9 @@ def register(subparsers):
                    help="tensor-parallel degree of one replica (default: all GPUs)")
     g.add_argument("--ep", type=_int_arg, default=None, metavar="N",
                    help="expert-parallel degree, MoE only (default: tp)")
+    g.add_argument("--dpa", action="store_true",
+                   help="data-parallel attention: attention weights replicated, KV divided "
+                        "by sequence over the TP group (002 Table 3)")
     g.add_argument("--weights", default="hbm", choices=WEIGHT_PLACEMENTS,
                    help="weight placement (default hbm; split: selected experts in HBM)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
@@ -224,7 +227,7 @@ def run_cli(a) -> int:
         raise ValueError(f"--hbm {a.hbm} --hbf {a.hbf} --packaging {a.packaging}: {e}") from None
     tp = a.tp or a.gpus
     params = CostParams(dtype=a.dtype, compute_efficiency=a.compute_efficiency)
-    cost = CostModel(node, mc, tp=tp, ep=a.ep, weights=a.weights, params=params)
+    cost = CostModel(node, mc, tp=tp, ep=a.ep, weights=a.weights, params=params, dpa=a.dpa)
     cfg = EngineConfig(max_batch=a.max_batch, max_tokens=a.max_tokens,
                        page_tokens=a.page_tokens)
     sched = Scheduler(a.scheduler, a.headroom)
@@ -241,7 +244,7 @@ def run_cli(a) -> int:
     with tqdm(total=len(wl.turns), desc="serve", unit="turn", disable=None if show else True,
               file=sys.stderr, leave=False) as bar:
         run = simulate(wl, node, mc, sched, tp=tp, ep=a.ep, weights=a.weights, params=params,
-                       config=cfg, progress=bar.update)
+                       config=cfg, dpa=a.dpa, progress=bar.update)
     host = time.perf_counter() - t0
     s = summarize(run, node, cost, sched, wl, timing, {"host_seconds": host})
     print(format_summary(s))

@@ -86,10 +86,15 @@ class CostModel:
     weights : str
         One of :data:`WEIGHT_PLACEMENTS`.
     params : CostParams
+    dpa : bool
+        Data-parallel attention (002 Table 3, "DPA"): each GPU of the group runs attention
+        for its own share of the sequences, so attention weights are replicated on every GPU
+        and KV divides over the ``tp`` GPUs by sequence (ideal balance; MLA included), with
+        no all-reduce after attention. MLPs stay TP (dense) or EP (experts).
     """
 
     def __init__(self, node: Node, model: ModelCosts, tp: int = 1, ep: int | None = None,
-                 weights: str = "hbm", params: CostParams | None = None):
+                 weights: str = "hbm", params: CostParams | None = None, dpa: bool = False):
         if weights not in WEIGHT_PLACEMENTS:
             raise ValueError(f"weights must be one of {', '.join(WEIGHT_PLACEMENTS)}, "
                              f"not {weights!r}")
@@ -105,6 +110,7 @@ class CostModel:
         if weights == "split" and not model.is_moe:
             raise ValueError("weights 'split' places routed experts; the model is dense")
         self.node, self.model, self.tp, self.ep, self.weights = node, model, tp, ep, weights
+        self.dpa = bool(dpa)
         self.params = p = params or CostParams()
         self.flops = node.gpu.peak(p.dtype) * p.compute_efficiency
         h, f = node.hbm, node.hbf
@@ -120,14 +126,18 @@ class CostModel:
             self.bw_f = self.kbw_f = self.wbw_f = 1.0
             self.lat_f = self.klat_f = self.wlat_f = 0.0
         m = model
-        # GQA: KV heads divide over TP (replicated beyond kv_heads); MLA's latent does not.
-        self.kv_shards = max(1, min(tp, m.kv_heads)) if m.kv_shardable else 1
+        # GQA: KV heads divide over TP (replicated beyond kv_heads); MLA's latent does not;
+        # under DPA every sequence's KV lives on one GPU, so the group divides it by tp.
+        if self.dpa:
+            self.kv_shards = tp
+        else:
+            self.kv_shards = max(1, min(tp, m.kv_heads)) if m.kv_shardable else 1
         #: KV bytes of one token of one layer on one GPU.
         self.kv_layer_gpu = m.kv_bytes_per_token / m.layers / self.kv_shards
         self.kv_token_gpu = m.kv_bytes_per_token / self.kv_shards
         # Weight bytes per GPU by tier (index 0 HBM, 1 HBF).
         wt = 1 if weights == "hbf" else 0
-        self.attn_w = self._split(m.attn_bytes / tp, wt)
+        self.attn_w = self._split(m.attn_bytes / (1 if self.dpa else tp), wt)
         self.mlp_w = self._split(m.mlp_bytes / tp, wt)
         self.lm_w = self._split(m.lm_head_bytes / tp, wt)
         self.moe_fixed_w = self._split(m.moe_fixed_bytes / tp, wt)
@@ -193,12 +203,14 @@ class CostModel:
                             self._mem(*self.attn_w, hide_hbf_latency=hide))
         t_att = np.maximum(pairs * m.pair_flops / tp / F,
                            self._mem(kv_h * kvl, kv_f * kvl, new_h * kvl, kv=True))
-        ar = 2 * self.allreduce_seconds(tokens * self.act_bytes)  # after attention and MLP
-        total = m.layers * (t_proj + t_att + ar)
+        # One all-reduce of the activations after attention (none under DPA) and one after a
+        # dense MLP; MoE layers exchange tokens by all-to-all instead.
+        ar = self.allreduce_seconds(tokens * self.act_bytes)
+        total = m.layers * (t_proj + t_att + (0.0 if self.dpa else ar))
         if m.dense_layers:
             t_mlp = np.maximum(tokens * m.mlp_flops_per_token / tp / F,
                                self._mem(*self.mlp_w, hide_hbf_latency=hide))
-            total = total + m.dense_layers * t_mlp
+            total = total + m.dense_layers * (t_mlp + ar)
         if m.moe_layers:
             eb = m.experts_touched(tokens) * self.expert_gpu
             fh, ff = self.expert_frac
@@ -241,12 +253,23 @@ class CostModel:
         m, tp = self.model, self.tp
         fixed = m.weight_bytes - m.moe_layers * m.experts * m.expert_bytes
         experts = m.moe_layers * m.experts * m.expert_bytes / self.ep
+        if self.dpa:  # attention weights are replicated: count them tp times
+            fixed += (tp - 1) * m.layers * m.attn_bytes
         if self.weights == "hbm":
             return fixed / tp + experts, 0.0
         if self.weights == "hbf":
             return 0.0, fixed / tp + experts
         fh = self.params.split_hbm_expert_fraction
         return fixed / tp + fh * experts, (1 - fh) * experts
+
+    def link_bytes_per_token(self):
+        """Bytes one query token sends over the interconnect, summed over the group's GPUs:
+        a ring all-reduce sends 2 (p-1)/p of the vector from each of p GPUs."""
+        m, p = self.model, self.tp
+        reduces = m.dense_layers + (0 if self.dpa else m.layers)
+        a2a = 2 * (self.ep - 1) / self.ep * m.active_experts * self.act_bytes \
+            if self.ep > 1 else 0.0
+        return reduces * 2 * (p - 1) * self.act_bytes + m.moe_layers * a2a
 
     def linear_flops(self, tokens):
         """Linear-layer FLOPs of the whole replica for ``tokens`` query tokens (no LM head)."""

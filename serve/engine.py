@@ -193,12 +193,7 @@ class _Replica:
         self.layers, self.qh = m.layers, m.q_heads
         self.pair_macs = m.pair_flops * m.layers / 2
         self.pair_exps = m.pair_exps * m.layers
-        ln = cost.node.link
-        self.a2a_frac = (cost.ep - 1) / cost.ep if cost.ep > 1 else 0.0
-        self.link_per_token = (m.layers * 2 * 2 * (cost.tp - 1) * cost.act_bytes
-                               + m.moe_layers * 2 * self.a2a_frac * m.active_experts
-                               * cost.act_bytes)
-        self._link = ln
+        self.link_per_token = cost.link_bytes_per_token()
         node = cost.node
         self.mig_kvb = cost.kv_token_gpu  # moves run on every GPU's share in parallel
         ssd = (node.ssd.read_bw, node.ssd.timing.read_latency_s) if node.ssd.stacks else (1, 0)
@@ -609,18 +604,20 @@ class _Replica:
 def simulate(workload: Workload, node: Node, model: ModelCosts, scheduler: Scheduler,
              *, tp: int = 1, ep: int | None = None, weights: str = "hbm",
              params: CostParams | None = None, config: EngineConfig | None = None,
-             check: bool = False, progress=None) -> RunResult:
+             dpa: bool = False, check: bool = False, progress=None) -> RunResult:
     """Serve ``workload`` on ``node`` and return the :class:`RunResult`.
 
     Parameters
     ----------
+    tp, ep, weights, params, dpa
+        As for :class:`~hbfsim.serve.cost.CostModel`.
     check : bool
         Verify the KV accounting invariants after every event (tests; slow).
     progress : callable or None
         Called with a count as turns complete or are rejected (a progress bar's update).
     """
     cfg = config or EngineConfig()
-    cost = CostModel(node, model, tp=tp, ep=ep, weights=weights, params=params)
+    cost = CostModel(node, model, tp=tp, ep=ep, weights=weights, params=params, dpa=dpa)
     pages = kv_pages(node, cost, cfg)
     replicas = node.gpus // tp
     groups = [[] for _ in range(replicas)]

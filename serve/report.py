@@ -61,6 +61,7 @@ def summarize(run, node, cost, scheduler, workload, hbf_timing, meta: dict | Non
         "gpus": node.gpus,
         "tp": cost.tp,
         "ep": cost.ep,
+        "dpa": cost.dpa,
         "replicas": len(reps),
         "weights": cost.weights,
         "scheduler": scheduler.label,
@@ -109,7 +110,8 @@ def format_summary(s: dict) -> str:
     life = "— (no HBF)" if s["hbf_model"] == "none" else _num(s["hbf_life_years"], " years")
     lines = [
         f"hbfsim serve: {s['model']} on {s['gpus']} x {s['gpu']} ({s['node']}), TP{s['tp']}"
-        f"{'/EP' + str(s['ep']) if s['ep'] > 1 else ''}, {s['replicas']} replica(s), "
+        f"{'/EP' + str(s['ep']) if s['ep'] > 1 else ''}{' + DPA' if s['dpa'] else ''}, "
+        f"{s['replicas']} replica(s), "
         f"weights in {s['weights']}, {s['scheduler']}",
         f"  workload      {s['workload']}: {s['turns']:,} turns, {s['completed']:,} completed"
         f", {s['rejected']:,} rejected",

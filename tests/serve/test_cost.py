@@ -127,3 +127,26 @@ def test_bad_cost_options(qwen32, kw, word):
 def test_bad_params():
     with pytest.raises(ValueError, match="compute_efficiency"):
         CostParams(compute_efficiency=0)
+
+
+def test_data_parallel_attention_divides_kv_and_replicates_attention():
+    mc = model_costs(serving_shape("glm-5"))
+    node = make_node(gpus=8, hbm_stacks=8, hbf_stacks=8, packaging="h3")
+    tp, dpa = CostModel(node, mc, tp=8), CostModel(node, mc, tp=8, dpa=True)
+    assert tp.kv_token_gpu == mc.kv_bytes_per_token           # MLA: replicated under TP
+    assert dpa.kv_token_gpu == mc.kv_bytes_per_token / 8      # DPA: divided by sequence
+    extra = dpa.weights_resident()[0] - tp.weights_resident()[0]
+    assert extra == pytest.approx(7 / 8 * mc.layers * mc.attn_bytes)
+    act = mc.hidden * mc.dtype_bytes
+    assert tp.link_bytes_per_token() - dpa.link_bytes_per_token() == pytest.approx(
+        mc.layers * 2 * 7 * act)                              # no all-reduce after attention
+
+
+def test_dense_tp_all_reduces_twice_per_layer(qwen32):
+    cm = CostModel(make_node(gpus=4, hbm_stacks=8), qwen32, tp=4)
+    assert cm.link_bytes_per_token() == pytest.approx(
+        qwen32.layers * 2 * 2 * 3 * qwen32.hidden * qwen32.dtype_bytes)
+    one = float(cm.iteration_seconds(1, 1, 0, 0, 1, 0, 1))
+    no_link = float(CostModel(make_node(gpus=4, hbm_stacks=8), qwen32, tp=1)
+                    .iteration_seconds(1, 1, 0, 0, 1, 0, 1))
+    assert one < no_link  # a quarter of the weights per GPU beats the all-reduces
