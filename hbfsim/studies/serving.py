@@ -108,7 +108,8 @@ _T5 = {"8+0, HBM weights": ["--hbm", "8", "--hbf", "0", "--weights", "hbm"],
                                "--weights", "hbm"],
        "H3 8+8, HBF weights": ["--hbm", "8", "--hbf", "8", "--packaging", "h3",
                                "--weights", "hbf"]}
-_GLM = ["--model", "glm-5", "--gpus", "16"]
+# Both GLM parallelisms use data-parallel attention (002 Table 3, "+ DPA").
+_GLM = ["--model", "glm-5", "--gpus", "16", "--dpa"]
 _H3 = ["--hbm", "8", "--hbf", "8", "--packaging", "h3"]
 # TP16 is one 16-GPU replica with EP16, TP8 two 8-GPU replicas with EP8 (002 Table 6).
 _T6 = {"HBM-only 8+0 TP16, HBM weights": ["--hbm", "8", "--hbf", "0", "--tp", "16",
@@ -121,8 +122,11 @@ _T6 = {"HBM-only 8+0 TP16, HBM weights": ["--hbm", "8", "--hbf", "0", "--tp", "1
 #: What 002 models that the engine does not (yet); each is a difference the results page
 #: names, not a row left out.
 NOT_MODELED = {
-    "dpa": "data-parallel attention (002 Table 3, DPA): the engine shards attention by TP "
-           "and replicates KV heads beyond the KV head count",
+    "dpa": "data-parallel attention (002 Table 3, DPA) is modeled with ideal balance (every "
+           "GPU holds 1/p of its group's sequences); real DPA places whole sequences, and "
+           "its load imbalance is not modeled",
+    "dsa": "GLM-5's sparse attention (DSA) is costed as dense attention over the whole "
+           "context (exact up to its 2,048-token top-k, an upper bound beyond)",
     "split": "split placement keeps a fixed half of every layer's routed experts in HBM "
              "(CostParams.split_hbm_expert_fraction = 0.5), not the source's offline "
              "expert lookup of the hottest experts",
