@@ -132,8 +132,10 @@ NOT_MODELED = {
              "expert lookup of the hottest experts",
 }
 
-#: Relative difference below which two completion times or energies count as equal in the
-#: shape checks (b) and (c): 1 %, well above the run-to-run spread of identical timings.
+#: Shape check (b): an HBF configuration "finishes sooner" when its completion time is at
+#: least 1 % below HBM-only's (the source's reductions are 36-88 %). Check (c) compares
+#: which configuration is fastest and which leanest as the source does, with no tolerance
+#: (its Table 5 times differ by 0.07 %), and reports both margins.
 TOLERANCE = 0.01
 
 _GROUPS = ("table5", "table6/agentic-100k", "table6/agentic-500k")
@@ -301,20 +303,15 @@ class Serving(Study):
                         "published": _published_b(g)}
                 fast = min(hbf, key=lambda r: _num(r["completion_s"]))
                 eff = min(hbf, key=lambda r: _num(r["energy_mj"]))
-                # Configurations within TOLERANCE of the best are tied with it: the check
-                # holds only if no configuration is among both the fastest and the leanest.
-                t_min, e_min = _num(fast["completion_s"]), _num(eff["energy_mj"])
-                fast_set = {r["config"] for r in hbf
-                            if _num(r["completion_s"]) <= t_min * (1 + TOLERANCE)}
-                eff_set = {r["config"] for r in hbf
-                           if _num(r["energy_mj"]) <= e_min * (1 + TOLERANCE)}
                 checks["c_fastest_not_most_efficient"][key] = {
                     "fastest": fast["config"], "fastest_s": _num(fast["completion_s"]),
                     "fastest_mj": _num(fast["energy_mj"]),
                     "most_efficient": eff["config"], "most_efficient_s":
                     _num(eff["completion_s"]), "most_efficient_mj": _num(eff["energy_mj"]),
-                    "tied_fastest": sorted(fast_set), "tied_most_efficient": sorted(eff_set),
-                    "holds": not fast_set & eff_set,
+                    # how much slower the leanest is, how much more the fastest spends
+                    "time_margin": _num(eff["completion_s"]) / _num(fast["completion_s"]) - 1,
+                    "energy_margin": _num(fast["energy_mj"]) / _num(eff["energy_mj"]) - 1,
+                    "holds": fast["config"] != eff["config"],
                     "published": _published_c(g)}
         # A check holds when every case of it holds; "computed" says whether any case ran.
         out["checks"] = {k: {"computed": bool(v), "holds": bool(v) and all(
@@ -347,7 +344,8 @@ class Serving(Study):
                 pts = [(_num(r["completion_s"]) / t0, _num(r["energy_mj"]) / e0)
                        for r in ran if r["group"] == g and r["hbf_model"] == m]
                 if pts:
-                    ax.scatter(*zip(*pts), marker=mk, color=colors[m], s=30,
+                    ax.scatter(*zip(*pts), marker=mk, color=colors[m],
+                               s=55 if m == "device" else 20,
                                label=f"{g} hbfsim {m}")
             pub = _published_group(g)
             pb = next(iter(pub.values()))
@@ -361,27 +359,32 @@ class Serving(Study):
         ax.set_ylabel("energy / HBM-only")
         ax.set_title("HBF configurations vs HBM-only (002 Figure 6 style)")
         ax.legend(fontsize=6)
+        # Hit rates per scheduler: device hits, host hits stacked on them (002 Table 4).
         t4 = [r for r in ran if r["table"] == "table4"]
-        labels, series = [], {"device hit, device": [], "device hit, constant": [],
-                              "device hit, source": []}
+        labels, dev, host = [], {m: [] for m in HBF_MODELS + ("source",)}, \
+            {m: [] for m in HBF_MODELS + ("source",)}
         for mem in _T4_MEMORY:
-            for s in SCHEDULER_LABELS:
-                labels.append(f"{mem.replace(' HBM', 'H').replace(' HBF', 'F')}\n"
-                              f"{SCHEDULER_LABELS[s]}")
+            for sch in SCHEDULER_LABELS:
+                labels.append(f"{mem.replace(' + ', '+')}\n{SCHEDULER_LABELS[sch]}")
                 for m in HBF_MODELS:
-                    r = [x for x in t4 if x["config"] == mem and x["scheduler"] == s
+                    r = [x for x in t4 if x["config"] == mem and x["scheduler"] == sch
                          and x["hbf_model"] in (m, "none")]
-                    series[f"device hit, {m}"].append(100 * _num(r[0]["device_hit"])
-                                                      if r else math.nan)
-                series["device hit, source"].append(_T4[(mem, s)][4])
+                    dev[m].append(100 * _num(r[0]["device_hit"]) if r else math.nan)
+                    host[m].append(100 * _num(r[0]["host_hit"]) if r else math.nan)
+                dev["source"].append(_T4[(mem, sch)][4])
+                host["source"].append(_T4[(mem, sch)][5])
         w = 0.27
-        for i, (k, vals) in enumerate(series.items()):
-            ax2.bar([x + (i - 1) * w for x in range(len(labels))], vals, w, label=k,
-                    color=["tab:blue", "tab:orange", "grey"][i])
+        for i, (m, c) in enumerate(zip(dev, ("tab:blue", "tab:orange", "grey"))):
+            xs = [x + (i - 1) * w for x in range(len(labels))]
+            name = "source" if m == "source" else f"hbfsim {m}"
+            ax2.bar(xs, dev[m], w, color=c, label=f"device hit, {name}")
+            ax2.bar(xs, host[m], w, bottom=dev[m], color=c, alpha=0.35, hatch="//",
+                    label=f"host hit, {name}")
         ax2.set_xticks(range(len(labels)), labels, fontsize=6)
-        ax2.set_ylabel("device hit rate (% of admitted input tokens)")
+        ax2.set_ylim(0, 115)
+        ax2.set_ylabel("% of admitted input tokens")
         ax2.set_title("Qwen3-32B hit rates per scheduler (002 Table 4)")
-        ax2.legend(fontsize=7)
+        ax2.legend(fontsize=6, ncols=3, loc="upper center")
         fig.savefig(path, dpi=110)
 
     # ------------------------------------------------------------------ the report
@@ -483,13 +486,9 @@ def _published_b(g):
 def _published_c(g):
     """Check (c) on the published figures: the fastest and the least-energy HBF rows."""
     rows = list(_published_group(g).items())[1:]
-    t = min(v["completion_s"] for _, v in rows)
-    e = min(v["energy_mj"] for _, v in rows)
-    fast = {k for k, v in rows if v["completion_s"] <= t * (1 + TOLERANCE)}
-    eff = {k for k, v in rows if v["energy_mj"] <= e * (1 + TOLERANCE)}
-    return {"fastest": min(rows, key=lambda kv: kv[1]["completion_s"])[0],
-            "most_efficient": min(rows, key=lambda kv: kv[1]["energy_mj"])[0],
-            "holds": not fast & eff}
+    fast = min(rows, key=lambda kv: kv[1]["completion_s"])[0]
+    eff = min(rows, key=lambda kv: kv[1]["energy_mj"])[0]
+    return {"fastest": fast, "most_efficient": eff, "holds": fast != eff}
 
 
 def _energy(r):
@@ -522,7 +521,9 @@ def _check_lines(c) -> list[str]:
     for k, v in c["c_fastest_not_most_efficient"]["cases"].items():
         out.append(f"(c) {k}: fastest HBF {v['fastest']} ({v['fastest_s']:,.0f} s, "
                    f"{v['fastest_mj']:.2f} MJ), least energy {v['most_efficient']} "
-                   f"({v['most_efficient_s']:,.0f} s, {v['most_efficient_mj']:.2f} MJ): "
+                   f"({v['most_efficient_s']:,.0f} s, {v['most_efficient_mj']:.2f} MJ; "
+                   f"{v['time_margin']:.1%} slower, the fastest spends "
+                   f"{v['energy_margin']:.1%} more): "
                    f"{hold(v['holds'])} (source: {v['published']['fastest']} / "
                    f"{v['published']['most_efficient']})")
     return out or ["no shape check could be computed"]
