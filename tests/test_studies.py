@@ -29,7 +29,7 @@ def quick(tmp_path_factory):
 
 def test_every_study_writes_csv_plot_and_summaries(quick):
     assert set(quick) == {"media-saturation", "mshr-feedback", "placement", "rw-isolation",
-                          "page-service"}
+                          "page-service", "serving"}
     for name, s in quick.items():
         files = s["files"]
         with open(files["csv"], newline="") as f:
@@ -151,6 +151,18 @@ def test_every_study_prints_a_headline(quick):
         assert lines and all(isinstance(x, str) and x for x in lines), name
 
 
+def test_serving_quick_runs_every_configuration_to_completion(quick):
+    s = quick["serving"]
+    assert len(s["t4"]) == 6 and len(s["t5"]) == 3 and len(s["t6"]) == 7
+    for table in ("t4", "t5", "t6"):
+        for r in s[table].values():
+            assert r["completed"] == r["turns"] > 0 and r["completion_s"] > 0
+    for v in s["t7"].values():
+        parts = (v["reduced_weight_reads"] + v["increased_kv_reads"] + v["avoided_prefill"]
+                 + v["other"])
+        assert abs(parts - v["net"]) < 1e-9
+
+
 def test_registry_names_studies_without_importing_them():
     # what `hbfsim --help` does: build the parser; no study module, matplotlib or pool loads
     code = ("import json, sys; from hbfsim.cli import _parser; _parser(); "
@@ -161,14 +173,16 @@ def test_registry_names_studies_without_importing_them():
     assert json.loads(out) == ["hbfsim.studies.base", "hbfsim.studies.cli",
                                "hbfsim.studies.registry", "hbfsim.studies.runner"]
     assert "page-service" in STUDIES and "nope" not in STUDIES
-    assert len(STUDIES) == len(study_names()) == 5
+    assert len(STUDIES) == len(study_names()) == 6
 
 
 def test_every_study_implements_the_interface():
     for name in study_names():
         s = STUDIES[name]
         assert isinstance(s, Study) and s.name == name and s.title and s.source
-        assert s.cites() == f"000_5f193da23ae2984d.txt {s.source} and REFERENCE §2c"
+        doc, ref = ("002_374a09a3fad87163.txt", "REFERENCE §7") if name == "serving" else \
+            ("000_5f193da23ae2984d.txt", "REFERENCE §2c")
+        assert s.cites() == f"{doc} {s.source} and {ref}"
 
 
 def test_a_study_missing_a_method_cannot_be_made():

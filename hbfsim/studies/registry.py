@@ -19,6 +19,7 @@ _MODULES = {
     "placement": "placement",
     "rw-isolation": "rw_isolation",
     "page-service": "page_service",
+    "serving": "serving",
 }
 
 
