@@ -216,6 +216,10 @@ def run_cli(a) -> int:
     except ValueError as e:
         raise ValueError(f"--model: {e}") from None
     mc = model_costs(shape)
+    _check(a.weights != "split" or mc.is_moe,
+           f"--weights split places routed experts; model {mc.name!r} is dense")
+    _check(a.weights == "hbm" or a.hbf > 0, f"--weights {a.weights} needs HBF stacks (--hbf 0)")
+    _check(a.ep is None or mc.is_moe, f"--ep applies to MoE models; model {mc.name!r} is dense")
     show = not a.no_progress
     timing = hbf_timing(a.hbf_model, a.hbf_config, a.hbf_profile, cache=not a.no_cache,
                         progress=show) if a.hbf else None

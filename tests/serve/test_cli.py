@@ -43,9 +43,10 @@ def test_json_and_csv_outputs(tmp_path, capsys):
     (["--model", "gpt-9"], "--model"), (["--compute-efficiency", "2"], "--compute-efficiency"),
     (["--workload", "agentic-nope"], "--workload"), (["--page-tokens", "48"], "--page-tokens"),
     (["--workload", "agentic-qwen32b:scale=0"], "--workload"), (["--max-tokens", "x"], "--max"),
-    (["--hbf-profile", "reference"], "--hbf-profile"), (["--weights", "split"], "split"),
+    (["--hbf-profile", "reference"], "--hbf-profile"), (["--weights", "split"], "--weights"),
     (["--hbm", "4", "--hbf", "4", "--packaging", "h3", "--gpu", "tpu"], "--gpu"),
-    (["--hbm", "1", "--hbf", "0"], "does not fit"),
+    (["--hbm", "1", "--hbf", "0"], "does not fit"), (["--ep", "1"], "--ep"),
+    (["--hbf", "0", "--weights", "hbf"], "--weights hbf"),
 ])
 def test_bad_options_one_line_exit_2(argv, word, capsys):
     rc, out, err = run(argv, capsys)
