@@ -117,3 +117,22 @@ def test_replicas_split_sessions(qwen32):
 def test_model_that_does_not_fit_is_rejected(qwen32):
     with pytest.raises(ValueError, match="does not fit"):
         simulate(generate(2, seed=0), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))
+
+
+def test_host_hit_waits_for_its_reload_over_pcie(qwen32):
+    """A returning turn whose prefix cooled to host DRAM starts its prefill only once the
+    reload has crossed the PCIe link: TTFT >= reload bytes / link bandwidth + latency."""
+    from hbfsim.serve.hardware import HOST_LINK_BW, HOST_LINK_LATENCY_S
+
+    ha = tuple(("a", b) for b in range(30))
+    turns = (Turn(0, 0, 480, 1, ha, 0.0), Turn(0, 1, 496, 2, ha + (("a", 30),), None, 1.0),
+             Turn(1, 0, 560, 1, tuple(("b", b) for b in range(35)), 0.5))
+    node = exact_node(qwen32, hbm_pages=40, dram_pages=100)
+    rep = simulate(Workload("reload", 16, turns), node, qwen32, Scheduler("fcfs"),
+                   config=EngineConfig(activation_reserve_bytes=0.0), check=True).replicas[0]
+    assert rep.host_hit_tokens == 25 * 16 and rep.device_hit_tokens == 5 * 16
+    reload = HOST_LINK_LATENCY_S + 25 * 16 * qwen32.kv_bytes_per_token / HOST_LINK_BW
+    ttft = rep.first[1] - rep.arrival[1]
+    assert ttft > reload
+    # ... and not much more: the prefill of the 16 new tokens follows at once (~8 ms).
+    assert ttft < reload + 0.012
