@@ -184,6 +184,10 @@ class _Replica:
                 self.next_of[last[tr.session]] = i
             last[tr.session] = i
         self.sess_blocks = {}
+        # Sessions between turns, with the KV pages of their context: what the buffered
+        # policy keeps room for (a new session may not take it).
+        self.open_idle = {}
+        self.open_idle_pages = 0
         self.res = ReplicaResult(turns, np.full(n, np.nan), np.full(n, np.nan),
                                  np.full(n, np.nan), np.zeros(n, np.int64),
                                  np.zeros(n, bool), Tally(), list(pages))
@@ -278,7 +282,7 @@ class _Replica:
         if empty:
             if kv.dev_busy + need > kv.dev_cap:
                 return False
-        elif not self.sched.admits(r, need, kv.dev_busy, kv.protected_idle,
+        elif not self.sched.admits(r, need, kv.dev_busy, self.open_idle_pages,
                                    kv.dev_cap - len(self.running)):
             return False
         for b in hits:
@@ -290,6 +294,7 @@ class _Replica:
             if b.tier == HBF:
                 hit_f += B
         r.own_h, r.own_f = kv.alloc(own)
+        self.open_idle_pages -= self.open_idle.pop(r.session, 0)
         self._queue_moves(self.now)
         # A host hit is usable once its reload has crossed PCIe (and left the SSD).
         r.ready = max(self.busy["link_in"], self.busy["ssd"]) if host else self.now
@@ -357,9 +362,11 @@ class _Replica:
             new.append(b)
         kv.free(oh, of)
         kv.release(list(r.pinned) + new)
-        if j is None:  # the session's last turn: its prefix will not be asked for again
-            kv.mark_dead(list(r.pinned) + new)
         self.sess_blocks[r.session] = len(r.pinned) + len(new)
+        if j is not None:
+            pages = self.sess_blocks[r.session] * bp
+            self.open_idle[r.session] = pages
+            self.open_idle_pages += pages
         r.in_run = False
         res = self.res
         res.done[r.i] = t

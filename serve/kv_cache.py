@@ -29,13 +29,12 @@ CHANNELS = ("hbf_write", "hbf_read", "link_in", "link_out", "ssd")
 
 
 class Block:
-    """One cached prefix block: its hash, tier, how many running sequences pin it, and whether
-    every session that used it has ended (``dead``: no turn will come back for it)."""
+    """One cached prefix block: its hash, tier and how many running sequences pin it."""
 
-    __slots__ = ("h", "tier", "ref", "dead")
+    __slots__ = ("h", "tier", "ref")
 
     def __init__(self, h, tier):
-        self.h, self.tier, self.ref, self.dead = h, tier, 0, False
+        self.h, self.tier, self.ref = h, tier, 0
 
 
 class KVCache:
@@ -76,7 +75,6 @@ class KVCache:
         self.bp = block_tokens // page_tokens
         self.used = [0, 0, 0, 0]
         self.dev_busy = 0
-        self.dead_idle_dev = 0  # pages of idle device blocks of ended sessions
         self.blocks: dict = {}
         self.lru = [OrderedDict() for _ in range(4)]
         self.written = [0, 0, 0, 0]
@@ -125,8 +123,6 @@ class KVCache:
     def _move(self, b, dest):
         """Move idle or pinned block ``b`` to ``dest`` (room already made) and count it."""
         src, n, bt = b.tier, self.bp, self.B
-        if b.dead and not b.ref and src <= HBF and (dest is None or dest > HBF):
-            self.dead_idle_dev -= n
         self.used[src] -= n
         self.moved_out[src] += bt
         if dest is None:
@@ -205,9 +201,6 @@ class KVCache:
             del self.lru[b.tier][b.h]
             if b.tier <= HBF:
                 self.dev_busy += self.bp
-                if b.dead:
-                    self.dead_idle_dev -= self.bp
-        b.dead = False  # a session uses it again
         b.ref += 1
 
     def reload(self, b: Block) -> int:
@@ -243,24 +236,6 @@ class KVCache:
                 self.lru[b.tier][b.h] = b
                 if b.tier <= HBF:
                     self.dev_busy -= bp
-                    if b.dead:
-                        self.dead_idle_dev += bp
-
-    def mark_dead(self, blocks) -> None:
-        """Note that the session that last used ``blocks`` has ended (its last turn is done).
-
-        Only the buffered scheduler's accounting reads this (:attr:`protected_idle`); the
-        eviction order stays LRU for every scheduler."""
-        for b in blocks:
-            if not b.dead and b.h in self.blocks:
-                b.dead = True
-                if not b.ref and b.tier <= HBF:
-                    self.dead_idle_dev += self.bp
-
-    @property
-    def protected_idle(self) -> int:
-        """Idle device pages of prefixes whose sessions may still return."""
-        return self.used[HBM] + self.used[HBF] - self.dev_busy - self.dead_idle_dev
 
     def check(self) -> None:
         """Assert the accounting invariants (tests call this after every step)."""
@@ -280,7 +255,4 @@ class KVCache:
         own = self.used[HBM] + self.used[HBF] - blk[HBM] - blk[HBF]
         assert own >= 0
         assert self.dev_busy == own + pinned_dev, (self.dev_busy, own, pinned_dev)
-        dead = sum(self.bp for b in self.blocks.values()
-                   if b.dead and not b.ref and b.tier <= HBF)
-        assert self.dead_idle_dev == dead, (self.dead_idle_dev, dead)
         assert self.dev_busy <= self.dev_cap

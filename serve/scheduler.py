@@ -8,13 +8,14 @@ stopping at the first that does not fit (no skipping ahead, as vLLM's FCFS waiti
 - ``cache-aware``: requests whose prefix is resident on the device first (in arrival order),
   then the others (002: "prefer waiting requests whose prefix is resident").
 - ``buffered``: cache-aware order, and a *new session* (turn 0) is admitted only if the device
-  KV of the open sessions -- pages held by running requests plus the idle resident prefixes
-  of sessions that have not ended -- and the newcomer's pages stay within ``1 - headroom`` of
-  device KV capacity (002 Figures 4 and 5; 10 % in its Table 4). A newcomer therefore never
-  evicts a prefix that will be reused, and the headroom leaves room for the open sessions'
-  contexts to grow; returning turns may use all of the capacity (evicting LRU). A session
-  has ended when its last turn completes (the trace knows; a serving system learns it when
-  the agent closes the session).
+  KV the open sessions need -- pages held by running requests plus the context pages of
+  every session between two turns -- and the newcomer's pages stay within ``1 - headroom``
+  of device KV capacity (002 Figures 4 and 5; 10 % in its Table 4). A newcomer therefore
+  does not take the room of a prefix that will be reused, and the headroom leaves room for
+  the open sessions' contexts to grow; returning turns may use all of the capacity
+  (evicting LRU). A session is between turns from the completion of one turn to the
+  admission of the next; after its last turn it is closed (the trace knows; a serving
+  system learns it when the agent closes the session).
 
 Whether a prefix is resident is *probed*, not walked: the engine passes a function that
 looks at one block (docs/serving.md, "Schedulers"), so a scheduling pass costs O(window).
@@ -72,8 +73,8 @@ class Scheduler:
     def admits(self, req, need: int, busy: int, protected: int, cap: int) -> bool:
         """May ``req`` (needing ``need`` more busy device pages) be admitted now?
 
-        ``busy``: device pages held by running requests; ``protected``: idle device pages of
-        prefixes whose sessions have not ended; ``cap``: device KV pages available."""
+        ``busy``: device pages held by running requests; ``protected``: context pages of the
+        sessions between two turns; ``cap``: device KV pages available."""
         if self.name == "buffered" and req.index == 0:
             return busy + protected + need <= int(cap * (1.0 - self.headroom))
         return busy + need <= cap

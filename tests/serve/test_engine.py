@@ -117,3 +117,23 @@ def test_replicas_split_sessions(qwen32):
 def test_model_that_does_not_fit_is_rejected(qwen32):
     with pytest.raises(ValueError, match="does not fit"):
         simulate(generate(2, seed=0), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))
+
+
+def test_host_hit_waits_for_its_reload_over_pcie(qwen32):
+    """A returning turn whose prefix cooled to host DRAM starts its prefill only once the
+    reload has crossed the PCIe link: TTFT >= reload bytes / link bandwidth + latency."""
+    from hbfsim.serve.hardware import HOST_LINK_BW, HOST_LINK_LATENCY_S
+
+    ha = tuple(("a", b) for b in range(300))
+    turns = (Turn(0, 0, 4800, 1, ha, 0.0), Turn(0, 1, 4816, 2, ha + (("a", 300),), None, 1.0),
+             Turn(1, 0, 4800, 1, tuple(("b", b) for b in range(300)), 0.5))
+    node = exact_node(qwen32, hbm_pages=320, dram_pages=1000)
+    rep = simulate(Workload("reload", 16, turns), node, qwen32, Scheduler("fcfs"),
+                   config=EngineConfig(activation_reserve_bytes=0.0), check=True).replicas[0]
+    # The newcomer's 300 pages cooled 280 of the 300 idle blocks (tail first) to DRAM.
+    assert rep.host_hit_tokens == 280 * 16 and rep.device_hit_tokens == 20 * 16
+    reload = HOST_LINK_LATENCY_S + 280 * 16 * qwen32.kv_bytes_per_token / HOST_LINK_BW
+    ttft = rep.first[1] - rep.arrival[1]
+    assert reload > 0.02 and ttft > reload  # 23.5 ms: longer than the 16-token prefill
+    # ... and not much more: the prefill of the 16 new tokens follows at once (~8 ms).
+    assert ttft < reload + 0.012

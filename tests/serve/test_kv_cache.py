@@ -10,9 +10,8 @@ from .conftest import NO_RESERVE, exact_node
 
 def idle_block(kv, h):
     """Compute one block's KV into own pages, register it and let it go idle."""
-    kv.alloc(kv.bp)
-    b = kv.register(h, HBM if kv.used[HBM] <= kv.cap[HBM] and kv.lru[HBM] is not None
-                    else HBF)
+    nh, nf = kv.alloc(kv.bp)
+    b = kv.register(h, HBM if nh else HBF)
     kv.release([b])
     kv.check()
     return b
