@@ -13,14 +13,15 @@
     hbfsim waves list F | request F --id N | check F --trace T
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
-file left half-written (outputs are written to a temporary name and renamed when complete).
+file left half-written: every output is resolved and checked before work starts, and written
+through a hidden temporary renamed when complete (:mod:`hbfsim.outputs`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,17 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message)
         raise UsageError(f"{self.prog}: {message}")
+
+
+def _reject_empty(ap: argparse.ArgumentParser, argv) -> None:
+    """An empty argument (``--requests ''``) is a mistake, never "use the default"."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, tok in enumerate(args):
+        if tok.strip() == "":
+            where = f"after {args[i - 1]}" if i else "as the first argument"
+            raise UsageError(f"empty argument {where}")
+        if tok.startswith("--") and "=" in tok and tok.partition("=")[2].strip() == "":
+            raise UsageError(f"empty value in {tok!r}")
 
 
 def _add_config_args(p):
@@ -108,32 +120,38 @@ def _toml_value(v) -> str:
     return repr(v)
 
 
-def _check_output(path: str | None, what: str) -> None:
-    if path is None:
-        return
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{what} {path!r}: directory {str(parent)!r} does not exist")
+def _outputs(a, cfg, **outputs) -> dict:
+    """Resolve the command's outputs against every file it reads (hbfsim.outputs), before
+    any work starts. ``outputs`` maps an option name to a path (or None)."""
+    from hbfsim.outputs import resolve_outputs
+
+    inputs = {"--config": getattr(a, "config", None),
+              "--requests": getattr(a, "requests", None),
+              "trace file": getattr(a, "file", None)}
+    model = getattr(a, "model", None)
+    if model and Path(model).exists():
+        inputs["--model"] = model
+    return resolve_outputs(outputs, inputs)
 
 
-def _write_json(path: str, data: dict) -> None:
-    tmp = Path(path + ".partial")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+def _run_outputs(a, cfg) -> dict:
+    """The trace and statistics outputs of run / replay (``trace_file`` from the
+    configuration when no --trace is given)."""
+    trace = a.trace if a.trace is not None else (cfg.trace_file or None)
+    label = "--trace" if a.trace is not None else "trace_file"
+    outs = _outputs(a, cfg, **{label: trace, "--stats-json": a.stats_json})
+    return {"trace": outs[label], "stats": outs["--stats-json"]}
 
 
-def _traced_run(cfg, trace_path, trace_level, stats_path, run):
+def _traced_run(cfg, outs, trace_level, run):
     """Run ``run(trace) -> HbfSystem`` with the trace file opened (and removed on failure).
 
-    Returns ``(system, extra, host_seconds, trace, path, level)``; ``run`` may return
+    Returns ``(system, extra, host_seconds, trace, level)``; ``run`` may return
     ``(system, extra)`` to pass something on."""
     from hbfsim.model.trace import TraceWriter
 
-    path = trace_path or cfg.trace_file or None
     level = trace_level or cfg.trace_level or 2
-    _check_output(path, "trace")
-    _check_output(stats_path, "stats file")
-    trace = TraceWriter(path, level) if path else None
+    trace = TraceWriter(outs["trace"], level) if outs["trace"] is not None else None
     t0 = time.perf_counter()
     try:
         out = run(trace)
@@ -145,11 +163,10 @@ def _traced_run(cfg, trace_path, trace_level, stats_path, run):
     if trace is not None:
         trace.close()
     system, extra = out if isinstance(out, tuple) else (out, None)
-    return system, extra, host, trace, path, level
+    return system, extra, host, trace, level
 
 
-def _report(header, system, host, trace, path, level, stats_path, extra_stats=None,
-            extra_lines=()):
+def _report(header, system, host, trace, level, outs, extra_stats=None, extra_lines=()):
     from hbfsim.model.stats import collect_stats, format_table
 
     stats = collect_stats(system)
@@ -161,15 +178,15 @@ def _report(header, system, host, trace, path, level, stats_path, extra_stats=No
     for line in extra_lines:
         print(line)
     print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
-    if path:
-        print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
-    if stats_path:
-        _write_json(stats_path, stats)
-        print(f"  statistics: {stats_path}")
+    if trace is not None:
+        print(f"  trace: {trace.path} ({trace.rows:,} rows, level {level})")
+    if outs["stats"] is not None:
+        outs["stats"].write_text(json.dumps(stats, indent=2) + "\n")
+        print(f"  statistics: {outs['stats'].path}")
     return 0
 
 
-def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
+def _simulate(cfg, requests, outs, trace_level, title) -> int:
     from hbfsim.model.system import HbfSystem
 
     def run(trace):
@@ -180,13 +197,12 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
         system.run()
         return system
 
-    system, _, host, trace, path, level = _traced_run(cfg, trace_path, trace_level,
-                                                      stats_path, run)
+    system, _, host, trace, level = _traced_run(cfg, outs, trace_level, run)
     header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
               f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
               f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, "
               f"{cfg.write_timeout_policy} writes")
-    return _report(header, system, host, trace, path, level, stats_path)
+    return _report(header, system, host, trace, level, outs)
 
 
 def _param_value(text: str):
@@ -235,20 +251,20 @@ def _run_workload(a, cfg) -> int:
     from hbfsim.model.workloads import DeviceStream
 
     cfg, work = load_workload(a, cfg)
+    outs = _run_outputs(a, cfg)
     if isinstance(work, DeviceStream):
-        return _simulate(cfg, iter(work), a.trace, a.trace_level, a.stats_json,
+        return _simulate(cfg, iter(work), outs, a.trace_level,
                          f"run --workload {a.workload} (device stream)")
+
     def run(trace):
         result = run_closed_loop(cfg, work, trace=trace)
         return result.system, result
 
-    system, result, host, trace, path, level = _traced_run(cfg, a.trace, a.trace_level,
-                                                           a.stats_json, run)
+    system, result, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
     header = (f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
               f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
               f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels")
-    return _report(header, system, host, trace, path, level, a.stats_json,
-                   {"gpu": result.summary()},
+    return _report(header, system, host, trace, level, outs, {"gpu": result.summary()},
                    [f"  GPU span: {result.span_gpu_cycles:,} GPU cycles "
                     f"({result.span_us:.3f} us)"])
 
@@ -265,19 +281,21 @@ def _cmd_run(a) -> int:
         return _run_workload(a, cfg)
     if a.model or a.param:
         raise UsageError("--model and --param need --workload")
-    if a.requests:
+    outs = _run_outputs(a, cfg)
+    if a.requests is not None:
         reqs = load_requests_csv(a.requests, cfg)
         title = f"run {a.requests}"
     else:
         reqs = default_workload(cfg)
         title = "run (embedded default workload)"
-    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, title)
+    return _simulate(cfg, reqs, outs, a.trace_level, title)
 
 
 def _cmd_replay(a) -> int:
     from hbfsim.model.trace import read_trace, replay_requests
 
     cfg = load_config(a.config, a.profile)
+    outs = _run_outputs(a, cfg)
     reqs = replay_requests(read_trace(a.file), cfg)
     from hbfsim.model.mapping import AddressError, Mapper
     m = Mapper(cfg)
@@ -286,7 +304,7 @@ def _cmd_replay(a) -> int:
             m.check(r.addr, r.nbytes)
         except AddressError as e:
             raise UsageError(f"{a.file}: request {r.id}: {e}") from None
-    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, f"replay {a.file}")
+    return _simulate(cfg, reqs, outs, a.trace_level, f"replay {a.file}")
 
 
 def _cmd_config_show(a) -> int:
@@ -322,17 +340,15 @@ def _cmd_rtl(a) -> int:
     if a.rtl_cmd == "emit":
         from hbfsim.rtl.emit import emit_verilog
 
-        _check_output(a.output, "output")
+        out = _outputs(a, cfg, **{"-o": a.output})["-o"]  # before the elaboration
         text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
-        tmp = Path(a.output + ".partial")
-        tmp.write_text(text)
-        os.replace(tmp, a.output)
+        out.write_text(text)
         kind = "stack controller" if cfg.stacks == 1 else f"system of {cfg.stacks} stacks"
         print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller, {kind})")
         return 0
     from hbfsim.rtl.synth import SynthError, synth_stats
 
-    _check_output(a.json, "stats file")
+    json_out = _outputs(a, cfg, **{"--json": a.json})["--json"]
     try:
         rows = synth_stats(cfg, sector_bytes=a.sector_bytes, abc=a.abc)
     except SynthError as e:
@@ -345,8 +361,8 @@ def _cmd_rtl(a) -> int:
     for name, r in sorted(rows.items(), key=lambda kv: (kv[0] == "total", kv[0])):
         short = name.replace("hbf_controller.", "") if name != "hbf_controller" else "(top)"
         print(f"  {short:<34} {r['cells']:>10,} {r['flip_flops']:>11,} {r['memory_bits']:>12,}")
-    if a.json:
-        _write_json(a.json, rows)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 
@@ -354,8 +370,13 @@ def main(argv=None) -> int:
     from hbfsim.model.mapping import AddressError
     from hbfsim.model.requests import InputError
 
+    from hbfsim.outputs import Terminated, install_signal_cleanup
+
+    install_signal_cleanup()
     try:
-        a = _parser().parse_args(argv)
+        ap = _parser()
+        _reject_empty(ap, argv)
+        a = ap.parse_args(argv)
         if a.cmd == "run":
             return _cmd_run(a)
         if a.cmd == "replay":
@@ -377,6 +398,18 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("hbfsim: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("hbfsim: terminated", file=sys.stderr)
+        return 143
+    except BrokenPipeError:
+        # the reader went away (``hbfsim run --list-workloads | head -1``): not an error of
+        # ours; point stdout at /dev/null so the interpreter's final flush stays quiet
+        import os
+
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return 0
 
 

@@ -30,21 +30,25 @@ _INT_COLS = {"sim_cycle", "request_id", "source_subpartition", "address", "page"
 
 
 class TraceWriter:
-    """Write hbf-trace-v1 rows to a file (atomically: a temp file renamed on close).
+    """Write hbf-trace-v1 rows to a file (atomically: a hidden temporary renamed on close,
+    by the output-safety rule of :mod:`hbfsim.outputs`).
 
     Parameters
     ----------
-    path : str or Path
-        Output file.
+    path : str, Path or hbfsim.outputs.Target
+        Output file; a :class:`~hbfsim.outputs.Target` already checked by the command
+        (a plain path is checked here on its own).
     level : int
         1 = Ingress and Completed rows; 2 = every state.
     """
 
     def __init__(self, path, level: int = 2):
-        self.path = Path(path)
-        self.tmp = self.path.with_name(self.path.name + ".partial")
+        from hbfsim.outputs import Target, resolve_outputs
+
+        target = path if isinstance(path, Target) else resolve_outputs({"trace": path})["trace"]
+        self.path = target.path
         self.level = level
-        self.fh = self.tmp.open("w", newline="")
+        self.fh, self._commit, self._abort = target.opener("w", newline="")
         self.fh.write(",".join(COLUMNS) + "\n")
         self.rows = 0
 
@@ -74,12 +78,10 @@ class TraceWriter:
         self.rows += len(out)
 
     def close(self) -> None:
-        self.fh.close()
-        self.tmp.replace(self.path)
+        self._commit()
 
     def abort(self) -> None:
-        self.fh.close()
-        self.tmp.unlink(missing_ok=True)
+        self._abort()
 
 
 class TraceRow(dict):
