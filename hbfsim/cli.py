@@ -35,6 +35,10 @@ class UsageError(Exception):
     """Bad command-line usage or input: exit 2 with one line."""
 
 
+class RunError(Exception):
+    """The simulation itself went wrong (a bug, not bad input): exit 1 with one line."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message)
         raise UsageError(f"{self.prog}: {message}")
@@ -160,9 +164,16 @@ def _traced_run(cfg, outs, trace_level, run):
             trace.abort()
         raise
     host = time.perf_counter() - t0
+    system, extra = out if isinstance(out, tuple) else (out, None)
+    if system.n_done != system.submitted:
+        # an accepted request must complete; never report (or keep) a run that lost one
+        if trace is not None:
+            trace.abort()
+        raise RunError(f"{system.submitted - system.n_done:,} of {system.submitted:,} "
+                       f"accepted requests never completed (simulation stopped at tick "
+                       f"{system.t:,}); no output written")
     if trace is not None:
         trace.close()
-    system, extra = out if isinstance(out, tuple) else (out, None)
     return system, extra, host, trace, level
 
 
@@ -395,6 +406,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"hbfsim: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:
+        print(f"hbfsim: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hbfsim: interrupted", file=sys.stderr)
         return 130

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.config import MAX_TICK, PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import Request
 from hbfsim.model.mapping import AddressError, Mapper
 
@@ -21,6 +21,10 @@ __all__ = ["CSV_HEADER", "InputError", "default_workload", "load_requests_csv", 
            "write_pattern"]
 
 CSV_HEADER = ["tick", "op", "address", "bytes", "source"]
+#: Largest value of each integer field (ticks: hbfsim.config.MAX_TICK; the address and size
+#: are then checked against the configured range by the mapper).
+_FIELD_MAX = {"tick": MAX_TICK, "address": (1 << 64) - 1, "bytes": PAGE_BYTES,
+              "source": (1 << 32) - 1}
 
 
 class InputError(ValueError):
@@ -80,6 +84,9 @@ def load_requests_csv(path: str | Path, cfg: HbfConfig) -> list[Request]:
                 if v < 0:
                     raise InputError(f"{p} line {lineno}: {name} must be non-negative, "
                                      f"not {v}")
+                if v > _FIELD_MAX[name]:
+                    raise InputError(f"{p} line {lineno}: {name} {text.strip()} is larger "
+                                     f"than {_FIELD_MAX[name]}")
                 vals.append(v)
             tick, addr, nbytes, source = vals
             op = row[1].strip().upper()
