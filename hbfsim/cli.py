@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     tsub = tr.add_subparsers(dest="trace_cmd", required=True, parser_class=_Parser)
     val = tsub.add_parser("validate", help="check that a file is hbf-trace-v1")
     val.add_argument("file")
+    _add_config_args(val)  # the HBF address range the addresses must fall in
     rtl = sub.add_parser("rtl", help="controller RTL commands")
     rsub = rtl.add_subparsers(dest="rtl_cmd", required=True, parser_class=_Parser)
     emit = rsub.add_parser("emit", help="write the controller as Verilog")
@@ -326,11 +327,14 @@ def _cmd_config_show(a) -> int:
 
 
 def _cmd_trace_validate(a) -> int:
-    from hbfsim.model.trace import read_trace
+    from hbfsim.model.trace import read_trace, validate_trace
 
-    rows = read_trace(a.file)
-    ids = {r["request_id"] for r in rows}
-    print(f"{a.file}: valid hbf-trace-v1, {len(rows):,} rows, {len(ids):,} requests")
+    cfg = load_config(a.config, a.profile)
+    summary = validate_trace(read_trace(a.file), cfg, a.file)
+    print(f"{a.file}: valid hbf-trace-v1, level {summary['level']}, {summary['rows']:,} rows, "
+          f"{summary['requests']:,} requests")
+    for check in summary["checks"]:
+        print(f"  checked: {check}")
     return 0
 
 
