@@ -237,17 +237,30 @@ def load_workload(a, cfg):
     Returns ``(cfg, work)``; raises UsageError naming a bad parameter.
     """
     from hbfsim.model.gpu import GpuError
-    from hbfsim.model.workloads import get_workload
+    from hbfsim.model.workload_params import check_params, cli_name, registry_name
+    from hbfsim.model.workloads import WORKLOADS, get_workload
 
+    name = registry_name(a.workload)
+    if name not in WORKLOADS:
+        raise UsageError(f"--workload must be one of "
+                         f"{', '.join(cli_name(n) for n in WORKLOADS)}, not {a.workload!r}")
     params = {}
     for item in a.param:
         key, sep, val = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip() or not val.strip():
             raise UsageError(f"--param must be KEY=VALUE, not {item!r}")
-        params[key.strip().replace("-", "_")] = _param_value(val.strip())
+        key = key.strip().replace("-", "_")
+        if key in params:
+            raise UsageError(f"--param {key} given twice")
+        params[key] = _param_value(val.strip())
     if getattr(a, "model", None):
+        if name != "llm_decode":
+            raise UsageError(f"--model goes with --workload llm-decode, not {a.workload!r}")
         params["model"] = a.model
-    name = a.workload.replace("-", "_")
+    try:
+        check_params(name, params)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         work = get_workload(name, cfg, **params)
         if getattr(work, "config", None):
@@ -285,8 +298,9 @@ def _cmd_run(a) -> int:
     from hbfsim.model.requests import default_workload, load_requests_csv
 
     if a.list_workloads:
-        from hbfsim.model.workloads import workload_names
-        print("\n".join(n.replace("_", "-") for n in workload_names()))
+        from hbfsim.model.workload_params import list_workloads
+
+        print(list_workloads())
         return 0
     cfg = load_config(a.config, a.profile)
     if a.workload:
