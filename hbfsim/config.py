@@ -483,11 +483,10 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     """
     file_values: dict = {}
     if path is not None:
+        from hbfsim.textfile import read_text
+
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read configuration {str(p)!r}: {e.strerror}") from None
+        text = read_text(p, "configuration", ConfigError)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:

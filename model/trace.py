@@ -99,12 +99,11 @@ def read_trace(path) -> list[TraceRow]:
     InputError
         Missing, added or reordered columns (named), or a malformed value (line and column).
     """
+    from hbfsim.textfile import read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(f"cannot read trace {str(p)!r}: {e.strerror}") from None
-    reader = csv.reader(io.StringIO(text))
+    text = read_text(p, "trace", InputError)
+    reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if header is None:
         raise InputError(f"{p}: empty file; expected the hbf-trace-v1 header")
