@@ -229,6 +229,43 @@ def _param_value(text: str):
     return text
 
 
+#: Hugging Face config.json keys of the model shape and their largest accepted value
+#: (far beyond any published dense model; they bound the generated request count).
+_MODEL_KEYS = {"num_hidden_layers": 1 << 10, "hidden_size": 1 << 20,
+               "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12,
+               "head_dim": 1 << 14, "intermediate_size": 1 << 22, "vocab_size": 1 << 24}
+_MODEL_NULLABLE = {"num_key_value_heads", "head_dim"}  # null = derived from the others
+
+
+def _check_model_file(spec: str) -> None:
+    """Check a ``--model`` config.json before the shape is built from it: readable UTF-8,
+    valid JSON (no NaN/Infinity), an object, and every shape key a positive integer."""
+    p = Path(spec)
+    if not p.exists() or p.suffix.lower() == ".toml":
+        return  # a preset name (checked by the workload) or a TOML shape
+    from hbfsim.textfile import read_text
+
+    text = read_text(p, "model config", UsageError)
+
+    def constant(name):
+        raise ValueError(f"{name} is not a JSON number")
+    try:
+        data = json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{p} line {e.lineno}: not valid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise UsageError(f"{p}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"model config {str(p)!r} must be a JSON object, not "
+                         f"{type(data).__name__}")
+    for key, hi in _MODEL_KEYS.items():
+        if key not in data or (data[key] is None and key in _MODEL_NULLABLE):
+            continue
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+            raise UsageError(f"{p}: {key} must be an integer in 1..{hi}, not {v!r}")
+
+
 def load_workload(a, cfg):
     """The workload named by ``a.workload`` with ``a.param`` (and ``a.model``), and the
     configuration it runs under: its study settings (``work.config``) sit under the user's
@@ -256,6 +293,7 @@ def load_workload(a, cfg):
     if getattr(a, "model", None):
         if name != "llm_decode":
             raise UsageError(f"--model goes with --workload llm-decode, not {a.workload!r}")
+        _check_model_file(a.model)
         params["model"] = a.model
     try:
         check_params(name, params)

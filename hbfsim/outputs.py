@@ -96,8 +96,9 @@ class Target:
         True for a character device or FIFO: written directly, never renamed over.
     """
 
-    def __init__(self, label: str, path: Path, real: Path, in_place: bool):
+    def __init__(self, label: str, path: Path, real: Path, in_place: bool, text: str = ""):
         self.label, self.path, self.real, self.in_place = label, path, real, in_place
+        self.text = text or str(path)  # as the user typed it, for messages
 
     def __repr__(self):
         return f"Target({self.label!r}, {str(self.path)!r})"
@@ -203,7 +204,7 @@ def _check_one(label: str, raw) -> Target:
         if not parent.is_dir():
             raise OutputError(f"{label} {text!r}: directory {str(parent)!r} does not exist")
         _probe(label, text, parent)
-    return Target(label, path, real, in_place)
+    return Target(label, path, real, in_place, text)
 
 
 def _probe(label: str, text: str, parent: Path) -> None:
@@ -249,11 +250,11 @@ def resolve_outputs(outputs: dict, inputs: dict | None = None) -> dict:
         t = _check_one(label, raw)
         for ilabel, ipath in ins:
             if not t.in_place and _same(t.real, ipath):
-                raise OutputError(f"{label} {str(t.path)!r} is the same file as the input "
+                raise OutputError(f"{label} {t.text!r} is the same file as the input "
                                   f"{ilabel}; refusing to overwrite it")
         for o in seen:
             if _same(t.real, o.real) and not (t.in_place and o.in_place):
-                raise OutputError(f"{label} {str(t.path)!r} is the same file as {o.label}; "
+                raise OutputError(f"{label} {t.text!r} is the same file as {o.label}; "
                                   "each output needs its own file")
         seen.append(t)
         out[label] = t
