@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     csub = cfg.add_subparsers(dest="config_cmd", required=True, parser_class=_Parser)
     show = csub.add_parser("show", help="print the resolved configuration as TOML")
     _add_config_args(show)
+    show.add_argument("--provenance", action="store_true",
+                      help="name each value's source (OCP HBF v0.7, the HBF-Sim paper or its "
+                           "configuration, FlashAccel, your file, or our assumption)")
     tr = sub.add_parser("trace", help="trace commands")
     tsub = tr.add_subparsers(dest="trace_cmd", required=True, parser_class=_Parser)
     val = tsub.add_parser("validate", help="check that a file is hbf-trace-v1")
@@ -113,6 +116,22 @@ def _parser() -> argparse.ArgumentParser:
     study.register(sub)
     cosim_cli.register(sub, _Parser)
     return ap
+
+
+def _say_big_input(path) -> None:
+    """Announce the load of a big input file (about 2 s per 100 MB of request CSV)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # the reader reports it
+    if size >= 64 << 20:
+        _say(f"reading {path} ({size / 1e6:,.0f} MB) ...")
+
+
+def _say(text: str) -> None:
+    """Tell the user what a long step is doing, on stdout (stderr is for the one error
+    line), flushed so it shows before the work starts."""
+    print(text, flush=True)
 
 
 def _toml_value(v) -> str:
@@ -198,7 +217,7 @@ def _report(header, system, host, trace, level, outs, extra_stats=None, extra_li
     return 0
 
 
-def _simulate(cfg, requests, outs, trace_level, title) -> int:
+def _simulate(cfg, requests, outs, trace_level, title, extra="") -> int:
     from hbfsim.model.system import HbfSystem
 
     def run(trace):
@@ -213,7 +232,7 @@ def _simulate(cfg, requests, outs, trace_level, title) -> int:
     header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
               f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
               f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, "
-              f"{cfg.write_timeout_policy} writes")
+              f"{cfg.write_timeout_policy} writes, {_clocks(cfg)}{extra}")
     return _report(header, system, host, trace, level, outs)
 
 
@@ -268,8 +287,9 @@ def _check_model_file(spec: str) -> None:
 
 def load_workload(a, cfg):
     """The workload named by ``a.workload`` with ``a.param`` (and ``a.model``), and the
-    configuration it runs under: its study settings (``work.config``) sit under the user's
-    profile, file and flags. Shared by ``run --workload`` and ``cosim run --workload``.
+    configuration it runs under: its study settings (``work.config``) sit above the defaults
+    and under the user's profile and file (``load_config(base=...)``). Shared by
+    ``run --workload`` and ``cosim run --workload``.
 
     Returns ``(cfg, work)``; raises UsageError naming a bad parameter.
     """
@@ -309,6 +329,19 @@ def load_workload(a, cfg):
     return cfg, work
 
 
+def _clocks(cfg) -> str:
+    return f"memory clock {cfg.memory_clock_mhz:g} MHz, GPU clock {cfg.gpu_clock_mhz:g} MHz"
+
+
+def _workload_settings(work) -> str:
+    """The workload's own configuration settings, as applied (the header must show every
+    setting its figures depend on)."""
+    if not getattr(work, "config", None):
+        return ""
+    items = ", ".join(f"{k}={_toml_value(v)}" for k, v in work.config.items())
+    return f"\n  workload settings (under --profile and --config): {items}"
+
+
 def _run_workload(a, cfg) -> int:
     from hbfsim.model.gpu import run_closed_loop
     from hbfsim.model.workloads import DeviceStream
@@ -317,7 +350,8 @@ def _run_workload(a, cfg) -> int:
     outs = _run_outputs(a, cfg)
     if isinstance(work, DeviceStream):
         return _simulate(cfg, iter(work), outs, a.trace_level,
-                         f"run --workload {a.workload} (device stream)")
+                         f"run --workload {a.workload} (device stream)",
+                         _workload_settings(work))
 
     def run(trace):
         result = run_closed_loop(cfg, work, trace=trace)
@@ -326,7 +360,8 @@ def _run_workload(a, cfg) -> int:
     system, result, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
     header = (f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
               f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
-              f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels")
+              f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels, "
+              f"{_clocks(cfg)}{_workload_settings(work)}")
     return _report(header, system, host, trace, level, outs, {"gpu": result.summary()},
                    [f"  GPU span: {result.span_gpu_cycles:,} GPU cycles "
                     f"({result.span_us:.3f} us)"])
@@ -347,6 +382,7 @@ def _cmd_run(a) -> int:
         raise UsageError("--model and --param need --workload")
     outs = _run_outputs(a, cfg)
     if a.requests is not None:
+        _say_big_input(a.requests)
         reqs = load_requests_csv(a.requests, cfg)
         title = f"run {a.requests}"
     else:
@@ -360,6 +396,7 @@ def _cmd_replay(a) -> int:
 
     cfg = load_config(a.config, a.profile)
     outs = _run_outputs(a, cfg)
+    _say_big_input(a.file)
     reqs = replay_requests(read_trace(a.file), cfg)
     from hbfsim.model.mapping import AddressError, Mapper
     m = Mapper(cfg)
@@ -373,8 +410,17 @@ def _cmd_replay(a) -> int:
 
 def _cmd_config_show(a) -> int:
     cfg = load_config(a.config, a.profile)
+    if not a.provenance:
+        for k, v in cfg.as_dict().items():
+            print(f"{k} = {_toml_value(v)}")
+        return 0
+    from hbfsim.provenance import provenance
+
+    src = provenance(cfg, a.config)
+    print(f"# profile {cfg.profile}: each value with its source (docs/provenance.md)")
     for k, v in cfg.as_dict().items():
-        print(f"{k} = {_toml_value(v)}")
+        source, note = src[k]
+        print(f"{k + ' = ' + _toml_value(v):<40} # {source}: {note}")
     return 0
 
 
@@ -408,6 +454,9 @@ def _cmd_rtl(a) -> int:
         from hbfsim.rtl.emit import emit_verilog
 
         out = _outputs(a, cfg, **{"-o": a.output})["-o"]  # before the elaboration
+        _say(f"elaborating the controller RTL for profile {cfg.profile} ({cfg.channels} "
+             f"channels, {cfg.mshr_entries} MSHRs, admission {cfg.admission}): about a "
+             "minute on the reference profile, longer for bigger tables ...")
         text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
         out.write_text(text)
         kind = "stack controller" if cfg.stacks == 1 else f"system of {cfg.stacks} stacks"
@@ -416,6 +465,9 @@ def _cmd_rtl(a) -> int:
     from hbfsim.rtl.synth import SynthError, synth_stats
 
     json_out = _outputs(a, cfg, **{"--json": a.json})["--json"]
+    _say(f"elaborating and synthesizing with Yosys{' and ABC' if a.abc else ''}: several "
+         "minutes (more than five on the reference profile; the first run also compiles "
+         "Yosys, about 40 s) ...")
     try:
         rows = synth_stats(cfg, sector_bytes=a.sector_bytes, abc=a.abc)
     except SynthError as e:

@@ -473,8 +473,9 @@ def build_config(values: dict) -> HbfConfig:
 
 def load_config(path: str | Path | None = None, profile: str | None = None,
                 base: dict | None = None, **overrides) -> HbfConfig:
-    """Load a configuration: profile defaults, then ``base`` (for example a workload's
-    recommended settings), then the TOML file, then ``overrides``.
+    """Load a configuration: the defaults, then ``base`` (for example a workload's study
+    settings), then the named profile's values, then the TOML file, then ``overrides``, so a
+    profile the user names wins over a workload's settings (and the file over both).
 
     Raises
     ------
@@ -500,6 +501,6 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     if not isinstance(name, str) or name not in PROFILES:
         raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {name!r}")
     base_values = _normalise(base or {}, "workload defaults")
-    values = {"profile": name} | PROFILES[name] | base_values | file_values | over
+    values = {"profile": name} | base_values | PROFILES[name] | file_values | over
     values["profile"] = name
     return build_config(values)

@@ -106,3 +106,44 @@ def test_a_request_that_never_completes_fails_the_run(tmp_path):
 
     with pytest.raises(RunError, match="1 of 2 accepted requests never completed"):
         _traced_run(cfg, {"trace": None, "stats": None}, 2, run)
+
+
+def test_every_key_and_profile_value_has_a_source():
+    from hbfsim.config import KEYS
+    from hbfsim.provenance import DEFAULT_SOURCES, PROFILE_SOURCES, SOURCES
+
+    assert set(DEFAULT_SOURCES) == set(KEYS)
+    assert set(PROFILE_SOURCES) == set(PROFILES)
+    for name, values in PROFILES.items():
+        assert set(values) == set(PROFILE_SOURCES[name]), name
+    for table in [DEFAULT_SOURCES, *PROFILE_SOURCES.values()]:
+        for key, (source, note) in table.items():
+            assert source in SOURCES and note, key
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_config_show_provenance_names_every_source_and_round_trips(tmp_path, capsys, profile):
+    import tomllib
+
+    from hbfsim.cli import main
+
+    f = tmp_path / "c.toml"
+    f.write_text("channels = 4\n")
+    assert main(["config", "show", "--provenance", "--profile", profile, "--config",
+                 str(f)]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if not ln.startswith("#")]
+    assert len(lines) == len(load_config().as_dict())
+    assert all(" # " in ln for ln in lines)
+    assert f"# file {f}: set in the configuration file" in out
+    if profile == "flashaccel":
+        assert "# FlashAccel paper: XL-Flash tR 4 us" in out
+    assert load_config(**{k: v for k, v in tomllib.loads(out).items()}) == \
+        load_config(f, profile)
+
+
+def test_a_named_profile_wins_over_workload_settings():
+    assert load_config(base={"channels": 4}).channels == 4
+    assert load_config(profile="ocp-grade3", base={"channels": 4}).channels == 16
+    assert load_config(profile="ocp-grade3", base={"subarrays_per_channel": 1}) \
+        .subarrays_per_channel == 1
