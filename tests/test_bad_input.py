@@ -775,3 +775,14 @@ def test_corpus_is_big_enough():
          + 2 * len(TRACE_BAD) + 2 * len(TRACE_HEADER_BAD) + len(MODEL_BAD) + len(USAGE_BAD)
          + len(PARAM_BAD) + len(OUT_BAD) + len(CSV_ODD_BUT_VALID) + len(CONFIG_ODD_BUT_VALID))
     assert n >= 250, n
+
+
+def test_cosim_wave_file_refused_before_the_build(tmp_path, monkeypatch, capsys):
+    from hbfsim.cosim import runner
+
+    if runner.skip_reason("verilator"):
+        pytest.skip(runner.skip_reason("verilator"))
+    monkeypatch.setattr(runner, "WAVES_DIR", tmp_path / "waves")
+    monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("built despite the refusal"))
+    _case(tmp_path, monkeypatch, capsys, ["cosim", "run", "--scenario", "coverage", "--waves"],
+          {"waves": None, "waves/coverage.vcd": None}, r"waves '.*coverage.vcd' is a directory")
