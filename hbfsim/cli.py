@@ -110,10 +110,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--trace", metavar="T.csv", help="write the replay's own trace")
     rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
-    from hbfsim import study
+    from hbfsim import studies
     from hbfsim.cosim import cli as cosim_cli
 
-    study.register(sub)
+    studies.register(sub)
     cosim_cli.register(sub, _Parser)
     return ap
 

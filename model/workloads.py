@@ -12,17 +12,19 @@ docs/gpu.md lists every parameter.
 
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal
-from pathlib import Path
 from typing import Callable, Iterator
 
 from hbfsim.config import PAGE_BYTES, HbfConfig, load_config
 from hbfsim.model.controller import Request
 from hbfsim.model.gpu import GpuConfig, GpuError, GpuProgram, Kernel, Producer, \
     us_to_gpu_cycles
+# The LLM shapes live in hbfsim/shapes.py (shared with the serving level); re-exported here.
+from hbfsim.shapes import DTYPE_BYTES as _DTYPES  # noqa: F401  (the old name)
+from hbfsim.shapes import MODEL_PRESETS, ModelShape, ShapeError
+from hbfsim.shapes import model_shape as _model_shape
 
 __all__ = [
     "MODEL_PRESETS",
@@ -418,118 +420,32 @@ def rw_isolation(cfg: HbfConfig | None = None, read_sectors: int = 512, read_pag
 
 
 # ============================================================================ §5.5 LLM
-@dataclass(frozen=True)
-class ModelShape:
-    """The tensor shape of a dense decoder-only transformer (Llama/Qwen family).
-
-    Members
-    -------
-    name : str
-    layers, hidden, q_heads, kv_heads, head_dim, intermediate, vocab : int
-    tied_embeddings : bool
-        The LM head reuses the embedding matrix.
-    dtype_bytes : int
-        Bytes per weight (2 for BF16/FP16).
-    qk_norm : bool
-        Per-head RMSNorm of queries and keys (Qwen3).
-    attention_bias : bool
-        q/k/v projections have biases (Qwen2).
-    """
-
-    name: str
-    layers: int
-    hidden: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    tied_embeddings: bool = True
-    dtype_bytes: int = 2
-    qk_norm: bool = True
-    attention_bias: bool = False
-
-    def __post_init__(self):
-        for f in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "intermediate",
-                  "vocab", "dtype_bytes"):
-            _positive(f, getattr(self, f))
-
-    def scaled(self, scale: int) -> "ModelShape":
-        """Divide hidden, intermediate, vocab and the head counts by ``scale`` (not layers
-        or head_dim); dimensions stay multiples of 16 elements. ``scale = 1`` is the model."""
-        _positive("scale", scale)
-        if scale == 1:
-            return self
-
-        def div(v, m=16):
-            return max(m, -(-(v // scale) // m) * m)
-
-        return replace(self, name=f"{self.name}/{scale}", hidden=div(self.hidden),
-                       intermediate=div(self.intermediate), vocab=div(self.vocab),
-                       q_heads=max(1, self.q_heads // scale),
-                       kv_heads=max(1, self.kv_heads // scale))
-
-
-MODEL_PRESETS = {
-    # Qwen/Qwen3-1.7B config.json (source §5.5): BF16, tied embeddings, QK-norm.
-    "qwen3-1.7b": ModelShape("qwen3-1.7b", layers=28, hidden=2048, q_heads=16, kv_heads=8,
-                             head_dim=128, intermediate=6144, vocab=151936,
-                             tied_embeddings=True, dtype_bytes=2, qk_norm=True),
-}
-
-_DTYPES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8": 1,
-           "int8": 1, "uint8": 1}
-
-
 def model_shape(spec) -> ModelShape:
-    """A :class:`ModelShape` from a preset name, a dict, a config.json path or a shape.
+    """:func:`hbfsim.shapes.model_shape`, raising :class:`GpuError` as the workloads do.
 
-    A dict may use :class:`ModelShape` field names or Hugging Face ``config.json`` keys
-    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``,
-    ``num_key_value_heads``, ``head_dim``, ``intermediate_size``, ``vocab_size``,
-    ``tie_word_embeddings``, ``torch_dtype``, ``attention_bias``, ``model_type``; QK-norm
-    is assumed for ``model_type`` qwen3 unless ``qk_norm`` is given).
+    Raises
+    ------
+    GpuError
+        Unknown preset, unreadable config or a bad key (the one-line message of
+        :class:`~hbfsim.shapes.ShapeError`).
     """
-    if isinstance(spec, ModelShape):
-        return spec
-    if isinstance(spec, str):
-        key = spec.lower()
-        if key in MODEL_PRESETS:
-            return MODEL_PRESETS[key]
-        p = Path(spec)
-        if not p.is_file():
-            raise GpuError(f"model must be one of {', '.join(MODEL_PRESETS)} or a config.json "
-                           f"path, not {spec!r}")
-        try:
-            spec = json.loads(p.read_text())
-        except (OSError, ValueError) as e:
-            raise GpuError(f"cannot read model config {str(p)!r}: {e}") from None
-        spec.setdefault("name", p.parent.name or p.stem)
-    if not isinstance(spec, dict):
-        raise GpuError(f"model must be a preset name, dict or path, not {type(spec).__name__}")
-    names = {f.name for f in fields(ModelShape)}
-    if names - {"name"} - {"tied_embeddings", "dtype_bytes", "qk_norm", "attention_bias"} \
-            <= spec.keys():
-        return ModelShape(**{"name": "model", **{k: v for k, v in spec.items() if k in names}})
     try:
-        heads = spec["num_attention_heads"]
-        hidden = spec["hidden_size"]
-        dtype = spec.get("torch_dtype", spec.get("dtype", "bfloat16"))
-        if dtype not in _DTYPES:
-            raise GpuError(f"torch_dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
-        mt = str(spec.get("model_type", ""))
-        return ModelShape(
-            name=str(spec.get("name", spec.get("_name_or_path", mt or "model"))),
-            layers=spec["num_hidden_layers"], hidden=hidden, q_heads=heads,
-            kv_heads=spec.get("num_key_value_heads") or heads,
-            head_dim=spec.get("head_dim") or hidden // heads,
-            intermediate=spec["intermediate_size"], vocab=spec["vocab_size"],
-            tied_embeddings=bool(spec.get("tie_word_embeddings", False)),
-            dtype_bytes=_DTYPES[dtype],
-            qk_norm=bool(spec.get("qk_norm", mt.startswith("qwen3"))),
-            attention_bias=bool(spec.get("attention_bias", False)))
-    except KeyError as e:
-        raise GpuError(f"model config lacks key {e.args[0]!r}") from None
+        return _model_shape(spec)
+    except ShapeError as e:
+        raise GpuError(str(e)) from None
+
+
+def _decode_shape(spec, scale: int = 1) -> ModelShape:
+    """The shape of a decode step: a dense GQA model (:func:`_tensors` lays out no experts
+    and no MLA projections), scaled by ``scale``."""
+    s = model_shape(spec)
+    if s.is_moe or s.is_mla:
+        raise GpuError(f"model must be a dense GQA transformer for llm_decode, not "
+                       f"{s.name!r} ({'MoE' if s.is_moe else 'MLA'})")
+    try:
+        return s.scaled(scale)
+    except ShapeError as e:
+        raise GpuError(str(e)) from None
 
 
 def _tensors(s: ModelShape) -> list[tuple[str, int]]:
@@ -577,7 +493,7 @@ def decode_layout(shape, align: int = 256, max_tokens: int = 4096, batch: int = 
     region (per layer: ``prefix_tokens`` shared tokens, then per sequence ``max_tokens``
     private tokens, one token's K then V per ``kv_token_bytes``), then the RAG vector store.
     """
-    s = model_shape(shape)
+    s = _decode_shape(shape)
     if align < SECTOR or align & (align - 1):
         raise GpuError(f"align must be a power of two >= {SECTOR}, not {align!r}")
     off = 0
@@ -608,7 +524,7 @@ def decode_counts(shape, scale: int = 1, request_bytes: int = SECTOR,
     ``norm_rereads`` are the extra reads of the QK-norm weights, read once per query head
     and once per KV head when ``norm_per_head``.
     """
-    s = model_shape(shape).scaled(scale)
+    s = _decode_shape(shape, scale)
     rb = request_bytes
     n = {k: 0 for k in ("weights", "embed_row", "norm_rereads", "kv_append", "kv_reads",
                         "rag")}
@@ -667,7 +583,7 @@ def llm_decode(cfg: HbfConfig | None = None, model="qwen3-1.7b", scale: int = 1,
     :func:`decode_counts` gives the request counts (``expected``).
     """
     cfg = _cfg(cfg)
-    shape = model_shape(model).scaled(scale)
+    shape = _decode_shape(model, scale)
     if layers is not None:
         shape = replace(shape, layers=_positive("layers", layers))
     for name, v in (("sms", sms), ("warps_per_sm", warps_per_sm), ("bound", bound),

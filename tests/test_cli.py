@@ -158,3 +158,16 @@ def test_unknown_param_lists_the_valid_ones(capsys):
     assert main(["run", "--workload", "conservation", "--param", "scale=2"]) == 2
     err = capsys.readouterr().err
     assert "has no parameter 'scale'" in err and "requests, nbytes, page_stride, sms" in err
+
+
+def test_bad_llm_model_is_a_one_line_usage_error(tmp_path):
+    cfg = tmp_path / "tiny" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps({"model_type": "qwen3", "num_hidden_layers": 2,
+                               "hidden_size": 64, "num_attention_heads": 4}))
+    for model, match in (("gpt-17", "model must be one of qwen3-1.7b"),
+                         (str(cfg), f"model config '{cfg}' lacks key 'intermediate_size'"),
+                         ("qwen3-235b-a22b", "must be a dense GQA transformer")):
+        p = hbfsim("run", "--workload", "llm-decode", "--model", model)
+        assert p.returncode == 2 and match in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1

@@ -1,4 +1,4 @@
-"""The studies of hbfsim/study.py (quick sweeps) and the shapes the source reports.
+"""The studies of hbfsim/studies/ (quick sweeps), their registry, runner and command line.
 
 Source 000_5f193da23ae2984d.txt §5.2-§6.2, REFERENCE §2c and §6. Each quick study runs in
 about a second; the whole file in a few seconds.
@@ -7,10 +7,12 @@ about a second; the whole file in a few seconds.
 import argparse
 import csv
 import json
+import subprocess
+import sys
 
 import pytest
 
-from hbfsim.study import STUDIES, main, register, run_study, study_names
+from hbfsim.studies import STUDIES, Study, main, register, run_study, study_names
 
 
 def read(path) -> str:
@@ -141,3 +143,48 @@ def test_register_adds_the_study_subcommand(tmp_path, capsys):
     a = ap.parse_args(["study", "page-service", "--workers", "0"])
     with pytest.raises(ValueError, match="--workers"):
         a.func(a)
+
+
+def test_every_study_prints_a_headline(quick):
+    for name, s in quick.items():
+        lines = STUDIES[name].headline(s)
+        assert lines and all(isinstance(x, str) and x for x in lines), name
+
+
+def test_registry_names_studies_without_importing_them():
+    # what `hbfsim --help` does: build the parser; no study module, matplotlib or pool loads
+    code = ("import json, sys; from hbfsim.cli import _parser; _parser(); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(("
+            "'hbfsim.studies.', 'matplotlib', 'concurrent.futures.process')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == ["hbfsim.studies.base", "hbfsim.studies.cli",
+                               "hbfsim.studies.registry", "hbfsim.studies.runner"]
+    assert "page-service" in STUDIES and "nope" not in STUDIES
+    assert len(STUDIES) == len(study_names()) == 5
+
+
+def test_every_study_implements_the_interface():
+    for name in study_names():
+        s = STUDIES[name]
+        assert isinstance(s, Study) and s.name == name and s.title and s.source
+        assert s.cites() == f"000_5f193da23ae2984d.txt {s.source} and REFERENCE §2c"
+
+
+def test_a_study_missing_a_method_cannot_be_made():
+    class Half(Study):
+        name, title, source = "half", "Half", "§0"
+
+        def tasks(self, quick):
+            return []
+
+    with pytest.raises(TypeError, match="abstract"):
+        Half()
+
+
+def test_python_m_runs_the_subcommand(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "hbfsim.studies", "page-service", "--quick",
+                        "--out", str(tmp_path), "--workers", "1", "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "growth C1/burst: 896.000" in r.stdout and (tmp_path / "summary.json").is_file()

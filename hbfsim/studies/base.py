@@ -1,0 +1,99 @@
+"""The interface every study implements: its sweep, one run, the summary, the outputs.
+
+A study reproduces the figures of one section of a source document as a parameter sweep.
+:mod:`hbfsim.studies.runner` runs the sweep in parallel and writes what the study returns;
+:mod:`hbfsim.studies.cli` prints its headline. Adding a study is one file with one
+:class:`Study` subclass and one line in the registry (``hbfsim/studies/__init__.py``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+__all__ = ["Study"]
+
+
+class Study(ABC):
+    """One study of a source document, run as a parallel parameter sweep.
+
+    A subclass sets the four descriptive members as class attributes and implements the six
+    methods. One instance, named ``STUDY``, lives in the study's module and is what the
+    registry returns. :meth:`run` executes in worker processes, so a study keeps no state
+    between calls: every method works only from its arguments, and tasks and rows are plain
+    dictionaries (picklable, one CSV row per row dictionary).
+
+    Members
+    -------
+    name : str
+        Registry key and command-line name, lower case with hyphens (``"rw-isolation"``);
+        also the default output folder ``results/<name>``.
+    title : str
+        One-line title, the heading of ``summary.md``.
+    source : str
+        The section of :attr:`document` whose figures the study reproduces (``"§6.2"``).
+    document : str
+        The source document the figures come from, as ``summary.md`` cites it; default
+        ``"000_5f193da23ae2984d.txt"`` (the seed's paper; the serving study cites
+        ``"002_374a09a3fad87163.txt"``).
+    reference : str
+        Further published figures cited beside :attr:`document` in ``summary.md``; default
+        ``"REFERENCE §2c"``, empty for none.
+
+    Methods
+    -------
+    tasks(quick) -> list[dict]
+        The sweep: one dictionary per independent simulation task; ``quick`` asks for the
+        reduced sweep that runs in seconds (what CI runs).
+    run(task) -> list[dict]
+        Simulate one task and return its rows (one or more; each becomes a ``runs.csv``
+        line, columns in first-seen order, ``None`` written as an empty field). The runner
+        adds ``host_seconds``.
+    summarize(rows, quick) -> dict
+        Reduce all rows (in task order) to the summary; it is written as ``summary.json``
+        (keys become strings) after the runner adds ``study``, ``quick``, ``runs``,
+        ``tasks``, ``workers``, ``host_seconds`` and ``files``.
+    plot(rows, summary, path) -> None
+        Draw the figure and save it as a PNG to ``path`` (the summary is the dictionary
+        :meth:`summarize` returned, before the JSON conversion).
+    report(rows, summary) -> str
+        The Markdown body of ``summary.md``: our figures beside the published ones.
+    headline(summary) -> list[str]
+        The few lines the command prints after a run (the summary here is the JSON-ready
+        one :func:`~hbfsim.studies.runner.run_study` returns); default none.
+    """
+
+    name: str
+    title: str
+    source: str
+    document: str = "000_5f193da23ae2984d.txt"
+    reference: str = "REFERENCE §2c"
+
+    @abstractmethod
+    def tasks(self, quick: bool) -> list[dict]:
+        """Return the sweep's tasks, the reduced sweep when ``quick``."""
+
+    @abstractmethod
+    def run(self, task: dict) -> list[dict]:
+        """Simulate one task and return its rows."""
+
+    @abstractmethod
+    def summarize(self, rows: list[dict], quick: bool) -> dict:
+        """Reduce every row of the sweep to the summary dictionary."""
+
+    @abstractmethod
+    def plot(self, rows: list[dict], summary: dict, path: Path) -> None:
+        """Draw the study's figure and save it as a PNG to ``path``."""
+
+    @abstractmethod
+    def report(self, rows: list[dict], summary: dict) -> str:
+        """Return the Markdown body of ``summary.md``."""
+
+    def headline(self, summary: dict) -> list[str]:
+        """Return the lines printed after a run (none by default)."""
+        return []
+
+    def cites(self) -> str:
+        """Return the published sources as ``summary.md`` names them."""
+        also = f" and {self.reference}" if self.reference else ""
+        return f"{self.document} {self.source}{also}"

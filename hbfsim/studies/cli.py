@@ -1,0 +1,72 @@
+"""The ``study`` sub-command: argument parsing, the run, and the lines printed after it.
+
+:func:`register` adds it to the ``hbfsim`` command; :func:`main` is ``python -m
+hbfsim.studies``. Parsing needs only the registered names, so no study module is imported
+until a study runs (``hbfsim --help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hbfsim.studies.registry import STUDIES
+from hbfsim.studies.runner import run_study
+
+__all__ = ["main", "register", "run_cli"]
+
+
+def _add_arguments(p) -> None:
+    p.add_argument("name", metavar="NAME",
+                   help="study: " + ", ".join(STUDIES))
+    p.add_argument("--quick", action="store_true",
+                   help="run the reduced sweep (seconds; what CI runs)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default results/NAME)")
+    p.add_argument("--workers", metavar="N", type=int, default=None,
+                   help="worker processes (default: one per core)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def register(subparsers):
+    """Add the ``study`` sub-command to an argparse sub-parser collection.
+
+    The parser's ``func`` default is :func:`run_cli`; bad input raises ValueError with a
+    message naming the bad value (the caller prints it as one line and exits 2).
+    """
+    p = subparsers.add_parser(
+        "study", help="run one of the source's studies as a parallel sweep",
+        description="Run a study of the source (" + ", ".join(STUDIES) + ") and write "
+                    "runs.csv, plot.png, summary.md and summary.json to results/NAME.")
+    _add_arguments(p)
+    p.set_defaults(func=run_cli)
+    return p
+
+
+def run_cli(a) -> int:
+    """Run the ``study`` sub-command from parsed arguments; return the exit code."""
+    if a.name not in STUDIES:
+        raise ValueError(f"study must be one of {', '.join(STUDIES)}, not {a.name!r}")
+    if a.workers is not None and a.workers < 1:
+        raise ValueError(f"--workers must be a positive integer, not {a.workers}")
+    s = run_study(a.name, a.out, quick=a.quick, workers=a.workers,
+                  progress=not a.no_progress)
+    print(f"hbfsim study {a.name}{' --quick' if a.quick else ''}: {s['runs']} runs, "
+          f"{s['workers']} worker(s), {s['host_seconds']:.1f} s")
+    for line in STUDIES[a.name].headline(s):
+        print(f"  {line}")
+    for k, v in s["files"].items():
+        print(f"  {k}: {v}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python -m hbfsim.studies NAME ...``: the sub-command without the hbfsim command."""
+    ap = argparse.ArgumentParser(prog="python -m hbfsim.studies",
+                                 description="Run a study of the source as a parallel sweep.")
+    _add_arguments(ap)
+    a = ap.parse_args(argv)
+    try:
+        return run_cli(a)
+    except ValueError as e:
+        print(f"hbfsim: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,60 @@
+"""Helpers the studies share: statistics, formatting, Markdown tables, figures, runs."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["GB", "figure", "fmt", "md_table", "p95", "pct", "run_closed"]
+
+GB = 1e9
+
+
+def p95(values) -> int | None:
+    """Nearest-rank 95th percentile (as model/stats.py)."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[max(0, math.ceil(0.95 * len(v)) - 1)]
+
+
+def pct(new, old) -> float | None:
+    """Relative change ``new / old - 1`` (None when undefined)."""
+    if new is None or not old:
+        return None
+    return new / old - 1
+
+
+def fmt(v, spec=",") -> str:
+    """Format a table cell: ``-`` for None, thousands separators, floats to 3 places."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and spec == ",":
+        spec = ",.3f"
+    return format(v, spec)
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    """Return a Markdown table with ``header`` and one line per row."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def figure(w=10.0, h=4.2, ncols=2):
+    """A matplotlib figure on the Agg canvas (no pyplot: no global state, no display)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols) if ncols > 1 else [fig.subplots(1, 1)]
+    return fig, list(axes)
+
+
+def run_closed(cfg, program, record=False):
+    """Run ``program`` closed loop through the GPU model; return ``(result, stats)``."""
+    from hbfsim.model.gpu import run_closed_loop
+    from hbfsim.model.stats import collect_stats
+
+    res = run_closed_loop(cfg, program, gpu=program.gpu, record=record)
+    return res, collect_stats(res.system)
