@@ -22,8 +22,8 @@ the command exits 2) for an output that
 * exists but is neither a regular file, a character device (``/dev/null``) nor a FIFO.
 
 Regular files are written through a temporary file created with :func:`tempfile.mkstemp` in
-the destination's folder (a hidden name, ``.NAME.XXXXXXXX.hbfsim-tmp``, that never collides
-with a user's file) and renamed over the destination only when complete. A destination that
+the destination's folder (a hidden name, ``.STEM.XXXXXXXX.hbfsim-tmp.SUFFIX``, that never
+collides with a user's file) and renamed over the destination only when complete. A destination that
 is a symbolic link keeps its link: the link's target is replaced. Character devices and FIFOs
 are written in place: renaming over them would replace the device node with a regular file.
 
@@ -45,7 +45,8 @@ from pathlib import Path
 
 __all__ = ["OutputError", "Target", "Terminated", "install_signal_cleanup", "resolve_outputs"]
 
-#: Suffix of every temporary this module creates (and the only files it ever removes).
+#: Marker in the name of every temporary this module creates, before the output's own
+#: suffix (``.t.k2j4x9ab.hbfsim-tmp.csv``); these are the only files it ever removes.
 TEMP_SUFFIX = ".hbfsim-tmp"
 
 _live: set[str] = set()
@@ -112,8 +113,7 @@ class Target:
             yield self.real
             return
         fd, tmp = tempfile.mkstemp(prefix=f".{self.real.stem}.",
-                                   suffix=f"{self.real.suffix}{TEMP_SUFFIX}"
-                                   if self.real.suffix else TEMP_SUFFIX,
+                                   suffix=f"{TEMP_SUFFIX}{self.real.suffix}",
                                    dir=self.real.parent)
         _live.add(tmp)
         try:

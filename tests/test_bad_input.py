@@ -37,7 +37,11 @@ def _snapshot(root):
             if os.path.isfile(p) and not os.path.islink(p):
                 with open(p, "rb") as fh:
                     digest = hashlib.sha1(fh.read()).hexdigest()
-            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
+            # a folder's own mtime moves when the writability probe creates and removes its
+            # temporary; its contents are compared entry by entry instead
+            mtime = None if os.path.isdir(p) else st.st_mtime_ns
+            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size if mtime else None, mtime,
+                                             digest)
     return out
 
 
@@ -154,7 +158,8 @@ CONFIG_BAD = [
     ("memory_clock_mhz = 0\nhbf_tR = 5", r"memory_clock_mhz must be positive, not 0"),
     ("memory_clock_mhz = 'a'\nhbf_tPROG = 5", r"memory_clock_mhz must be a number"),
     ("hbf_num_channels = 3", r"channels must be 1, 2, 4, 8 or 16, not 3"),
-    ("channels = 2\nhbf_num_channels = 2", r"'channels' given twice in c.toml \(as 'hbf_num_channels'\)"),
+    ("channels = 2\nhbf_num_channels = 2",
+     r"'channels' given twice in c.toml \(as 'hbf_num_channels'\)"),
     ("hbf_scheduler = 9", r"scheduler must be a string, not 9"),
     ("hbf_mshr_enabled = 2", r"mshr_merge must be true or false"),
     ("hbf_profile = 'x'", r"unknown configuration key 'hbf_profile'"),
@@ -698,6 +703,12 @@ OUT_BAD = [
     (["rtl", "stats", "--json", "d"], {"d": None}, r"--json 'd' is a directory"),
     (["run", "--workload", "llm-decode", "--model", "m.json", "--stats-json", "m.json"],
      {"m.json": MODEL_OK}, r"same file as the input --model"),
+    (["study", "media-saturation", "--quick", "--out", "o", "--workers", "1"],
+     {"o": None, "o/plot.png": None}, r"o/plot.png' is a directory"),
+    (["study", "placement", "--quick", "--out", "o", "--workers", "1"],
+     {"o": None, "o/summary.json": None}, r"o/summary.json' is a directory"),
+    (["study", "page-service", "--quick", "--out", "f.txt"], {"f.txt": "x"},
+     r"output folder 'f.txt' is a file"),
 ]
 
 

@@ -125,9 +125,9 @@ def test_signal_leaves_no_temporary(tmp_path, sig, rc):
                           "llm-decode", "--trace", "t.csv", "--stats-json", "s.json"],
                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(f".t.*{TEMP_SUFFIX}")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(f".t.*{TEMP_SUFFIX}.csv")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert list(tmp_path.glob(f".t.*{TEMP_SUFFIX}")), "the trace temporary never appeared"
+    assert list(tmp_path.glob(f".t.*{TEMP_SUFFIX}.csv")), "the trace temporary never appeared"
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     assert p.returncode == rc, err
