@@ -392,19 +392,14 @@ def _cmd_run(a) -> int:
 
 
 def _cmd_replay(a) -> int:
-    from hbfsim.model.trace import read_trace, replay_requests
+    from hbfsim.model.trace_columns import load_trace, replay_list
 
     cfg = load_config(a.config, a.profile)
     outs = _run_outputs(a, cfg)
     _say_big_input(a.file)
-    reqs = replay_requests(read_trace(a.file), cfg)
-    from hbfsim.model.mapping import AddressError, Mapper
-    m = Mapper(cfg)
-    for r in reqs:
-        try:
-            m.check(r.addr, r.nbytes)
-        except AddressError as e:
-            raise UsageError(f"{a.file}: request {r.id}: {e}") from None
+    # validated as `trace validate` does (addresses in this configuration's HBF range)
+    _, data = load_trace(a.file, cfg, "trace")
+    reqs = replay_list(data)
     return _simulate(cfg, reqs, outs, a.trace_level, f"replay {a.file}")
 
 
@@ -425,10 +420,11 @@ def _cmd_config_show(a) -> int:
 
 
 def _cmd_trace_validate(a) -> int:
-    from hbfsim.model.trace import read_trace, validate_trace
+    from hbfsim.model.trace_columns import load_trace
 
     cfg = load_config(a.config, a.profile)
-    summary = validate_trace(read_trace(a.file), cfg, a.file)
+    _say_big_input(a.file)
+    summary, _ = load_trace(a.file, cfg, a.file)
     print(f"{a.file}: valid hbf-trace-v1, level {summary['level']}, {summary['rows']:,} rows, "
           f"{summary['requests']:,} requests")
     for check in summary["checks"]:

@@ -69,8 +69,9 @@ class RequestList:
 
     _STEP = 1 << 16
 
-    def __init__(self, cols):
+    def __init__(self, cols, ids=None):
         self.cols = cols
+        self.ids = ids  # request ids; None = the data-line order
         # stable: equal ticks keep their line order
         self.order = np.argsort(cols.tick, kind="stable")
 
@@ -80,7 +81,8 @@ class RequestList:
     def _make(self, idx):
         c = self.cols
         out = []
-        for rid, t, w, a, n, src in zip(idx.tolist(), c.tick[idx].tolist(),
+        rids = idx if self.ids is None else self.ids[idx]
+        for rid, t, w, a, n, src in zip(rids.tolist(), c.tick[idx].tolist(),
                                         c.write[idx].tolist(), c.addr[idx].tolist(),
                                         c.nbytes[idx].tolist(), c.source[idx].tolist()):
             out.append(Request(rid, "W" if w else "R", a, n, src, t,

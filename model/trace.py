@@ -19,7 +19,8 @@ from pathlib import Path
 from hbfsim.config import MAX_TICK, PAGE_BYTES, HbfConfig
 from hbfsim.model.requests import InputError, parse_int
 
-__all__ = ["COLUMNS", "STATES", "TraceRow", "TraceWriter", "read_trace", "replay_requests",
+__all__ = ["COLUMNS", "STATES", "TraceRow", "TraceWriter", "check_header", "parse_row",
+           "read_trace", "replay_requests", "requests_from_rows", "trace_checks",
            "validate_trace"]
 
 COLUMNS = ["sim_cycle", "request_id", "source_subpartition", "op", "address", "page",
@@ -104,7 +105,20 @@ def read_trace(path) -> list[TraceRow]:
     p = Path(path)
     text = read_text(p, "trace", InputError)
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
+    check_header(p, next(reader, None))
+    rows = []
+    try:
+        for lineno, rec in enumerate(reader, start=2):
+            row = parse_row(p, lineno, rec)
+            if row is not None:
+                rows.append(row)
+    except csv.Error as e:
+        raise InputError(f"{p} line {reader.line_num}: not CSV: {e}") from None
+    return rows
+
+
+def check_header(p, header) -> None:
+    """Refuse a header that is not the 15 hbf-trace-v1 columns, naming what differs."""
     if header is None:
         raise InputError(f"{p}: empty file; expected the hbf-trace-v1 header")
     header = [h.strip() for h in header]
@@ -119,31 +133,38 @@ def read_trace(path) -> list[TraceRow]:
             i = next(i for i, (a, b) in enumerate(zip(header, COLUMNS)) if a != b)
             msg = f"column {i + 1} is {header[i]!r}, expected {COLUMNS[i]!r} (reordered)"
         raise InputError(f"{p} line 1: not hbf-trace-v1: {msg}")
-    rows = []
-    for lineno, rec in enumerate(reader, start=2):
-        if not rec:
-            continue
-        if len(rec) != len(COLUMNS):
-            raise InputError(f"{p} line {lineno}: expected {len(COLUMNS)} fields, "
-                             f"found {len(rec)}")
-        row = TraceRow()
-        row.line = lineno
-        for name, val in zip(COLUMNS, rec):
-            if name in _INT_COLS:
-                try:
-                    row[name] = parse_int(val)
-                except ValueError:
-                    raise InputError(f"{p} line {lineno}: {name} {val!r} is not an "
-                                     "integer") from None
-            else:
-                row[name] = val.strip()
-        if row["op"] not in ("R", "W"):
-            raise InputError(f"{p} line {lineno}: op must be R or W, not {row['op']!r}")
-        if row["state"] not in STATES:
-            raise InputError(f"{p} line {lineno}: state {row['state']!r} is not one of "
-                             f"{', '.join(STATES)}")
-        rows.append(row)
-    return rows
+
+
+def parse_row(p, lineno: int, rec: list):
+    """One data record as a :class:`TraceRow` (None for an empty line).
+
+    Raises
+    ------
+    InputError
+        A wrong field count or a malformed value, naming the line and the column.
+    """
+    if not rec:
+        return None
+    if len(rec) != len(COLUMNS):
+        raise InputError(f"{p} line {lineno}: expected {len(COLUMNS)} fields, "
+                         f"found {len(rec)}")
+    row = TraceRow()
+    row.line = lineno
+    for name, val in zip(COLUMNS, rec):
+        if name in _INT_COLS:
+            try:
+                row[name] = parse_int(val)
+            except ValueError:
+                raise InputError(f"{p} line {lineno}: {name} {val[:40]!r} is not an "
+                                 "integer") from None
+        else:
+            row[name] = val.strip()
+    if row["op"] not in ("R", "W"):
+        raise InputError(f"{p} line {lineno}: op must be R or W, not {row['op'][:40]!r}")
+    if row["state"] not in STATES:
+        raise InputError(f"{p} line {lineno}: state {row['state'][:40]!r} is not one of "
+                         f"{', '.join(STATES)}")
+    return row
 
 
 def replay_requests(rows, cfg: HbfConfig):
@@ -158,6 +179,14 @@ def replay_requests(rows, cfg: HbfConfig):
     from hbfsim.model.requests import write_pattern
 
     validate_trace(rows, cfg)
+    return requests_from_rows(rows)
+
+
+def requests_from_rows(rows):
+    """The Ingress rows of validated rows as requests in (sim_cycle, row) order."""
+    from hbfsim.model.controller import Request
+    from hbfsim.model.requests import write_pattern
+
     seen = set()
     reqs = []
     for i, r in enumerate(rows):
@@ -277,9 +306,15 @@ def validate_trace(rows, cfg: HbfConfig, name: str = "trace") -> dict:
     if not per:
         raise InputError(f"{name}: no rows")
     return {"rows": len(rows), "requests": len(per), "level": levels.pop(),
-            "checks": ["header and 15 fields per row", "values in range (address in the HBF "
-                       f"range [{lo:#x}, {hi:#x}), bytes inside one page, flags 0/1, no "
-                       "negative field)", "page matches address, one channel per page",
-                       "one row per lifecycle state, in order, cycles non-decreasing",
-                       "op, address, bytes and source unchanged; one arrival per request "
-                       "(latency = cycle - arrival >= 0)"]}
+            "checks": trace_checks(cfg)}
+
+
+def trace_checks(cfg: HbfConfig) -> list[str]:
+    """What :func:`validate_trace` checks, in words (``trace validate`` prints it)."""
+    lo, hi = cfg.base_address, cfg.base_address + cfg.capacity_bytes
+    return ["header and 15 fields per row", "values in range (address in the HBF range "
+            f"[{lo:#x}, {hi:#x}), bytes inside one page, flags 0/1, no negative field)",
+            "page matches address, one channel per page",
+            "one row per lifecycle state, in order, cycles non-decreasing",
+            "op, address, bytes and source unchanged; one arrival per request "
+            "(latency = cycle - arrival >= 0)"]

@@ -80,3 +80,21 @@ def test_validate_summary_and_replay_refuses_what_validate_refuses(tmp_path):
         validate_trace(rows, cfg)
     with pytest.raises(InputError, match="has no"):
         replay_requests(rows, cfg)
+
+
+@pytest.mark.parametrize("level,block", [(1, 1 << 24), (2, 1 << 24), (2, 300)])
+def test_columnar_trace_path_agrees_with_the_row_path(tmp_path, monkeypatch, level, block):
+    from hbfsim.model import trace_columns
+    from hbfsim.model.trace import validate_trace
+    from hbfsim.model.trace_columns import TraceColumns, load_trace, replay_list
+
+    monkeypatch.setattr(trace_columns, "_BLOCK", block)
+    cfg, p, _ = _write(tmp_path, level)
+    summary, cols = load_trace(p, cfg)
+    assert isinstance(cols, TraceColumns)  # the fast path answered
+    rows = read_trace(p)
+    assert summary == validate_trace(rows, cfg, str(p))
+
+    def key(reqs):
+        return [(r.id, r.op, r.addr, r.nbytes, r.source, r.arrival, r.data) for r in reqs]
+    assert key(replay_list(cols)) == key(replay_requests(rows, cfg))
