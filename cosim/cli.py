@@ -116,6 +116,8 @@ def _scenario(a):
     from hbfsim.config import load_config
     from hbfsim.cosim.scenario import Scenario
 
+    if a.requests is not None and a.requests < 1:  # a negative N would slice from the end
+        raise ValueError(f"--requests must be at least 1, not {a.requests}")
     sources = [x for x in (a.csv, a.replay, a.workload) if x is not None]
     if len(sources) > 1:
         raise ValueError("give at most one of --csv, --replay and --workload")

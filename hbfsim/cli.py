@@ -209,6 +209,8 @@ def _report(header, system, host, trace, level, outs, extra_stats=None, extra_li
     for line in extra_lines:
         print(line)
     print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
+    print("  (ticks are memory-clock cycles; latency is arrival to response; every line is "
+          "defined in docs/model.md#statistics)")
     if trace is not None:
         print(f"  trace: {trace.path} ({trace.rows:,} rows, level {level})")
     if outs["stats"] is not None:

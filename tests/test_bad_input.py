@@ -615,6 +615,7 @@ USAGE_BAD = [
     (["cosim", "run", "--window", "5:1", "--waves"], r"--window must be A:B"),
     (["cosim", "run", "--param", "a=1"], r"--param goes with --workload"),
     (["cosim", "soak", "--requests", "0"], r"--requests must be at least 1|--sim"),
+    (["cosim", "run", "--csv", "r.csv", "--requests", "-5"], r"--requests must be at least 1"),
 ]
 
 
