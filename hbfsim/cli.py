@@ -46,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _reject_empty(ap: argparse.ArgumentParser, argv) -> None:
     """An empty argument (``--requests ''``) is a mistake, never "use the default"."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
     for i, tok in enumerate(args):
         if tok.strip() == "":
             where = f"after {args[i - 1]}" if i else "as the first argument"
@@ -493,7 +493,7 @@ def main(argv=None) -> int:
     try:
         ap = _parser()
         _reject_empty(ap, argv)
-        a = ap.parse_args(argv)
+        a = ap.parse_args(None if argv is None else [str(t) for t in argv])
         if a.cmd == "run":
             return _cmd_run(a)
         if a.cmd == "replay":
