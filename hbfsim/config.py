@@ -2,7 +2,7 @@
 
 The flat keys are a public interface (README "Configuration reference"). Values come from a
 named profile, then a TOML file, then explicit overrides; every key is validated and every
-error names the key and the offending value (000_5f193da23ae2984d.txt §4.4, "We expose
+error names the key and the offending value (the HBF-Sim paper §4.4, "We expose
 configuration parameters ...").
 """
 
@@ -25,7 +25,7 @@ __all__ = [
     "load_config",
 ]
 
-#: NAND page size in bytes (REFERENCE A1): fixed, not a configuration key.
+#: NAND page size in bytes (A1, docs/sources.md): fixed, not a configuration key.
 PAGE_BYTES = 4096
 
 #: Largest tick any input may name (a CSV arrival, a trace cycle, a configured tick count or
@@ -67,7 +67,7 @@ class HbfConfig:
     profile : str
         Name of the profile the values started from.
     stacks : int
-        Independent stacks in the logical HBF system (REFERENCE A2).
+        Independent stacks in the logical HBF system (A2, docs/sources.md).
     channels : int
         Host channels per stack: 1, 2, 4, 8 or 16 (A3); more only with
         ``experimental_channels = true``.
@@ -77,7 +77,7 @@ class HbfConfig:
         Cap on concurrent media operations per channel (L2).
     active_total : int
         Cap on concurrent media operations in the whole stack (0 = none; source §5.2 and
-        §6.1 use 8 such slots, REFERENCE §2b 64).
+        §6.1 use 8 such slots, the HBF-Sim configuration 64).
     admission : int
         Request slots per stack: requests inside the controller (L1).
     mshr_entries : int
@@ -283,11 +283,11 @@ _NUMERIC_ENUMS = {
 }
 
 PROFILES: dict[str, dict] = {
-    # REFERENCE §2b: the public HBF-Sim release's defaults.
+    # The public HBF-Sim release's defaults (docs/sources.md, docs/provenance.md).
     "reference": {},
     # OCP HBF v0.7 grade 3: 16 channels x 192 GB/s = 3.072 TB/s per stack.
     "ocp-grade3": {"channels": 16, "admission": 4096, "mshr_entries": 1024},
-    # FlashAccel (003_251bd1a4d6daa502.txt): fast-read NAND, tR 4 us, tPROG 75 us.
+    # FlashAccel paper (docs/sources.md): fast-read XL-Flash NAND, tR 4 us, tPROG 75 us.
     "flashaccel": {"t_read_us": 4.0, "t_prog_us": 75.0},
 }
 

@@ -5,7 +5,7 @@ ticks, ``R`` or ``W``, byte address in decimal or 0x-hex, size in bytes, source 
 sub-partition. Request ids are the 0-based data-line order. Rows may come in any tick order;
 they are presented in (tick, line) order. Write data is not in the file: a write of request
 ``id`` stores the byte ``id mod 256`` in every position, so that a later read shows which
-write it observes (DESIGN-NOTES §5).
+write it observes (docs/model.md, functional data).
 """
 
 from __future__ import annotations

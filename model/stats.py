@@ -1,4 +1,4 @@
-"""Statistics of REFERENCE §4 in both clock units, as a dict (JSON) and as a table.
+"""Statistics of the HBF-Sim paper (docs/sources.md), in both clock units, as a dict and a table.
 
 Definitions (docs/statistics.md):
 

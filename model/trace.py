@@ -1,4 +1,4 @@
-"""hbf-trace-v1: the frozen 15-column request trace (REFERENCE §3; source §4.4).
+"""hbf-trace-v1: the frozen 15-column request trace (the HBF-Sim paper §4.4).
 
 Rows are written when a request completes, all of that request's rows together in state
 order; requests appear in completion order. Level 1 writes the Ingress and Completed rows,
