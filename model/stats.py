@@ -1,6 +1,6 @@
 """Statistics of the HBF-Sim paper (docs/sources.md), in both clock units, as a dict and a table.
 
-Definitions (docs/statistics.md):
+Definitions (docs/model.md, statistics):
 
 * window = ``last_completion_tick - first_arrival_tick`` (+1 tick, so one-tick runs are
   not empty);
