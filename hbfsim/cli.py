@@ -515,12 +515,6 @@ def main(argv=None) -> int:
     except RunError as e:
         print(f"hbfsim: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("hbfsim: interrupted", file=sys.stderr)
-        return 130
-    except Terminated:
-        print("hbfsim: terminated", file=sys.stderr)
-        return 143
     except BrokenPipeError:
         # the reader went away (``hbfsim run --list-workloads | head -1``): not an error of
         # ours; point stdout at /dev/null so the interpreter's final flush stays quiet
@@ -530,6 +524,19 @@ def main(argv=None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as e:
+        # the environment failed mid-run (a full disk, a vanished folder): not bad input;
+        # an output being written was a temporary and is gone
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"hbfsim: error: {e.strerror or e}{where} (no output file is left "
+              "half-written)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hbfsim: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("hbfsim: terminated", file=sys.stderr)
+        return 143
     return 0
 
 

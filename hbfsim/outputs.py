@@ -142,7 +142,8 @@ class Target:
             cm.__exit__(None, None, None)
 
         def abort():
-            with contextlib.suppress(OutputError):
+            # closing may fail again (a full disk): the temporary is removed all the same
+            with contextlib.suppress(OutputError, OSError):
                 cm.__exit__(OutputError, OutputError("aborted"), None)
         return fh, commit, abort
 

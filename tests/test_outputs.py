@@ -133,3 +133,22 @@ def test_signal_leaves_no_temporary(tmp_path, sig, rc):
     assert p.returncode == rc, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("opt", ["--stats-json", "--trace"])
+def test_a_full_device_is_one_line_exit_1(tmp_path, monkeypatch, capsys, opt):
+    from hbfsim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", opt, "/dev/full"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_removes_its_temporary(tmp_path, monkeypatch):
+    (out,) = resolve_outputs({"-o": tmp_path / "s.json"}).values()
+    fh, commit, abort = out.opener("w")
+    fh.write("half")
+    abort()
+    assert list(tmp_path.iterdir()) == []
