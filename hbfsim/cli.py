@@ -155,6 +155,10 @@ def _outputs(a, cfg, **outputs) -> dict:
     model = getattr(a, "model", None)
     if model and Path(model).exists():
         inputs["--model"] = model
+    for item in getattr(a, "param", None) or []:  # --param model=FILE is an input too
+        key, _, val = item.partition("=")
+        if key.strip() == "model" and Path(val.strip()).exists():
+            inputs["--param model"] = val.strip()
     return resolve_outputs(outputs, inputs)
 
 
@@ -321,6 +325,8 @@ def load_workload(a, cfg):
         check_params(name, params)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if isinstance(params.get("model"), str) and not getattr(a, "model", None):
+        _check_model_file(params["model"])  # --param model=FILE is checked like --model
     try:
         work = get_workload(name, cfg, **params)
         if getattr(work, "config", None):

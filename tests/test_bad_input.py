@@ -558,6 +558,12 @@ def test_bad_model_config(tmp_path, monkeypatch, capsys, text, match):
            "--stats-json", "s.json"], {"m.json": text}, match)
 
 
+def test_bad_model_config_through_param(tmp_path, monkeypatch, capsys):
+    _case(tmp_path, monkeypatch, capsys, ["run", "--workload", "llm-decode", "--param",
+                                          "model=m.json"], {"m.json": "[1]"},
+          r"must be a JSON object")
+
+
 def test_bad_model_config_bytes(tmp_path, monkeypatch, capsys):
     _case(tmp_path, monkeypatch, capsys, ["run", "--workload", "llm-decode", "--model",
                                           "m.json"], {"m.json": b'{"a": "\xff"}'},
@@ -704,6 +710,8 @@ OUT_BAD = [
     (["rtl", "stats", "--json", "d"], {"d": None}, r"--json 'd' is a directory"),
     (["run", "--workload", "llm-decode", "--model", "m.json", "--stats-json", "m.json"],
      {"m.json": MODEL_OK}, r"same file as the input --model"),
+    (["run", "--workload", "llm-decode", "--param", "model=m.json", "--trace", "m.json"],
+     {"m.json": MODEL_OK}, r"same file as the input --param model"),
     (["study", "media-saturation", "--quick", "--out", "o", "--workers", "1"],
      {"o": None, "o/plot.png": None}, r"o/plot.png' is a directory"),
     (["study", "placement", "--quick", "--out", "o", "--workers", "1"],
