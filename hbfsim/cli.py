@@ -1,9 +1,11 @@
 """The ``hbfsim`` command.
 
-    hbfsim run [--config F.toml] [--profile P] [--requests F.csv] [--trace T.csv]
-               [--trace-level N] [--stats-json S.json]
-    hbfsim config show [--profile P] [--config F.toml]
-    hbfsim trace validate F
+    hbfsim run [--config F.toml] [--profile P] [--requests F.csv | --workload NAME]
+               [--model M] [--param K=V ...] [--trace T.csv] [--trace-level N]
+               [--stats-json S.json]
+    hbfsim run --list-workloads
+    hbfsim config show [--profile P] [--config F.toml] [--provenance]
+    hbfsim trace validate F [--config F.toml] [--profile P]
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
@@ -14,7 +16,9 @@
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
 file left half-written: every output is resolved and checked before work starts, and written
-through a hidden temporary renamed when complete (:mod:`hbfsim.outputs`).
+through a hidden temporary renamed when complete (:mod:`hbfsim.outputs`). An environment
+failure mid-run (a full disk) or a lost request is one line and exit code 1; SIGINT and
+SIGTERM exit 130 and 143 without leaving a temporary.
 """
 
 from __future__ import annotations
