@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev,synth]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,synth,cluster]'
 	touch $(STAMP)
 
 run: $(STAMP)

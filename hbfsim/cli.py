@@ -10,6 +10,7 @@
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
     hbfsim study NAME [--quick] [--out DIR] [--workers N]
+    hbfsim sweep GRID.toml [--out DIR] [--backend local|ray] [--address A] [--workers N]
     hbfsim cosim run --scenario NAME --seed S --requests N --sim verilator|icarus [--waves]
     hbfsim cosim soak --requests N
     hbfsim waves list F | request F --id N | check F --trace T
@@ -117,7 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     from hbfsim import studies
     from hbfsim.cosim import cli as cosim_cli
 
+    from hbfsim.sweep import cli as sweep_cli
+
     studies.register(sub)
+    sweep_cli.register(sub)
     cosim_cli.register(sub, _Parser)
     return ap
 

@@ -7,6 +7,7 @@ numbers from our guesses:
 * ``HBF-Sim paper``: the HBF-Sim paper (section given);
 * ``HBF-Sim configuration``: the defaults of the public HBF-Sim release's configuration;
 * ``FlashAccel paper``: the FlashAccel design (XL-Flash timings);
+* ``serving paper``: the HBM-HBF-host serving hierarchy (its Table 1 per-stack figures);
 * ``assumption``: our own choice, with the reason.
 
 The facts behind each entry are in docs/provenance.md. A value set by a configuration file
@@ -20,9 +21,10 @@ from pathlib import Path
 
 __all__ = ["DEFAULT_SOURCES", "PROFILE_SOURCES", "SOURCES", "provenance"]
 
-OCP, PAPER, CONF, FLASHACCEL, OURS = ("OCP HBF v0.7", "HBF-Sim paper", "HBF-Sim configuration",
-                                      "FlashAccel paper", "assumption")
-SOURCES = (OCP, PAPER, CONF, FLASHACCEL, OURS)
+OCP, PAPER, CONF, FLASHACCEL, SERVING, OURS = (
+    "OCP HBF v0.7", "HBF-Sim paper", "HBF-Sim configuration", "FlashAccel paper",
+    "serving paper", "assumption")
+SOURCES = (OCP, PAPER, CONF, FLASHACCEL, SERVING, OURS)
 
 #: key -> (source, note) for the defaults (the ``reference`` profile).
 DEFAULT_SOURCES = {
@@ -86,6 +88,20 @@ PROFILE_SOURCES = {
     "flashaccel": {
         "t_read_us": (FLASHACCEL, "XL-Flash tR 4 us"),
         "t_prog_us": (FLASHACCEL, "XL-Flash tProg 75 us"),
+    },
+    "hbf-serving": {  # docs/serving-hbf-tier.md explains the sizing
+        "channels": (OCP, "16 host channels per stack"),
+        "subarrays_per_channel": (OURS, "256: 4096 x 4 KiB / tR 15 us = 1,118 GB/s, the "
+                                        "power of two nearest above the serving paper's "
+                                        "1,000 GB/s (Table 1)"),
+        "active_per_channel": (OURS, "every subarray may be active"),
+        "admission": (OURS, "two waves of page reads (bandwidth-delay product, doubled)"),
+        "mshr_entries": (OURS, "two waves of page reads (bandwidth-delay product, doubled)"),
+        "queue_depth": (OURS, "each channel queue sees all of its subarrays"),
+        "write_buffer_entries": (OURS, "one entry per subarray"),
+        "scheduler": (SERVING, "reads dominate serving traffic (Table 1 note): read priority"),
+        "capacity_bytes": (SERVING, "375 GB per stack (Table 1), rounded up to 352 GiB, a "
+                                    "multiple of the capacity unit"),
     },
 }
 

@@ -3,11 +3,16 @@
 The serving cost model (docs/serving.md) charges a transfer of ``B`` bytes on one stack
 ``t(B) = latency + B / bandwidth``, with the pair chosen by the access pattern. A
 :class:`TierTiming` is either the source's Table 1 constants (002 §"Table 1") or the result
-of characterizing an ``HbfConfig`` with the golden model (``serve/characterize.py``).
+of characterizing an ``HbfConfig`` with the golden model (``serve/characterize.py``). A
+characterized tier also carries the measured transfer times (a curve per pattern), which
+:meth:`TierTiming.read_seconds` interpolates below the largest measured size, where the
+line does not hold (a transfer smaller than the media's parallelism costs about one tR
+whatever its size: docs/serving-hbf-tier.md).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -40,6 +45,12 @@ class TierTiming:
         Where the figures come from, one line (shown in summaries).
     points : tuple
         The measurements behind the figures (rows of dicts), empty for constants.
+    read_curve, kv_read_curve, write_curve : tuple of (bytes, seconds)
+        Measured transfer times, bytes strictly increasing; empty means the line alone.
+        Within the curve the time is interpolated linearly between measured sizes (a size
+        below the first point costs the first point's time: a transfer smaller than one
+        request still reads a page); beyond the last point it grows at the line's
+        bandwidth from the last point.
     """
 
     name: str
@@ -52,6 +63,9 @@ class TierTiming:
     write_amplification: float = 1.0
     source: str = ""
     points: tuple = field(default=(), compare=False, repr=False)
+    read_curve: tuple = field(default=(), repr=False)
+    kv_read_curve: tuple = field(default=(), repr=False)
+    write_curve: tuple = field(default=(), repr=False)
 
     def __post_init__(self):
         for k in ("read_bw", "write_bw", "read_latency_s", "write_latency_s",
@@ -68,6 +82,16 @@ class TierTiming:
         if self.write_amplification < 1:
             raise ValueError(f"{self.name}: write_amplification must be >= 1, "
                              f"not {self.write_amplification!r}")
+        for k in ("read_curve", "kv_read_curve", "write_curve"):
+            curve = tuple((float(b), float(t)) for b, t in getattr(self, k))
+            for i, (b, t) in enumerate(curve):
+                if not (math.isfinite(b) and math.isfinite(t) and b > 0 and t > 0):
+                    raise ValueError(f"{self.name}: {k}[{i}] must be positive (bytes, "
+                                     f"seconds), not {(b, t)!r}")
+                if i and b <= curve[i - 1][0]:
+                    raise ValueError(f"{self.name}: {k} bytes must increase, not {b!r} "
+                                     f"after {curve[i - 1][0]!r}")
+            object.__setattr__(self, k, curve)
 
     def read_seconds(self, nbytes: float, pattern: str = "stream") -> float:
         """Seconds to read ``nbytes`` from one stack as one transfer of ``pattern``."""
@@ -78,14 +102,29 @@ class TierTiming:
         if pattern == "kv" and self.kv_read_bw is not None:
             lat = self.read_latency_s if self.kv_read_latency_s is None else \
                 self.kv_read_latency_s
-            return lat + nbytes / self.kv_read_bw
-        return self.read_latency_s + nbytes / self.read_bw
+            return _curve_or_line(self.kv_read_curve, nbytes, lat, self.kv_read_bw)
+        return _curve_or_line(self.read_curve, nbytes, self.read_latency_s, self.read_bw)
 
     def write_seconds(self, nbytes: float) -> float:
         """Seconds to write ``nbytes`` to one stack as one transfer."""
         if nbytes <= 0:
             return 0.0
-        return self.write_latency_s + nbytes / self.write_bw
+        return _curve_or_line(self.write_curve, nbytes, self.write_latency_s, self.write_bw)
+
+
+def _curve_or_line(curve: tuple, nbytes: float, latency: float, bw: float) -> float:
+    """``latency + nbytes / bw``, or the measured ``curve`` where it reaches (see Members)."""
+    if not curve:
+        return latency + nbytes / bw
+    b0, t0 = curve[0]
+    if nbytes <= b0:
+        return t0
+    b1, t1 = curve[-1]
+    if nbytes >= b1:
+        return t1 + (nbytes - b1) / bw
+    i = bisect.bisect_left(curve, (nbytes,))
+    (ba, ta), (bb, tb) = curve[i - 1], curve[i]
+    return ta + (tb - ta) * (nbytes - ba) / (bb - ba)
 
 
 # 002 Table 1 (per stack; decimal GB): HBM 1,000 GB/s read and write, 0.1 us startup.

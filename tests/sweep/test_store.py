@@ -1,0 +1,39 @@
+"""hbfsim/sweep/store.py: finished points survive a stop; the table in CSV and Parquet."""
+
+import csv
+
+import pyarrow.parquet as pq
+
+from hbfsim.sweep.store import PointStore, write_table
+
+
+def test_points_survive_and_a_torn_last_line_is_ignored(tmp_path):
+    s = PointStore(tmp_path)
+    s.add({"point": "a", "x": 1})
+    s.add({"point": "b", "x": 2})
+    s.close()
+    text = (tmp_path / "points.jsonl").read_text()
+    (tmp_path / "points.jsonl").write_text(text[:-5])       # stopped mid-line
+    s = PointStore(tmp_path)
+    assert "a" in s and "b" not in s and s.dropped == 1
+    s.add({"point": "b", "x": 3})
+    s.close()
+    again = PointStore(tmp_path)
+    assert again.rows["b"] == {"point": "b", "x": 3} and again.dropped == 1
+
+
+def test_table_has_the_union_of_columns_in_both_formats(tmp_path):
+    rows = [{"point": "a", "n": 1, "f": 0.5}, {"point": "b", "n": 2.5, "extra": "z"}]
+    c, p = write_table(tmp_path, rows)
+    with open(c, newline="") as f:
+        got = list(csv.DictReader(f))
+    assert got[0] == {"point": "a", "n": "1", "f": "0.5", "extra": ""}
+    t = pq.read_table(p).to_pylist()
+    assert t[1] == {"point": "b", "n": 2.5, "f": None, "extra": "z"}
+    assert t[0]["n"] == 1.0
+    assert not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
+
+
+def test_store_creates_nothing_until_a_point_is_added(tmp_path):
+    PointStore(tmp_path / "missing").close()
+    assert not (tmp_path / "missing").exists()
