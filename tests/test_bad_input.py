@@ -27,6 +27,10 @@ MODEL_OK = ('{"num_hidden_layers": 1, "hidden_size": 256, "num_attention_heads":
             '"vocab_size": 1024, "tie_word_embeddings": true, "torch_dtype": "bfloat16"}')
 
 
+SWEEP_GRID = ('[sweep]\nname = "t"\nworkloads = ["default"]\n[base]\nprofile = "reference"\n'
+              "[grid]\nchannels = [1, 2]\n")
+
+
 def _snapshot(root):
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -712,6 +716,12 @@ OUT_BAD = [
      {"m.json": MODEL_OK}, r"same file as the input --model"),
     (["run", "--workload", "llm-decode", "--param", "model=m.json", "--trace", "m.json"],
      {"m.json": MODEL_OK}, r"same file as the input --param model"),
+    (["sweep", "g.toml", "--out", "o", "--workers", "1"], {"g.toml": SWEEP_GRID, "o": None,
+                                                         "o/results.csv": None},
+     r"results.csv.*(not a regular file|is a directory)"),
+    (["sweep", "g.toml", "--out", "o", "--workers", "1"], {"g.toml": SWEEP_GRID, "o": None,
+                                                         "o/points.jsonl": None},
+     r"points.jsonl.*(not a regular file|is a directory)"),
     (["study", "media-saturation", "--quick", "--out", "o", "--workers", "1"],
      {"o": None, "o/plot.png": None}, r"o/plot.png' is a directory"),
     (["study", "placement", "--quick", "--out", "o", "--workers", "1"],
