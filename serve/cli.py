@@ -54,7 +54,7 @@ def register(subparsers):
     from hbfsim.serve.scheduler import SCHEDULERS
 
     p = subparsers.add_parser(
-        "serve", help="simulate LLM serving on an HBM-HBF-host node (002)",
+        "serve", help="simulate LLM serving on an HBM-HBF-host node (the serving paper)",
         description="Serve a workload with continuous batching on a node whose HBF timing "
                     "comes from the device model (or Table 1 constants) and print "
                     "completion time, throughput, TTFT/TPOT, energy, KV writes, hit rates "
@@ -78,7 +78,7 @@ def register(subparsers):
                    help="expert-parallel degree, MoE only (default: tp)")
     g.add_argument("--dpa", action="store_true",
                    help="data-parallel attention: attention weights replicated, KV divided "
-                        "by sequence over the TP group (002 Table 3)")
+                        "by sequence over the TP group (the serving paper's Table 3)")
     g.add_argument("--weights", default="hbm", choices=WEIGHT_PLACEMENTS,
                    help="weight placement (default hbm; split: selected experts in HBM)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
@@ -91,7 +91,7 @@ def register(subparsers):
     h.add_argument("--hbf-model", default="device", choices=("device", "constant"),
                    help="device: the HBF stack's timing measured on the golden model for the "
                         "HbfConfig (once, then cached by its hash; docs/serving-hbf-tier.md);"
-                        " constant: 002 Table 1 figures (default device)")
+                        " constant: the serving paper's Table 1 figures (default device)")
     h.add_argument("--hbf-config", metavar="F.toml", help="HbfConfig TOML for --hbf-model "
                    "device")
     h.add_argument("--hbf-profile", metavar="P", help="HbfConfig profile for --hbf-model "

@@ -1,6 +1,6 @@
 """The serving node: GPUs, their memory tiers (HBM, HBF, host DRAM, host SSD) and interconnect.
 
-Per-stack memory figures come from the source's Table 1 (002, "Table 1"); GPU compute figures
+Per-stack memory figures come from the serving paper's Table 1; GPU compute figures
 from NVIDIA's published H100 / H200 SXM datasheets; host and interconnect figures are stated
 assumptions (the source gives none). Both packaging architectures of the source's Figure 2:
 
@@ -25,7 +25,7 @@ from hbfsim.serve.tier_timing import TABLE1_HBF, TABLE1_HBM, TierTiming
 __all__ = ["SITES", "PACKAGINGS", "GPU_PRESETS", "GpuSpec", "MemoryTier", "Interconnect",
            "Node", "make_node", "hbm_tier", "hbf_tier"]
 
-#: Stack sites around one GPU (002 Figure 2).
+#: Stack sites around one GPU (the serving paper's Figure 2).
 SITES = 8
 PACKAGINGS = ("shared", "h3")
 
@@ -95,7 +95,8 @@ class MemoryTier:
     timing : TierTiming
         Per-stack timing (bandwidth, startup latency).
     read_pj_per_bit, write_pj_per_bit : float
-        Energy per bit moved (002 Table 1 gives read energy; write energy is an assumption).
+        Energy per bit moved (the serving paper's Table 1 gives read energy; write energy
+        is an assumption).
     pe_cycles : int or None
         Program/erase endurance (flash only).
     """
@@ -145,12 +146,13 @@ class MemoryTier:
 
 
 def hbm_tier(stacks: int, timing: TierTiming = TABLE1_HBM) -> MemoryTier:
-    """HBM stacks per 002 Table 1: 24 GB, 3.4 pJ/bit read; writes assumed at the read cost."""
+    """HBM stacks per the serving paper's Table 1: 24 GB, 3.4 pJ/bit read; writes assumed
+    at the read cost."""
     return MemoryTier("hbm", stacks, 24e9, timing, 3.4, 3.4)
 
 
 def hbf_tier(stacks: int, timing: TierTiming = TABLE1_HBF) -> MemoryTier:
-    """HBF stacks per 002 Table 1: 375 GB, 6.8 pJ/bit read, 100,000 P/E (SLC).
+    """HBF stacks per the serving paper's Table 1: 375 GB, 6.8 pJ/bit read, 100,000 P/E (SLC).
 
     Write energy is not in Table 1; we assume the read figure (the source notes that HBF
     write traffic is marginal, so modeled energy is insensitive to it)."""

@@ -1,6 +1,6 @@
 """The studies of hbfsim/studies/ (quick sweeps), their registry, runner and command line.
 
-Source 000_5f193da23ae2984d.txt §5.2-§6.2, REFERENCE §2c and §6. Each quick study runs in
+Source: the HBF-Sim paper §5.2-§6.2 (figures in docs/sources.md). Each quick study runs in
 about a second; the whole file in a few seconds.
 """
 
@@ -180,9 +180,11 @@ def test_every_study_implements_the_interface():
     for name in study_names():
         s = STUDIES[name]
         assert isinstance(s, Study) and s.name == name and s.title and s.source
-        doc, ref = ("002_374a09a3fad87163.txt", "REFERENCE §7") if name == "serving" else \
-            ("000_5f193da23ae2984d.txt", "REFERENCE §2c")
-        assert s.cites() == f"{doc} {s.source} and {ref}"
+        if name == "serving":
+            assert s.cites() == f"the serving paper {s.source} and docs/results-serving.md"
+        else:
+            assert s.cites() == (f"the HBF-Sim paper {s.source} and docs/sources.md (figures "
+                                 "to compare against)")
 
 
 def test_a_study_missing_a_method_cannot_be_made():

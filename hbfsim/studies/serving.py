@@ -1,4 +1,4 @@
-"""Agentic LLM serving on an HBM-HBF-host hierarchy (002 Tables 4-7, Figure 6).
+"""Agentic LLM serving on an HBM-HBF-host hierarchy (the serving paper's Tables 4-7, Figure 6).
 
 Runs the source's configurations through ``hbfsim.serve`` (docs/serving.md) and sets our
 figures beside the published ones: Table 4 (Qwen3-32B on one GPU, three schedulers, 8 HBM
@@ -17,8 +17,9 @@ from hbfsim.studies.common import figure, md_table
 
 __all__ = ["Serving", "STUDY", "PUBLISHED"]
 
-# 002 Tables 4-6 as published: clock s, energy MJ, HBM / HBF KV writes TB, device / host hit
-# %, life years (Table 4); time s, energy MJ, TPOT ms (Tables 5, 6: 100k-turn trace).
+# The serving paper's Tables 4-6 as published: clock s, energy MJ, HBM / HBF KV writes TB,
+# device / host hit %, life years (Table 4); time s, energy MJ, TPOT ms (Tables 5, 6:
+# 100k-turn trace).
 PUBLISHED = {
     "t4": {("8+0", "fcfs"): (19033.77, 2.323, 158.54, 0.00, 0.16, 96.36, None),
            ("8+0", "cache-aware"): (18479.17, 2.274, 148.41, 0.00, 6.61, 89.92, None),
@@ -53,13 +54,13 @@ SPLIT_FRACTION = {"4+4 TP8 split": 0.25}
 
 
 class Serving(Study):
-    """002 Tables 4-7: serving figures beside the published ones."""
+    """the serving paper's Tables 4-7: serving figures beside the published ones."""
 
     name = "serving"
     title = "Agentic LLM serving on an HBM-HBF-host hierarchy"
     source = "Tables 4-7, Figure 6"
-    document = "002_374a09a3fad87163.txt"
-    reference = "REFERENCE §7"
+    document = "the serving paper"
+    reference = "docs/results-serving.md"
 
     def tasks(self, quick: bool) -> list:
         s4, s100 = (0.04, 0.004) if quick else (1.0, 1.0)
@@ -157,7 +158,8 @@ class Serving(Study):
             ax.scatter(t, en, marker="x", color="grey", s=25)
         ax.set_xlabel("completion time (s)")
         ax.set_ylabel("energy (MJ)")
-        ax.set_title("GLM-5 on 16 GPUs, 100k-turn trace (x: 002 Table 6)", fontsize=9)
+        ax.set_title("GLM-5 on 16 GPUs, 100k-turn trace (x: the serving paper's Table 6)",
+                     fontsize=9)
         rows4 = [r for k, r in summary["t4"].items() if k.startswith("constant")] or \
             list(summary["t4"].values())
         xs = range(len(rows4))
@@ -204,8 +206,9 @@ class Serving(Study):
                   for k, v in s["shapes"].items()]
         return "\n".join([
             "Ours (published in brackets). Workloads: the seeded agentic presets of "
-            "docs/serving-workloads.md (turn counts of 002 Table 3; lengths inferred from its "
-            "Table 4). HBF timing `constant` = 002 Table 1, `device` = the `hbf-serving` stack "
+            "docs/serving-workloads.md (turn counts of the serving paper's Table 3; lengths "
+            "inferred from its Table 4). HBF timing `constant` = its Table 1, `device` = the "
+            "`hbf-serving` stack "
             "characterized on the golden model. Host tiers, GPU compute efficiency and the "
             "HBM activation reserve are our assumptions (docs/serving.md, Hardware).", "",
             "## Table 4: Qwen3-32B, one GPU, HBM weights", "",
