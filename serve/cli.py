@@ -16,9 +16,7 @@ one line on stderr naming the option and value, exit 2, nothing written.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -152,19 +150,13 @@ def _validate(a):
     if a.hbf_model == "constant":
         _check(a.hbf_config is None and a.hbf_profile is None,
                "--hbf-config / --hbf-profile apply to --hbf-model device, not constant")
-    inputs = [Path(x).resolve() for x in (a.hbf_config, a.model, a.workload)
-              if x and Path(x).exists()]
-    for opt in ("json", "csv"):
-        path = getattr(a, opt)
-        if path is None:
-            continue
-        rp = Path(path).resolve()
-        _check(rp.parent.is_dir(), f"--{opt} {path!r}: directory {str(rp.parent)!r} does not "
-                                   f"exist")
-        _check(not rp.is_dir(), f"--{opt} {path!r} is a directory")
-        _check(rp not in inputs, f"--{opt} {path!r} is also an input; refusing to overwrite it")
-    _check(not (a.json and a.csv and Path(a.json).resolve() == Path(a.csv).resolve()),
-           f"--json and --csv name the same file {a.json!r}")
+    from hbfsim.outputs import resolve_outputs
+
+    # The output-safety rule (docs/outputs.md): every output checked before any work, none
+    # may be an input (model config, HBF config, trace) or another output.
+    inputs = {k: v for k, v in (("--hbf-config", a.hbf_config), ("--model", a.model),
+                                ("--workload", a.workload)) if v and Path(v).is_file()}
+    return resolve_outputs({"--json": a.json, "--csv": a.csv}, inputs)
 
 
 def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False):
@@ -187,19 +179,6 @@ def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False)
     return characterize(cfg, cache=cache)
 
 
-def _write(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder and rename (never half-written)."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run_cli(a) -> int:
     """Run ``hbfsim serve`` from parsed arguments; return the exit code."""
     from hbfsim.serve.cost import CostModel, CostParams
@@ -210,7 +189,7 @@ def run_cli(a) -> int:
     from hbfsim.serve.scheduler import Scheduler
     from hbfsim.serve.traces import load_workload
 
-    _validate(a)
+    outs = _validate(a)
     try:
         shape = serving_shape(a.model)
     except ValueError as e:
@@ -252,8 +231,8 @@ def run_cli(a) -> int:
     host = time.perf_counter() - t0
     s = summarize(run, node, cost, sched, wl, timing, {"host_seconds": host})
     print(format_summary(s))
-    if a.json:
-        _write(a.json, to_json(s))
-    if a.csv:
-        _write(a.csv, to_csv([s]))
+    if outs["--json"]:
+        outs["--json"].write_text(to_json(s))
+    if outs["--csv"]:
+        outs["--csv"].write_text(to_csv([s]))
     return 0
