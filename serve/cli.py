@@ -16,16 +16,13 @@ one line on stderr naming the option and value, exit 2, nothing written.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
 __all__ = ["register", "run_cli"]
 
-DEFAULT_MODEL = "qwen3-32b"
-DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
-#: HbfConfig profile characterized for --hbf-model device when none is given.
-DEVICE_PROFILE = "hbf-serving"
+from hbfsim.serve.run import DEFAULT_WORKLOAD, DEFAULTS, DEVICE_PROFILE
+
+DEFAULT_MODEL = DEFAULTS["model"]
 
 
 def _int_arg(s):
@@ -79,6 +76,9 @@ def register(subparsers):
                         "by sequence over the TP group (the serving paper's Table 3)")
     g.add_argument("--weights", default="hbm", choices=WEIGHT_PLACEMENTS,
                    help="weight placement (default hbm; split: selected experts in HBM)")
+    g.add_argument("--split-fraction", type=_float_arg, default=0.5, metavar="F",
+                   help="--weights split: fraction of each layer's routed experts in HBM "
+                        "(default 0.5)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
                    help="arithmetic dtype whose peak applies (default bf16)")
     g.add_argument("--dram-gb", type=_float_arg, default=250.0, metavar="GB",
@@ -124,112 +124,32 @@ def register(subparsers):
     return p
 
 
-def _check(cond, msg):
-    if not cond:
-        raise ValueError(msg)
+def _opt(key: str) -> str:
+    """The option that sets serving setting ``key`` (messages name what the user typed)."""
+    return "--" + {"cache": "no-cache"}.get(key, key).replace("_", "-")
 
 
-def _validate(a):
-    _check(a.gpus >= 1, f"--gpus must be a positive integer, not {a.gpus}")
-    _check(a.hbm >= 1, f"--hbm must be at least 1 (activations live in HBM), not {a.hbm}")
-    _check(a.hbf >= 0, f"--hbf must be >= 0, not {a.hbf}")
-    if a.tp is not None:
-        _check(1 <= a.tp <= a.gpus and a.gpus % a.tp == 0,
-               f"--tp must divide --gpus {a.gpus}, not {a.tp}")
-    if a.ep is not None:
-        tp = a.tp or a.gpus
-        _check(1 <= a.ep <= tp and tp % a.ep == 0, f"--ep must divide --tp {tp}, not {a.ep}")
-    _check(0 <= a.headroom < 1, f"--headroom must be in [0, 1), not {a.headroom}")
-    for k in ("max_batch", "max_tokens", "page_tokens"):
-        v = getattr(a, k)
-        _check(v >= 1, f"--{k.replace('_', '-')} must be a positive integer, not {v}")
-    _check(0 < a.compute_efficiency <= 1,
-           f"--compute-efficiency must be in (0, 1], not {a.compute_efficiency}")
-    _check(0 <= a.dram_gb < 1e6, f"--dram-gb must be in [0, 1e6), not {a.dram_gb}")
-    _check(0 <= a.ssd_tb < 1e4, f"--ssd-tb must be in [0, 1e4), not {a.ssd_tb}")
-    if a.hbf_model == "constant":
-        _check(a.hbf_config is None and a.hbf_profile is None,
-               "--hbf-config / --hbf-profile apply to --hbf-model device, not constant")
+def _outputs(a):
+    """The output-safety rule (docs/outputs.md): every output checked before any work, none
+    may be an input (model config, HBF config, trace) or another output."""
     from hbfsim.outputs import resolve_outputs
 
-    # The output-safety rule (docs/outputs.md): every output checked before any work, none
-    # may be an input (model config, HBF config, trace) or another output.
     inputs = {k: v for k, v in (("--hbf-config", a.hbf_config), ("--model", a.model),
                                 ("--workload", a.workload)) if v and Path(v).is_file()}
     return resolve_outputs({"--json": a.json, "--csv": a.csv}, inputs)
 
 
-def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False):
-    """The HBF tier's :class:`TierTiming` for ``--hbf-model`` (constant or device)."""
-    from hbfsim.serve.tier_timing import TABLE1_HBF
-
-    if mode == "constant":
-        return TABLE1_HBF
-    from hbfsim.config import ConfigError, load_config
-    from hbfsim.serve.characterize import cache_path, characterize
-
-    try:
-        cfg = load_config(config, profile or (None if config else DEVICE_PROFILE))
-    except ConfigError as e:
-        opt = "--hbf-config" if config else "--hbf-profile"
-        raise ValueError(f"{opt}: {e}") from None
-    if progress and (not cache or not cache_path(cfg).exists()):
-        print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
-              f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
-    return characterize(cfg, cache=cache)
-
-
 def run_cli(a) -> int:
     """Run ``hbfsim serve`` from parsed arguments; return the exit code."""
-    from hbfsim.serve.cost import CostModel, CostParams
-    from hbfsim.serve.engine import EngineConfig, simulate
-    from hbfsim.serve.hardware import make_node
-    from hbfsim.serve.models import model_costs, serving_shape
-    from hbfsim.serve.report import format_summary, summarize, to_csv, to_json
-    from hbfsim.serve.scheduler import Scheduler
-    from hbfsim.serve.traces import load_workload
+    from hbfsim.serve.report import format_summary, to_csv, to_json
+    from hbfsim.serve.run import DEFAULTS, run_serving, validate
 
-    outs = _validate(a)
-    try:
-        shape = serving_shape(a.model)
-    except ValueError as e:
-        raise ValueError(f"--model: {e}") from None
-    mc = model_costs(shape)
-    _check(a.weights != "split" or mc.is_moe,
-           f"--weights split places routed experts; model {mc.name!r} is dense")
-    _check(a.weights == "hbm" or a.hbf > 0, f"--weights {a.weights} needs HBF stacks (--hbf 0)")
-    _check(a.ep is None or mc.is_moe, f"--ep applies to MoE models; model {mc.name!r} is dense")
-    show = not a.no_progress
-    timing = hbf_timing(a.hbf_model, a.hbf_config, a.hbf_profile, cache=not a.no_cache,
-                        progress=show) if a.hbf else None
-    try:
-        node = make_node(a.gpu, a.gpus, a.hbm, a.hbf, a.packaging,
-                         **({"hbf_timing": timing} if timing else {}),
-                         dram_bytes_per_gpu=a.dram_gb * 1e9, ssd_bytes_per_gpu=a.ssd_tb * 1e12)
-    except ValueError as e:
-        raise ValueError(f"--hbm {a.hbm} --hbf {a.hbf} --packaging {a.packaging}: {e}") from None
-    tp = a.tp or a.gpus
-    params = CostParams(dtype=a.dtype, compute_efficiency=a.compute_efficiency)
-    cost = CostModel(node, mc, tp=tp, ep=a.ep, weights=a.weights, params=params, dpa=a.dpa)
-    cfg = EngineConfig(max_batch=a.max_batch, max_tokens=a.max_tokens,
-                       page_tokens=a.page_tokens)
-    sched = Scheduler(a.scheduler, a.headroom)
-    try:
-        wl = load_workload(a.workload, format=a.format)
-    except ValueError as e:
-        raise ValueError(f"--workload: {e}") from None
-    if wl.block_tokens % a.page_tokens:
-        raise ValueError(f"--page-tokens {a.page_tokens} must divide the workload's "
-                         f"{wl.block_tokens}-token hash blocks")
-    from tqdm import tqdm
-
-    t0 = time.perf_counter()
-    with tqdm(total=len(wl.turns), desc="serve", unit="turn", disable=None if show else True,
-              file=sys.stderr, leave=False) as bar:
-        run = simulate(wl, node, mc, sched, tp=tp, ep=a.ep, weights=a.weights, params=params,
-                       config=cfg, dpa=a.dpa, progress=bar.update)
-    host = time.perf_counter() - t0
-    s = summarize(run, node, cost, sched, wl, timing, {"host_seconds": host})
+    settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
+    settings["cache"] = not a.no_cache
+    validate(settings, _opt)  # every option before the outputs are checked
+    outs = _outputs(a)
+    s = run_serving(settings, progress=not a.no_progress, label=_opt)
+    s.pop("energy_j")
     print(format_summary(s))
     if outs["--json"]:
         outs["--json"].write_text(to_json(s))

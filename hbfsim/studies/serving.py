@@ -82,34 +82,18 @@ class Serving(Study):
         return out
 
     def run(self, task: dict) -> list:
-        from hbfsim.serve.cost import CostModel, CostParams
-        from hbfsim.serve.energy import energy_breakdown
-        from hbfsim.serve.engine import simulate
-        from hbfsim.serve.hardware import make_node
-        from hbfsim.serve.models import model_costs
-        from hbfsim.serve.report import summarize
-        from hbfsim.serve.scheduler import Scheduler
-        from hbfsim.serve.tier_timing import TABLE1_HBF
-        from hbfsim.serve.traces import load_workload
+        from hbfsim.serve.run import run_serving
 
-        timing = TABLE1_HBF if task["hbf_model"] == "constant" else _device_timing()
-        wl = load_workload(task["workload"])
-        mc = model_costs(task["model"])
-        node = make_node("h100", task["gpus"], task["hbm"], task["hbf"], task["packaging"],
-                         hbf_timing=timing)
-        sched = Scheduler(task["scheduler"])
-        kw = dict(tp=task["tp"], weights=task["weights"], dpa=task["dpa"],
-                  params=CostParams(split_hbm_expert_fraction=task["split_fraction"]))
-        run = simulate(wl, node, mc, sched, **kw)
-        s = summarize(run, node, CostModel(node, mc, **kw), sched, wl, timing)
-        e = energy_breakdown(run.tally, node)
+        keys = ("model", "workload", "gpus", "tp", "hbm", "hbf", "packaging", "weights",
+                "scheduler", "dpa", "hbf_model", "split_fraction")
+        s = run_serving({k: task[k] for k in keys})
         row = dict(task, turns=s["turns"], completed=s["completed"],
                    completion_s=s["completion_s"], energy_mj=s["energy_mj"],
                    tpot_ms=s["tpot_ms"]["mean"], ttft_p50_s=s["ttft_s"]["p50"],
                    hbm_kv_tb=s["hbm_kv_writes_tb"], hbf_kv_tb=s["hbf_kv_writes_tb"],
                    device_hit=s["device_hit"], host_hit=s["host_hit"],
                    life_years=s["hbf_life_years"], preemptions=s["preemptions"])
-        row.update({f"e_{k}": v for k, v in e.items()})
+        row.update({f"e_{k}": v for k, v in s["energy_j"].items()})
         return [row]
 
     def summarize(self, rows: list, quick: bool) -> dict:
