@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from hbfsim.serve.tier_timing import TABLE1_HBF, TABLE1_HBM, TierTiming
 
 __all__ = ["SITES", "PACKAGINGS", "GPU_PRESETS", "GpuSpec", "MemoryTier", "Interconnect",
-           "Node", "make_node", "hbm_tier", "hbf_tier"]
+           "Node", "check_packaging", "make_node", "hbm_tier", "hbf_tier"]
 
 #: Stack sites around one GPU (the serving paper's Figure 2).
 SITES = 8
@@ -206,6 +206,21 @@ class Interconnect:
     pj_per_bit: float = 1.3
 
 
+def check_packaging(hbm: int, hbf: int, packaging: str) -> None:
+    """Raise ValueError unless ``hbm`` + ``hbf`` stacks fit ``packaging`` (the serving
+    paper's Figure 2: 8 shared sites, or H3's one HBF stack behind each HBM stack)."""
+    if packaging not in PACKAGINGS:
+        raise ValueError(f"packaging must be one of {', '.join(PACKAGINGS)}, not {packaging!r}")
+    if hbm < 1:
+        raise ValueError(f"hbm stacks must be at least 1 (activations live in HBM), not {hbm}")
+    if packaging == "shared" and hbm + hbf > SITES:
+        raise ValueError(f"shared-site packaging divides {SITES} sites: hbm + hbf stacks "
+                         f"must be <= {SITES}, not {hbm} + {hbf}")
+    if packaging == "h3" and (hbm > SITES or hbf > hbm):
+        raise ValueError(f"h3 packaging puts one HBF stack behind each HBM stack: hbm <= "
+                         f"{SITES} and hbf <= hbm, not {hbm} + {hbf}")
+
+
 @dataclass(frozen=True)
 class Node:
     """N GPUs with identical memory; the unit a serving run is placed on.
@@ -236,16 +251,7 @@ class Node:
                              f"not {self.packaging!r}")
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
             raise ValueError(f"gpus must be a positive integer, not {self.gpus!r}")
-        h, f = self.hbm.stacks, self.hbf.stacks
-        if h < 1:
-            raise ValueError(f"hbm stacks must be at least 1 (activations live in HBM), "
-                             f"not {h}")
-        if self.packaging == "shared" and h + f > SITES:
-            raise ValueError(f"shared-site packaging divides {SITES} sites: hbm + hbf stacks "
-                             f"must be <= {SITES}, not {h} + {f}")
-        if self.packaging == "h3" and (h > SITES or f > h):
-            raise ValueError(f"h3 packaging puts one HBF stack behind each HBM stack: hbm <= "
-                             f"{SITES} and hbf <= hbm, not {h} + {f}")
+        check_packaging(self.hbm.stacks, self.hbf.stacks, self.packaging)
 
     @property
     def label(self) -> str:

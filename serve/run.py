@@ -55,7 +55,7 @@ def validate(settings: dict | None = None, label=str) -> dict:
     ValueError
         Naming ``label(key)`` and the value.
     """
-    from hbfsim.serve.hardware import GPU_PRESETS
+    from hbfsim.serve.hardware import GPU_PRESETS, check_packaging
 
     s = dict(DEFAULTS)
     unknown = sorted(set(settings or {}) - set(DEFAULTS))
@@ -93,6 +93,11 @@ def validate(settings: dict | None = None, label=str) -> dict:
         tp = s["tp"] or s["gpus"]
         _check(1 <= s["ep"] <= tp and tp % s["ep"] == 0,
                f"{L('ep')} must divide {L('tp')} {tp}, not {s['ep']}")
+    try:
+        check_packaging(s["hbm"], s["hbf"], s["packaging"])
+    except ValueError as e:
+        raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
+                         f"{s['packaging']}: {e}") from None
     _check(0 <= s["headroom"] < 1, f"{L('headroom')} must be in [0, 1), not {s['headroom']}")
     _check(0 <= s["split_fraction"] <= 1,
            f"{L('split_fraction')} must be in [0, 1], not {s['split_fraction']}")
