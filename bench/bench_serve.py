@@ -8,8 +8,9 @@
 
 Aims (issue 9): a 25,000-turn Qwen3-32B run in <= 60 s and a 100,000-turn MoE run in
 <= 10 min on the 2-core development machine. Prints host seconds per run beside the
-serving figures (Table 4 columns); HBF timing from 002 Table 1 (constant, the default here,
-to compare with the source) or characterized on the golden model (profile hbf-serving).
+serving figures (Table 4 columns); HBF timing from the serving paper's Table 1 (constant,
+the default here, to compare with the source) or characterized on the golden model
+(profile hbf-serving).
 """
 
 from __future__ import annotations

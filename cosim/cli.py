@@ -116,6 +116,8 @@ def _scenario(a):
     from hbfsim.config import load_config
     from hbfsim.cosim.scenario import Scenario
 
+    if a.requests is not None and a.requests < 1:  # a negative N would slice from the end
+        raise ValueError(f"--requests must be at least 1, not {a.requests}")
     sources = [x for x in (a.csv, a.replay, a.workload) if x is not None]
     if len(sources) > 1:
         raise ValueError("give at most one of --csv, --replay and --workload")
@@ -178,6 +180,11 @@ def _cmd_run(a) -> int:
     if window and not a.waves:
         raise ValueError("--window goes with --waves")
     sc = _scenario(a)
+    if a.waves:  # the wave files are checked before the build (hbfsim.outputs)
+        runner.waves_outputs(sc.name, sim, {"--csv": a.csv, "--replay": a.replay,
+                                            "--config": a.config})
+    print(f"hbfsim cosim run {sc.name}: building the RTL simulation (cached; a first build "
+          "takes one to a few minutes) and running it ...", flush=True)
     t0 = time.perf_counter()
     try:
         (r,) = runner.run([sc], sim=sim, waves=a.waves, window=window)
@@ -240,6 +247,9 @@ def _cmd_soak(a) -> int:
         rows = [[j, op, b + page * 4096 + off, size, 0, t]
                 for j, (op, page, off, size, t) in enumerate(spec)]
         scs.append(Scenario(name, cfg.as_dict(), rows, resp_ready=ready, seed=seed))
+    print(f"hbfsim cosim soak: {len(scs)} runs over {len(cfgs)} configurations; building "
+          "each configuration's RTL simulation (cached; one to a few minutes each the first "
+          "time) ...", flush=True)
     t0 = time.perf_counter()
     try:
         results = runner.run(scs, sim=sim)

@@ -399,9 +399,33 @@ def _ingress(result: dict) -> list | None:
     return json.loads(Path(path).read_text()) if path else None
 
 
+def waves_outputs(name: str, sim: str, inputs: dict | None = None) -> dict:
+    """Resolve and check the wave files of scenario ``name`` before anything is built
+    (the output-safety rule of :mod:`hbfsim.outputs`): ``{"vcd", "json", "gtkw"}``.
+
+    Raises
+    ------
+    hbfsim.outputs.OutputError
+        A wave file that is a directory, an input, or in a folder that cannot be written.
+    """
+    from hbfsim.cosim.testbench import file_stem
+    from hbfsim.outputs import resolve_outputs
+
+    with contextlib.suppress(OSError):  # an unwritable place is reported below, in one line
+        WAVES_DIR.mkdir(exist_ok=True)
+    stem = WAVES_DIR / file_stem(name)
+    suffix = ".vcd" if sim == "verilator" else ".fst"
+    outs = resolve_outputs({"waves": stem.with_suffix(suffix),
+                            "waves scenario": stem.with_suffix(".json"),
+                            "waves save file": stem.with_suffix(".gtkw")}, inputs)
+    return {"vcd": outs["waves"], "json": outs["waves scenario"],
+            "gtkw": outs["waves save file"]}
+
+
 def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) -> dict:
-    from hbfsim.cosim.testbench import PERIOD, file_stem
+    from hbfsim.cosim.testbench import PERIOD
     from hbfsim.cosim.waves import cut_vcd, write_gtkw
+    from hbfsim.outputs import resolve_outputs
 
     dump = test_dir / ("dump.vcd" if b.sim == "verilator" else f"{TOPLEVEL}.fst")
     if b.sim == "icarus":
@@ -409,22 +433,25 @@ def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) ->
         dump = cands[0] if cands else dump
     if not dump.exists():
         return {"vcd": None}
-    WAVES_DIR.mkdir(exist_ok=True)
-    stem = WAVES_DIR / file_stem(sc.name)
-    vcd = stem.with_suffix(dump.suffix)
+    outs = waves_outputs(sc.name, b.sim)
+    if dump.suffix != outs["vcd"].path.suffix:  # icarus wrote a VCD after all
+        outs["vcd"] = resolve_outputs({"waves": outs["vcd"].path.with_suffix(dump.suffix)})[
+            "waves"]
+    vcd = outs["vcd"].path
     cycle0 = result.get("vcd_cycle0_ns", 0)
-    if window is not None and dump.suffix == ".vcd":
-        cut_vcd(dump, vcd, cycle0 + PERIOD * window[0], cycle0 + PERIOD * (window[1] + 1) - 1)
-        dump.unlink()
-    else:
-        shutil.move(dump, vcd)
-    side = stem.with_suffix(".json")
-    side.write_text(json.dumps({"scenario": sc.to_dict(), "vcd": vcd.name,
-                                "cycle0_ns": cycle0, "period_ns": PERIOD, "sim": b.sim,
-                                "window": list(window) if window else None,
-                                "golden_trace": result.get("golden_trace"),
-                                "rtl_trace": result.get("rtl_trace"),
-                                "ingress": _ingress(result)}, indent=1))
-    gtkw = stem.with_suffix(".gtkw")
-    write_gtkw(vcd, gtkw, media_ports(sc.cfg()))
-    return {"vcd": str(vcd), "gtkw": str(gtkw), "scenario_json": str(side)}
+    with outs["vcd"].temp_path() as tmp:  # hidden temporaries, renamed when complete
+        if window is not None and dump.suffix == ".vcd":
+            cut_vcd(dump, tmp, cycle0 + PERIOD * window[0],
+                    cycle0 + PERIOD * (window[1] + 1) - 1)
+            dump.unlink()
+        else:
+            shutil.move(dump, tmp)
+    outs["json"].write_text(json.dumps({
+        "scenario": sc.to_dict(), "vcd": vcd.name, "cycle0_ns": cycle0, "period_ns": PERIOD,
+        "sim": b.sim, "window": list(window) if window else None,
+        "golden_trace": result.get("golden_trace"), "rtl_trace": result.get("rtl_trace"),
+        "ingress": _ingress(result)}, indent=1))
+    with outs["gtkw"].temp_path() as tmp:
+        write_gtkw(vcd, tmp, media_ports(sc.cfg()))
+    return {"vcd": str(vcd), "gtkw": str(outs["gtkw"].path),
+            "scenario_json": str(outs["json"].path)}

@@ -1,9 +1,11 @@
 """The ``hbfsim`` command.
 
-    hbfsim run [--config F.toml] [--profile P] [--requests F.csv] [--trace T.csv]
-               [--trace-level N] [--stats-json S.json]
-    hbfsim config show [--profile P] [--config F.toml]
-    hbfsim trace validate F
+    hbfsim run [--config F.toml] [--profile P] [--requests F.csv | --workload NAME]
+               [--model M] [--param K=V ...] [--trace T.csv] [--trace-level N]
+               [--stats-json S.json]
+    hbfsim run --list-workloads
+    hbfsim config show [--profile P] [--config F.toml] [--provenance]
+    hbfsim trace validate F [--config F.toml] [--profile P]
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
@@ -14,14 +16,17 @@
     hbfsim waves list F | request F --id N | check F --trace T
 
 Bad input: one line on stderr naming what is wrong, exit code 2, no traceback, and no output
-file left half-written (outputs are written to a temporary name and renamed when complete).
+file left half-written: every output is resolved and checked before work starts, and written
+through a hidden temporary renamed when complete (:mod:`hbfsim.outputs`). An environment
+failure mid-run (a full disk) or a lost request is one line and exit code 1; SIGINT and
+SIGTERM exit 130 and 143 without leaving a temporary.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -35,9 +40,24 @@ class UsageError(Exception):
     """Bad command-line usage or input: exit 2 with one line."""
 
 
+class RunError(Exception):
+    """The simulation itself went wrong (a bug, not bad input): exit 1 with one line."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message)
         raise UsageError(f"{self.prog}: {message}")
+
+
+def _reject_empty(ap: argparse.ArgumentParser, argv) -> None:
+    """An empty argument (``--requests ''``) is a mistake, never "use the default"."""
+    args = [str(t) for t in (sys.argv[1:] if argv is None else argv)]
+    for i, tok in enumerate(args):
+        if tok.strip() == "":
+            where = f"after {args[i - 1]}" if i else "as the first argument"
+            raise UsageError(f"empty argument {where}")
+        if tok.startswith("--") and "=" in tok and tok.partition("=")[2].strip() == "":
+            raise UsageError(f"empty value in {tok!r}")
 
 
 def _add_config_args(p):
@@ -69,10 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     csub = cfg.add_subparsers(dest="config_cmd", required=True, parser_class=_Parser)
     show = csub.add_parser("show", help="print the resolved configuration as TOML")
     _add_config_args(show)
+    show.add_argument("--provenance", action="store_true",
+                      help="name each value's source (OCP HBF v0.7, the HBF-Sim paper or its "
+                           "configuration, FlashAccel, your file, or our assumption)")
     tr = sub.add_parser("trace", help="trace commands")
     tsub = tr.add_subparsers(dest="trace_cmd", required=True, parser_class=_Parser)
     val = tsub.add_parser("validate", help="check that a file is hbf-trace-v1")
     val.add_argument("file")
+    _add_config_args(val)  # the HBF address range the addresses must fall in
     rtl = sub.add_parser("rtl", help="controller RTL commands")
     rsub = rtl.add_subparsers(dest="rtl_cmd", required=True, parser_class=_Parser)
     emit = rsub.add_parser("emit", help="write the controller as Verilog")
@@ -104,6 +128,22 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _say_big_input(path) -> None:
+    """Announce the load of a big input file (about 2 s per 100 MB of request CSV)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # the reader reports it
+    if size >= 64 << 20:
+        _say(f"reading {path} ({size / 1e6:,.0f} MB) ...")
+
+
+def _say(text: str) -> None:
+    """Tell the user what a long step is doing, on stdout (stderr is for the one error
+    line), flushed so it shows before the work starts."""
+    print(text, flush=True)
+
+
 def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -114,32 +154,42 @@ def _toml_value(v) -> str:
     return repr(v)
 
 
-def _check_output(path: str | None, what: str) -> None:
-    if path is None:
-        return
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{what} {path!r}: directory {str(parent)!r} does not exist")
+def _outputs(a, cfg, **outputs) -> dict:
+    """Resolve the command's outputs against every file it reads (hbfsim.outputs), before
+    any work starts. ``outputs`` maps an option name to a path (or None)."""
+    from hbfsim.outputs import resolve_outputs
+
+    inputs = {"--config": getattr(a, "config", None),
+              "--requests": getattr(a, "requests", None),
+              "trace file": getattr(a, "file", None)}
+    model = getattr(a, "model", None)
+    if model and Path(model).exists():
+        inputs["--model"] = model
+    for item in getattr(a, "param", None) or []:  # --param model=FILE is an input too
+        key, _, val = item.partition("=")
+        if key.strip() == "model" and Path(val.strip()).exists():
+            inputs["--param model"] = val.strip()
+    return resolve_outputs(outputs, inputs)
 
 
-def _write_json(path: str, data: dict) -> None:
-    tmp = Path(path + ".partial")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+def _run_outputs(a, cfg) -> dict:
+    """The trace and statistics outputs of run / replay (``trace_file`` from the
+    configuration when no --trace is given)."""
+    trace = a.trace if a.trace is not None else (cfg.trace_file or None)
+    label = "--trace" if a.trace is not None else "trace_file"
+    outs = _outputs(a, cfg, **{label: trace, "--stats-json": a.stats_json})
+    return {"trace": outs[label], "stats": outs["--stats-json"]}
 
 
-def _traced_run(cfg, trace_path, trace_level, stats_path, run):
+def _traced_run(cfg, outs, trace_level, run):
     """Run ``run(trace) -> HbfSystem`` with the trace file opened (and removed on failure).
 
-    Returns ``(system, extra, host_seconds, trace, path, level)``; ``run`` may return
+    Returns ``(system, extra, host_seconds, trace, level)``; ``run`` may return
     ``(system, extra)`` to pass something on."""
     from hbfsim.model.trace import TraceWriter
 
-    path = trace_path or cfg.trace_file or None
     level = trace_level or cfg.trace_level or 2
-    _check_output(path, "trace")
-    _check_output(stats_path, "stats file")
-    trace = TraceWriter(path, level) if path else None
+    trace = TraceWriter(outs["trace"], level) if outs["trace"] is not None else None
     t0 = time.perf_counter()
     try:
         out = run(trace)
@@ -148,14 +198,20 @@ def _traced_run(cfg, trace_path, trace_level, stats_path, run):
             trace.abort()
         raise
     host = time.perf_counter() - t0
+    system, extra = out if isinstance(out, tuple) else (out, None)
+    if system.n_done != system.submitted:
+        # an accepted request must complete; never report (or keep) a run that lost one
+        if trace is not None:
+            trace.abort()
+        raise RunError(f"{system.submitted - system.n_done:,} of {system.submitted:,} "
+                       f"accepted requests never completed (simulation stopped at tick "
+                       f"{system.t:,}); no output written")
     if trace is not None:
         trace.close()
-    system, extra = out if isinstance(out, tuple) else (out, None)
-    return system, extra, host, trace, path, level
+    return system, extra, host, trace, level
 
 
-def _report(header, system, host, trace, path, level, stats_path, extra_stats=None,
-            extra_lines=()):
+def _report(header, system, host, trace, level, outs, extra_stats=None, extra_lines=()):
     from hbfsim.model.stats import collect_stats, format_table
 
     stats = collect_stats(system)
@@ -167,15 +223,17 @@ def _report(header, system, host, trace, path, level, stats_path, extra_stats=No
     for line in extra_lines:
         print(line)
     print(f"  host time: {host:.3f} s ({stats['requests'] / max(host, 1e-9):,.0f} requests/s)")
-    if path:
-        print(f"  trace: {path} ({trace.rows:,} rows, level {level})")
-    if stats_path:
-        _write_json(stats_path, stats)
-        print(f"  statistics: {stats_path}")
+    print("  (ticks are memory-clock cycles; latency is arrival to response; every line is "
+          "defined in docs/model.md#statistics)")
+    if trace is not None:
+        print(f"  trace: {trace.path} ({trace.rows:,} rows, level {level})")
+    if outs["stats"] is not None:
+        outs["stats"].write_text(json.dumps(stats, indent=2) + "\n")
+        print(f"  statistics: {outs['stats'].path}")
     return 0
 
 
-def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
+def _simulate(cfg, requests, outs, trace_level, title, extra="") -> int:
     from hbfsim.model.system import HbfSystem
 
     def run(trace):
@@ -186,13 +244,12 @@ def _simulate(cfg, requests, trace_path, trace_level, stats_path, title) -> int:
         system.run()
         return system
 
-    system, _, host, trace, path, level = _traced_run(cfg, trace_path, trace_level,
-                                                      stats_path, run)
+    system, _, host, trace, level = _traced_run(cfg, outs, trace_level, run)
     header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
               f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
               f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, "
-              f"{cfg.write_timeout_policy} writes")
-    return _report(header, system, host, trace, path, level, stats_path)
+              f"{cfg.write_timeout_policy} writes, {_clocks(cfg)}{extra}")
+    return _report(header, system, host, trace, level, outs)
 
 
 def _param_value(text: str):
@@ -207,25 +264,79 @@ def _param_value(text: str):
     return text
 
 
+#: Hugging Face config.json keys of the model shape and their largest accepted value
+#: (far beyond any published dense model; they bound the generated request count).
+_MODEL_KEYS = {"num_hidden_layers": 1 << 10, "hidden_size": 1 << 20,
+               "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12,
+               "head_dim": 1 << 14, "intermediate_size": 1 << 22, "vocab_size": 1 << 24}
+_MODEL_NULLABLE = {"num_key_value_heads", "head_dim"}  # null = derived from the others
+
+
+def _check_model_file(spec: str) -> None:
+    """Check a ``--model`` config.json before the shape is built from it: readable UTF-8,
+    valid JSON (no NaN/Infinity), an object, and every shape key a positive integer."""
+    p = Path(spec)
+    if not p.exists() or p.suffix.lower() == ".toml":
+        return  # a preset name (checked by the workload) or a TOML shape
+    from hbfsim.textfile import read_text
+
+    text = read_text(p, "model config", UsageError)
+
+    def constant(name):
+        raise ValueError(f"{name} is not a JSON number")
+    try:
+        data = json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{p} line {e.lineno}: not valid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise UsageError(f"{p}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"model config {str(p)!r} must be a JSON object, not "
+                         f"{type(data).__name__}")
+    for key, hi in _MODEL_KEYS.items():
+        if key not in data or (data[key] is None and key in _MODEL_NULLABLE):
+            continue
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+            raise UsageError(f"{p}: {key} must be an integer in 1..{hi}, not {v!r}")
+
+
 def load_workload(a, cfg):
     """The workload named by ``a.workload`` with ``a.param`` (and ``a.model``), and the
-    configuration it runs under: its study settings (``work.config``) sit under the user's
-    profile, file and flags. Shared by ``run --workload`` and ``cosim run --workload``.
+    configuration it runs under: its study settings (``work.config``) sit above the defaults
+    and under the user's profile and file (``load_config(base=...)``). Shared by
+    ``run --workload`` and ``cosim run --workload``.
 
     Returns ``(cfg, work)``; raises UsageError naming a bad parameter.
     """
     from hbfsim.model.gpu import GpuError
-    from hbfsim.model.workloads import get_workload
+    from hbfsim.model.workload_params import check_params, cli_name, registry_name
+    from hbfsim.model.workloads import WORKLOADS, get_workload
 
+    name = registry_name(a.workload)
+    if name not in WORKLOADS:
+        raise UsageError(f"--workload must be one of "
+                         f"{', '.join(cli_name(n) for n in WORKLOADS)}, not {a.workload!r}")
     params = {}
     for item in a.param:
         key, sep, val = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip() or not val.strip():
             raise UsageError(f"--param must be KEY=VALUE, not {item!r}")
-        params[key.strip().replace("-", "_")] = _param_value(val.strip())
+        key = key.strip().replace("-", "_")
+        if key in params:
+            raise UsageError(f"--param {key} given twice")
+        params[key] = _param_value(val.strip())
     if getattr(a, "model", None):
+        if name != "llm_decode":
+            raise UsageError(f"--model goes with --workload llm-decode, not {a.workload!r}")
+        _check_model_file(a.model)
         params["model"] = a.model
-    name = a.workload.replace("-", "_")
+    try:
+        check_params(name, params)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if isinstance(params.get("model"), str) and not getattr(a, "model", None):
+        _check_model_file(params["model"])  # --param model=FILE is checked like --model
     try:
         work = get_workload(name, cfg, **params)
         if getattr(work, "config", None):
@@ -236,25 +347,40 @@ def load_workload(a, cfg):
     return cfg, work
 
 
+def _clocks(cfg) -> str:
+    return f"memory clock {cfg.memory_clock_mhz:g} MHz, GPU clock {cfg.gpu_clock_mhz:g} MHz"
+
+
+def _workload_settings(work) -> str:
+    """The workload's own configuration settings, as applied (the header must show every
+    setting its figures depend on)."""
+    if not getattr(work, "config", None):
+        return ""
+    items = ", ".join(f"{k}={_toml_value(v)}" for k, v in work.config.items())
+    return f"\n  workload settings (under --profile and --config): {items}"
+
+
 def _run_workload(a, cfg) -> int:
     from hbfsim.model.gpu import run_closed_loop
     from hbfsim.model.workloads import DeviceStream
 
     cfg, work = load_workload(a, cfg)
+    outs = _run_outputs(a, cfg)
     if isinstance(work, DeviceStream):
-        return _simulate(cfg, iter(work), a.trace, a.trace_level, a.stats_json,
-                         f"run --workload {a.workload} (device stream)")
+        return _simulate(cfg, iter(work), outs, a.trace_level,
+                         f"run --workload {a.workload} (device stream)",
+                         _workload_settings(work))
+
     def run(trace):
         result = run_closed_loop(cfg, work, trace=trace)
         return result.system, result
 
-    system, result, host, trace, path, level = _traced_run(cfg, a.trace, a.trace_level,
-                                                           a.stats_json, run)
+    system, result, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
     header = (f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
               f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
-              f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels")
-    return _report(header, system, host, trace, path, level, a.stats_json,
-                   {"gpu": result.summary()},
+              f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels, "
+              f"{_clocks(cfg)}{_workload_settings(work)}")
+    return _report(header, system, host, trace, level, outs, {"gpu": result.summary()},
                    [f"  GPU span: {result.span_gpu_cycles:,} GPU cycles "
                     f"({result.span_us:.3f} us)"])
 
@@ -263,51 +389,64 @@ def _cmd_run(a) -> int:
     from hbfsim.model.requests import default_workload, load_requests_csv
 
     if a.list_workloads:
-        from hbfsim.model.workloads import workload_names
-        print("\n".join(n.replace("_", "-") for n in workload_names()))
+        from hbfsim.model.workload_params import list_workloads
+
+        print(list_workloads())
         return 0
     cfg = load_config(a.config, a.profile)
     if a.workload:
         return _run_workload(a, cfg)
     if a.model or a.param:
         raise UsageError("--model and --param need --workload")
-    if a.requests:
+    outs = _run_outputs(a, cfg)
+    if a.requests is not None:
+        _say_big_input(a.requests)
         reqs = load_requests_csv(a.requests, cfg)
         title = f"run {a.requests}"
     else:
         reqs = default_workload(cfg)
         title = "run (embedded default workload)"
-    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, title)
+    return _simulate(cfg, reqs, outs, a.trace_level, title)
 
 
 def _cmd_replay(a) -> int:
-    from hbfsim.model.trace import read_trace, replay_requests
+    from hbfsim.model.trace_columns import load_trace, replay_list
 
     cfg = load_config(a.config, a.profile)
-    reqs = replay_requests(read_trace(a.file), cfg)
-    from hbfsim.model.mapping import AddressError, Mapper
-    m = Mapper(cfg)
-    for r in reqs:
-        try:
-            m.check(r.addr, r.nbytes)
-        except AddressError as e:
-            raise UsageError(f"{a.file}: request {r.id}: {e}") from None
-    return _simulate(cfg, reqs, a.trace, a.trace_level, a.stats_json, f"replay {a.file}")
+    outs = _run_outputs(a, cfg)
+    _say_big_input(a.file)
+    # validated as `trace validate` does (addresses in this configuration's HBF range)
+    _, data = load_trace(a.file, cfg, "trace")
+    reqs = replay_list(data)
+    return _simulate(cfg, reqs, outs, a.trace_level, f"replay {a.file}")
 
 
 def _cmd_config_show(a) -> int:
     cfg = load_config(a.config, a.profile)
+    if not a.provenance:
+        for k, v in cfg.as_dict().items():
+            print(f"{k} = {_toml_value(v)}")
+        return 0
+    from hbfsim.provenance import provenance
+
+    src = provenance(cfg, a.config)
+    print(f"# profile {cfg.profile}: each value with its source (docs/provenance.md)")
     for k, v in cfg.as_dict().items():
-        print(f"{k} = {_toml_value(v)}")
+        source, note = src[k]
+        print(f"{k + ' = ' + _toml_value(v):<40} # {source}: {note}")
     return 0
 
 
 def _cmd_trace_validate(a) -> int:
-    from hbfsim.model.trace import read_trace
+    from hbfsim.model.trace_columns import load_trace
 
-    rows = read_trace(a.file)
-    ids = {r["request_id"] for r in rows}
-    print(f"{a.file}: valid hbf-trace-v1, {len(rows):,} rows, {len(ids):,} requests")
+    cfg = load_config(a.config, a.profile)
+    _say_big_input(a.file)
+    summary, _ = load_trace(a.file, cfg, a.file)
+    print(f"{a.file}: valid hbf-trace-v1, level {summary['level']}, {summary['rows']:,} rows, "
+          f"{summary['requests']:,} requests")
+    for check in summary["checks"]:
+        print(f"  checked: {check}")
     return 0
 
 
@@ -328,17 +467,21 @@ def _cmd_rtl(a) -> int:
     if a.rtl_cmd == "emit":
         from hbfsim.rtl.emit import emit_verilog
 
-        _check_output(a.output, "output")
+        out = _outputs(a, cfg, **{"-o": a.output})["-o"]  # before the elaboration
+        _say(f"elaborating the controller RTL for profile {cfg.profile} ({cfg.channels} "
+             f"channels, {cfg.mshr_entries} MSHRs, admission {cfg.admission}): about a "
+             "minute on the reference profile, longer for bigger tables ...")
         text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
-        tmp = Path(a.output + ".partial")
-        tmp.write_text(text)
-        os.replace(tmp, a.output)
+        out.write_text(text)
         kind = "stack controller" if cfg.stacks == 1 else f"system of {cfg.stacks} stacks"
         print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller, {kind})")
         return 0
     from hbfsim.rtl.synth import SynthError, synth_stats
 
-    _check_output(a.json, "stats file")
+    json_out = _outputs(a, cfg, **{"--json": a.json})["--json"]
+    _say(f"elaborating and synthesizing with Yosys{' and ABC' if a.abc else ''}: several "
+         "minutes (more than five on the reference profile; the first run also compiles "
+         "Yosys, about 40 s) ...")
     try:
         rows = synth_stats(cfg, sector_bytes=a.sector_bytes, abc=a.abc)
     except SynthError as e:
@@ -351,8 +494,8 @@ def _cmd_rtl(a) -> int:
     for name, r in sorted(rows.items(), key=lambda kv: (kv[0] == "total", kv[0])):
         short = name.replace("hbf_controller.", "") if name != "hbf_controller" else "(top)"
         print(f"  {short:<34} {r['cells']:>10,} {r['flip_flops']:>11,} {r['memory_bits']:>12,}")
-    if a.json:
-        _write_json(a.json, rows)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 
@@ -360,8 +503,13 @@ def main(argv=None) -> int:
     from hbfsim.model.mapping import AddressError
     from hbfsim.model.requests import InputError
 
+    from hbfsim.outputs import Terminated, install_signal_cleanup
+
+    install_signal_cleanup()
     try:
-        a = _parser().parse_args(argv)
+        ap = _parser()
+        _reject_empty(ap, argv)
+        a = ap.parse_args(None if argv is None else [str(t) for t in argv])
         if a.cmd == "run":
             return _cmd_run(a)
         if a.cmd == "replay":
@@ -380,9 +528,31 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"hbfsim: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:
+        print(f"hbfsim: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # the reader went away (``hbfsim run --list-workloads | head -1``): not an error of
+        # ours; point stdout at /dev/null so the interpreter's final flush stays quiet
+        import os
+
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except OSError as e:
+        # the environment failed mid-run (a full disk, a vanished folder): not bad input;
+        # an output being written was a temporary and is gone
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"hbfsim: error: {e.strerror or e}{where} (no output file is left "
+              "half-written)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hbfsim: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("hbfsim: terminated", file=sys.stderr)
+        return 143
     return 0
 
 

@@ -2,19 +2,21 @@
 
 The flat keys are a public interface (README "Configuration reference"). Values come from a
 named profile, then a TOML file, then explicit overrides; every key is validated and every
-error names the key and the offending value (000_5f193da23ae2984d.txt §4.4, "We expose
+error names the key and the offending value (the HBF-Sim paper §4.4, "We expose
 configuration parameters ...").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, fields
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 __all__ = [
+    "MAX_TICK",
     "PAGE_BYTES",
     "PROFILES",
     "SCHEDULERS",
@@ -23,8 +25,19 @@ __all__ = [
     "load_config",
 ]
 
-#: NAND page size in bytes (REFERENCE A1): fixed, not a configuration key.
+#: NAND page size in bytes (A1, docs/sources.md): fixed, not a configuration key.
 PAGE_BYTES = 4096
+
+#: Largest tick any input may name (a CSV arrival, a trace cycle, a configured tick count or
+#: a NAND time converted to ticks): 2**48 ticks is 3.8 days at 850 MHz, far beyond any run,
+#: and keeps every sum of ticks far below the run loop's "never" horizon (2**62).
+MAX_TICK = (1 << 48) - 1
+#: Largest count or size key (slots, entries, pages, subarrays): 2**32.
+MAX_COUNT = 1 << 32
+#: Largest address: the 64-bit physical address space.
+MAX_ADDRESS = 1 << 64
+#: Largest clock (MHz) and link rate (GB/s): 10**6, a thousand times today's parts.
+MAX_RATE = 1e6
 
 SCHEDULERS = (
     "fcfs",
@@ -54,7 +67,7 @@ class HbfConfig:
     profile : str
         Name of the profile the values started from.
     stacks : int
-        Independent stacks in the logical HBF system (REFERENCE A2).
+        Independent stacks in the logical HBF system (A2, docs/sources.md).
     channels : int
         Host channels per stack: 1, 2, 4, 8 or 16 (A3); more only with
         ``experimental_channels = true``.
@@ -64,7 +77,7 @@ class HbfConfig:
         Cap on concurrent media operations per channel (L2).
     active_total : int
         Cap on concurrent media operations in the whole stack (0 = none; source §5.2 and
-        §6.1 use 8 such slots, REFERENCE §2b 64).
+        §6.1 use 8 such slots, the HBF-Sim configuration 64).
     admission : int
         Request slots per stack: requests inside the controller (L1).
     mshr_entries : int
@@ -270,11 +283,11 @@ _NUMERIC_ENUMS = {
 }
 
 PROFILES: dict[str, dict] = {
-    # REFERENCE §2b: the public HBF-Sim release's defaults.
+    # The public HBF-Sim release's defaults (docs/sources.md, docs/provenance.md).
     "reference": {},
     # OCP HBF v0.7 grade 3: 16 channels x 192 GB/s = 3.072 TB/s per stack.
     "ocp-grade3": {"channels": 16, "admission": 4096, "mshr_entries": 1024},
-    # FlashAccel (003_251bd1a4d6daa502.txt): fast-read NAND, tR 4 us, tPROG 75 us.
+    # FlashAccel paper (docs/sources.md): fast-read XL-Flash NAND, tR 4 us, tPROG 75 us.
     "flashaccel": {"t_read_us": 4.0, "t_prog_us": 75.0},
     # The serving level's HBF stack (docs/serving-hbf-tier.md): OCP grade 3's 16 channels
     # with 256 subarrays each, so 4096 x 4 KiB / tR 15 us = 1,118 GB/s of media bandwidth,
@@ -300,8 +313,12 @@ def _normalise(raw: dict, where: str) -> dict:
         if name not in KEYS or name == "profile" and key != "profile":
             raise ConfigError(f"unknown configuration key {key!r} in {where}")
         if key in _TICK_ALIASES:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{key} must be a non-negative tick count, not {value!r}")
+            if (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                    or value > MAX_TICK):
+                raise ConfigError(f"{key} must be a tick count in 0..{MAX_TICK}, not {value!r}")
+            # validated before the division: the clock comes from the same untrusted file
+            if _check_number("memory_clock_mhz", mhz) <= 0:
+                raise ConfigError(f"memory_clock_mhz must be positive, not {mhz!r}")
             value = value / float(mhz)
         if key.startswith("hbf_") and KEYS[name].type == "bool" and value in (0, 1):
             value = bool(value)  # the reference writes booleans as 0/1
@@ -313,15 +330,46 @@ def _normalise(raw: dict, where: str) -> dict:
     return out
 
 
+#: Per-key upper bounds (inclusive) of integer keys; every other integer key: MAX_COUNT.
+_INT_MAX = {
+    "base_address": MAX_ADDRESS - PAGE_BYTES, "capacity_bytes": MAX_ADDRESS,
+    "read_agg_window_ticks": MAX_TICK, "buffer_hit_ticks": MAX_TICK,
+    "cache_hit_ticks": MAX_TICK, "write_deadline_ticks": MAX_TICK,
+    "write_drain_window_ticks": MAX_TICK, "link_burst_bytes": MAX_COUNT * PAGE_BYTES,
+}
+#: Upper bounds of float keys (finite, and below these).
+_FLOAT_MAX = {"memory_clock_mhz": MAX_RATE, "gpu_clock_mhz": MAX_RATE,
+              "channel_bw_gbps": MAX_RATE, "t_read_us": 1e9, "t_prog_us": 1e9,
+              "t_erase_us": 1e9, "overprovisioning": 1.0}
+
+
+def _check_number(name: str, value) -> float:
+    """A finite number in 0..max for float key ``name`` (before any arithmetic on it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, not {value!r}")
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise ConfigError(f"{name} must be at most {_FLOAT_MAX[name]:g}, not {value!r}") \
+            from None
+    if not math.isfinite(v):
+        raise ConfigError(f"{name} must be a finite number, not {value!r}")
+    hi = _FLOAT_MAX.get(name)
+    if hi is not None and v > hi:
+        raise ConfigError(f"{name} must be at most {hi:g}, not {value!r}")
+    return v
+
+
 def _check_type(name: str, value):
     want = KEYS[name].type
     if want == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name} must be an integer, not {value!r}")
+        hi = _INT_MAX.get(name, MAX_COUNT)
+        if value > hi:
+            raise ConfigError(f"{name} must be at most {hi}, not {value!r}")
     elif want == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} must be a number, not {value!r}")
-        return float(value)
+        return _check_number(name, value)
     elif want == "str":
         if not isinstance(value, str):
             raise ConfigError(f"{name} must be a string, not {value!r}")
@@ -338,6 +386,8 @@ def _check_type(name: str, value):
                     or not all(isinstance(v, int) and not isinstance(v, bool) for v in row)):
                 raise ConfigError(f"{name} entries must be [first_page, last_page, channel], "
                                   f"not {row!r}")
+            if any(abs(v) > MAX_ADDRESS for v in row):
+                raise ConfigError(f"{name} entry {list(row)!r} is out of range")
             rows.append(tuple(row))
         return tuple(rows)
     return value
@@ -390,6 +440,8 @@ def _validate(c: HbfConfig) -> None:
          f"(one response of any size must fit), not {c.link_burst_bytes!r}")
     need(c.base_address % PAGE_BYTES == 0,
          f"base_address must be 4 KiB aligned, not {c.base_address:#x}")
+    need(c.base_address + c.capacity_bytes <= MAX_ADDRESS, f"base_address + capacity_bytes "
+         f"must fit in 64 bits, not {c.base_address:#x} + {c.capacity_bytes:#x}")
     block_bytes = c.pages_per_block * PAGE_BYTES
     unit = block_bytes * c.stacks * c.channels * c.subarrays_per_channel
     need(c.capacity_bytes > 0 and c.capacity_bytes % unit == 0,
@@ -411,9 +463,11 @@ def _validate(c: HbfConfig) -> None:
              f"not {c.channels!r}")
         need(c.placement != "explicit", f"scheduler {c.scheduler!r} cannot be combined with "
              "placement = 'explicit'")
-    need(c.t_read_ticks > 0, f"t_read_us {c.t_read_us!r} rounds to 0 ticks")
-    need(c.t_prog_ticks > 0, f"t_prog_us {c.t_prog_us!r} rounds to 0 ticks")
-    need(c.t_erase_ticks > 0, f"t_erase_us {c.t_erase_us!r} rounds to 0 ticks")
+    for key, ticks in (("t_read_us", c.t_read_ticks), ("t_prog_us", c.t_prog_ticks),
+                       ("t_erase_us", c.t_erase_ticks)):
+        need(ticks > 0, f"{key} {getattr(c, key)!r} rounds to 0 ticks")
+        need(ticks <= MAX_TICK, f"{key} {getattr(c, key)!r} is {ticks} ticks at "
+             f"memory_clock_mhz {c.memory_clock_mhz!r}, more than {MAX_TICK}")
 
 
 def build_config(values: dict) -> HbfConfig:
@@ -431,8 +485,9 @@ def build_config(values: dict) -> HbfConfig:
 
 def load_config(path: str | Path | None = None, profile: str | None = None,
                 base: dict | None = None, **overrides) -> HbfConfig:
-    """Load a configuration: profile defaults, then ``base`` (for example a workload's
-    recommended settings), then the TOML file, then ``overrides``.
+    """Load a configuration: the defaults, then ``base`` (for example a workload's study
+    settings), then the named profile's values, then the TOML file, then ``overrides``, so a
+    profile the user names wins over a workload's settings (and the file over both).
 
     Raises
     ------
@@ -441,11 +496,10 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     """
     file_values: dict = {}
     if path is not None:
+        from hbfsim.textfile import read_text
+
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read configuration {str(p)!r}: {e.strerror}") from None
+        text = read_text(p, "configuration", ConfigError)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
@@ -456,9 +510,9 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
         file_values = _normalise(data, str(p))
     over = _normalise(overrides, "overrides")
     name = over.get("profile") or profile or file_values.get("profile") or "reference"
-    if name not in PROFILES:
+    if not isinstance(name, str) or name not in PROFILES:
         raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {name!r}")
     base_values = _normalise(base or {}, "workload defaults")
-    values = {"profile": name} | PROFILES[name] | base_values | file_values | over
+    values = {"profile": name} | base_values | PROFILES[name] | file_values | over
     values["profile"] = name
     return build_config(values)

@@ -1,6 +1,6 @@
 """The hbfsim golden model: plain Python + numpy, imports no simulator.
 
-Components follow the hardware (000_5f193da23ae2984d.txt §4): address mapping
+Components follow the hardware (the HBF-Sim paper §4): address mapping
 (:mod:`.mapping`), NAND media timing, FTL and page buffers (:mod:`.media`), the stack
 controller with MSHRs, write coverage buffer and channel scheduler (:mod:`.controller`),
 the multi-stack system with fair return arbitration (:mod:`.system`), request sources

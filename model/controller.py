@@ -167,7 +167,7 @@ class StackController:
         self.page_cache: OrderedDict[int, None] = OrderedDict()
         self.cache_due: list[tuple[int, int]] = []
         self.cache_ticks = cfg.cache_hit_ticks
-        # functional data: stack-local page -> programmed bytes (DESIGN-NOTES §5)
+        # functional data: stack-local page -> programmed bytes (docs/model.md, functional data)
         self.data: dict[int, bytes] = {}
         self._free_r: list[int] = []
         self._free_w: list[_Entry] = []

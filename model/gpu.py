@@ -1,6 +1,6 @@
 """GPU request injection: the closed-loop GPU model and fixed-arrival (open-loop) replay.
 
-Implements REFERENCE §5 and the source's §3.1 / §5.2 (000_5f193da23ae2984d.txt): GPU
+Implements GPU request injection as the HBF-Sim paper's §3.1 / §5.2 describe it: GPU
 producers (warps) issue sector (32 B) and line (64/128 B) loads and stores through memory
 sub-partitions into the HBF system's request port; a producer's next request waits on its
 completions, so the controller's service time feeds back into when later requests arrive.

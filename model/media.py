@@ -3,9 +3,9 @@
 The media side of the controller's four interfaces (docs/timing-contract.md §1, "Media
 promise"): it accepts a command in the cycle it is issued, computes its service latency and
 delivers at most one completion per channel per cycle. It is used unchanged by the golden
-run and by the co-simulation (DESIGN-NOTES §1).
+run and by the co-simulation (docs/model.md, structure).
 
-Semantics (REFERENCE M1, R3, W5; source §2.1, §4.2):
+Semantics (M1, R3, W5 of docs/sources.md; source §2.1, §4.2):
 
 * READ costs tR, or ``buffer_hit_ticks`` when the page is in one of the subarray's
   ``page_buffers`` NAND page buffers (LRU). A PROGRAM of a page drops it from the buffers,
@@ -67,7 +67,7 @@ class Media:
     Members
     -------
     page_reads, buffer_hits, page_programs, block_erases, gc_relocations, capacity_errors : int
-        Counters for statistics (REFERENCE §4).
+        Counters for statistics (docs/sources.md, statistics).
     busy_ticks : int
         Sum of service latencies of all commands (for media utilization).
     """

@@ -1,6 +1,6 @@
-"""Statistics of REFERENCE §4 in both clock units, as a dict (JSON) and as a table.
+"""Statistics of the HBF-Sim paper (docs/sources.md), in both clock units, as a dict and a table.
 
-Definitions (docs/statistics.md):
+Definitions (docs/model.md, statistics):
 
 * window = ``last_completion_tick - first_arrival_tick`` (+1 tick, so one-tick runs are
   not empty);
@@ -136,7 +136,10 @@ def format_table(s: dict) -> str:
     rows = [
         ("requests (read / write)", f"{s['requests']:,} ({s['read_requests']:,} / "
                                     f"{s['write_requests']:,})"),
-        ("completions", f"{s['completions']:,}  errors {s['errors']:,}"),
+        ("completions", f"{s['completions']:,}  errors {s['errors']:,}"
+                        + (" (responses with the error flag: the writes of pages left "
+                           "incomplete at their deadline under the strict policy, or out of "
+                           "capacity)" if s["errors"] else "")),
         ("page reads / buffer hits / cache hits", f"{s['page_reads']:,} / "
          f"{s['page_buffer_hits']:,} / {s['page_cache_hits']:,}"),
         ("MSHR hits", f"{s['mshr_hits']:,}"),
@@ -144,7 +147,7 @@ def format_table(s: dict) -> str:
         ("write flushes full/raw/pressure/deadline/drain",
          "/".join(str(s["flushes"][k]) for k in ("full", "raw", "pressure", "deadline",
                                                  "drain"))),
-        ("strict errors / partial programs / padding B",
+        ("incomplete pages (strict) / partial programs / padding B",
          f"{s['strict_errors']} / {s['partial_programs']} / {s['padding_bytes']}"),
         ("requested / media bytes", f"{s['requested_bytes']:,} / {s['media_bytes']:,}"),
         ("read amplification", f"{s['read_amplification']:.2f}"),

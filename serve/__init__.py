@@ -1,7 +1,7 @@
 """hbfsim.serve: step-level LLM serving on an HBM-HBF-host memory hierarchy.
 
-The serving level of the second source document (002_374a09a3fad87163.txt, "Characterizing
-High Bandwidth Flash for LLM Serving"). It shares the model shapes (``hbfsim.shapes``) and
+The serving level of the serving paper ("Characterizing High Bandwidth Flash for LLM
+Serving"; docs/sources.md). It shares the model shapes (``hbfsim.shapes``) and
 the one ``HbfConfig`` with the device levels: the HBF tier's timing comes from the golden
 model run on that configuration (``serve/characterize.py``), not from a constant, unless
 the constant mode is asked for. See docs/serving.md.

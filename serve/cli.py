@@ -16,18 +16,13 @@ one line on stderr naming the option and value, exit 2, nothing written.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 __all__ = ["register", "run_cli"]
 
-DEFAULT_MODEL = "qwen3-32b"
-DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
-#: HbfConfig profile characterized for --hbf-model device when none is given.
-DEVICE_PROFILE = "hbf-serving"
+from hbfsim.serve.run import DEFAULT_WORKLOAD, DEFAULTS, DEVICE_PROFILE
+
+DEFAULT_MODEL = DEFAULTS["model"]
 
 
 def _int_arg(s):
@@ -54,7 +49,7 @@ def register(subparsers):
     from hbfsim.serve.scheduler import SCHEDULERS
 
     p = subparsers.add_parser(
-        "serve", help="simulate LLM serving on an HBM-HBF-host node (002)",
+        "serve", help="simulate LLM serving on an HBM-HBF-host node (the serving paper)",
         description="Serve a workload with continuous batching on a node whose HBF timing "
                     "comes from the device model (or Table 1 constants) and print "
                     "completion time, throughput, TTFT/TPOT, energy, KV writes, hit rates "
@@ -78,9 +73,12 @@ def register(subparsers):
                    help="expert-parallel degree, MoE only (default: tp)")
     g.add_argument("--dpa", action="store_true",
                    help="data-parallel attention: attention weights replicated, KV divided "
-                        "by sequence over the TP group (002 Table 3)")
+                        "by sequence over the TP group (the serving paper's Table 3)")
     g.add_argument("--weights", default="hbm", choices=WEIGHT_PLACEMENTS,
                    help="weight placement (default hbm; split: selected experts in HBM)")
+    g.add_argument("--split-fraction", type=_float_arg, default=0.5, metavar="F",
+                   help="--weights split: fraction of each layer's routed experts in HBM "
+                        "(default 0.5)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
                    help="arithmetic dtype whose peak applies (default bf16)")
     g.add_argument("--dram-gb", type=_float_arg, default=250.0, metavar="GB",
@@ -91,7 +89,7 @@ def register(subparsers):
     h.add_argument("--hbf-model", default="device", choices=("device", "constant"),
                    help="device: the HBF stack's timing measured on the golden model for the "
                         "HbfConfig (once, then cached by its hash; docs/serving-hbf-tier.md);"
-                        " constant: 002 Table 1 figures (default device)")
+                        " constant: the serving paper's Table 1 figures (default device)")
     h.add_argument("--hbf-config", metavar="F.toml", help="HbfConfig TOML for --hbf-model "
                    "device")
     h.add_argument("--hbf-profile", metavar="P", help="HbfConfig profile for --hbf-model "
@@ -126,134 +124,35 @@ def register(subparsers):
     return p
 
 
-def _check(cond, msg):
-    if not cond:
-        raise ValueError(msg)
+def _opt(key: str) -> str:
+    """The option that sets serving setting ``key`` (messages name what the user typed)."""
+    return "--" + {"cache": "no-cache"}.get(key, key).replace("_", "-")
 
 
-def _validate(a):
-    _check(a.gpus >= 1, f"--gpus must be a positive integer, not {a.gpus}")
-    _check(a.hbm >= 1, f"--hbm must be at least 1 (activations live in HBM), not {a.hbm}")
-    _check(a.hbf >= 0, f"--hbf must be >= 0, not {a.hbf}")
-    if a.tp is not None:
-        _check(1 <= a.tp <= a.gpus and a.gpus % a.tp == 0,
-               f"--tp must divide --gpus {a.gpus}, not {a.tp}")
-    if a.ep is not None:
-        tp = a.tp or a.gpus
-        _check(1 <= a.ep <= tp and tp % a.ep == 0, f"--ep must divide --tp {tp}, not {a.ep}")
-    _check(0 <= a.headroom < 1, f"--headroom must be in [0, 1), not {a.headroom}")
-    for k in ("max_batch", "max_tokens", "page_tokens"):
-        v = getattr(a, k)
-        _check(v >= 1, f"--{k.replace('_', '-')} must be a positive integer, not {v}")
-    _check(0 < a.compute_efficiency <= 1,
-           f"--compute-efficiency must be in (0, 1], not {a.compute_efficiency}")
-    _check(0 <= a.dram_gb < 1e6, f"--dram-gb must be in [0, 1e6), not {a.dram_gb}")
-    _check(0 <= a.ssd_tb < 1e4, f"--ssd-tb must be in [0, 1e4), not {a.ssd_tb}")
-    if a.hbf_model == "constant":
-        _check(a.hbf_config is None and a.hbf_profile is None,
-               "--hbf-config / --hbf-profile apply to --hbf-model device, not constant")
-    inputs = [Path(x).resolve() for x in (a.hbf_config, a.model, a.workload)
-              if x and Path(x).exists()]
-    for opt in ("json", "csv"):
-        path = getattr(a, opt)
-        if path is None:
-            continue
-        rp = Path(path).resolve()
-        _check(rp.parent.is_dir(), f"--{opt} {path!r}: directory {str(rp.parent)!r} does not "
-                                   f"exist")
-        _check(not rp.is_dir(), f"--{opt} {path!r} is a directory")
-        _check(rp not in inputs, f"--{opt} {path!r} is also an input; refusing to overwrite it")
-    _check(not (a.json and a.csv and Path(a.json).resolve() == Path(a.csv).resolve()),
-           f"--json and --csv name the same file {a.json!r}")
+def _outputs(a):
+    """The output-safety rule (docs/outputs.md): every output checked before any work, none
+    may be an input (model config, HBF config, trace) or another output."""
+    from hbfsim.outputs import resolve_outputs
 
-
-def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False):
-    """The HBF tier's :class:`TierTiming` for ``--hbf-model`` (constant or device)."""
-    from hbfsim.serve.tier_timing import TABLE1_HBF
-
-    if mode == "constant":
-        return TABLE1_HBF
-    from hbfsim.config import ConfigError, load_config
-    from hbfsim.serve.characterize import cache_path, characterize
-
-    try:
-        cfg = load_config(config, profile or (None if config else DEVICE_PROFILE))
-    except ConfigError as e:
-        opt = "--hbf-config" if config else "--hbf-profile"
-        raise ValueError(f"{opt}: {e}") from None
-    if progress and (not cache or not cache_path(cfg).exists()):
-        print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
-              f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
-    return characterize(cfg, cache=cache)
-
-
-def _write(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder and rename (never half-written)."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    inputs = {k: v for k, v in (("--hbf-config", a.hbf_config), ("--model", a.model),
+                                ("--workload", a.workload)) if v and Path(v).is_file()}
+    return resolve_outputs({"--json": a.json, "--csv": a.csv}, inputs)
 
 
 def run_cli(a) -> int:
     """Run ``hbfsim serve`` from parsed arguments; return the exit code."""
-    from hbfsim.serve.cost import CostModel, CostParams
-    from hbfsim.serve.engine import EngineConfig, simulate
-    from hbfsim.serve.hardware import make_node
-    from hbfsim.serve.models import model_costs, serving_shape
-    from hbfsim.serve.report import format_summary, summarize, to_csv, to_json
-    from hbfsim.serve.scheduler import Scheduler
-    from hbfsim.serve.traces import load_workload
+    from hbfsim.serve.report import format_summary, to_csv, to_json
+    from hbfsim.serve.run import DEFAULTS, run_serving, validate
 
-    _validate(a)
-    try:
-        shape = serving_shape(a.model)
-    except ValueError as e:
-        raise ValueError(f"--model: {e}") from None
-    mc = model_costs(shape)
-    _check(a.weights != "split" or mc.is_moe,
-           f"--weights split places routed experts; model {mc.name!r} is dense")
-    _check(a.weights == "hbm" or a.hbf > 0, f"--weights {a.weights} needs HBF stacks (--hbf 0)")
-    _check(a.ep is None or mc.is_moe, f"--ep applies to MoE models; model {mc.name!r} is dense")
-    show = not a.no_progress
-    timing = hbf_timing(a.hbf_model, a.hbf_config, a.hbf_profile, cache=not a.no_cache,
-                        progress=show) if a.hbf else None
-    try:
-        node = make_node(a.gpu, a.gpus, a.hbm, a.hbf, a.packaging,
-                         **({"hbf_timing": timing} if timing else {}),
-                         dram_bytes_per_gpu=a.dram_gb * 1e9, ssd_bytes_per_gpu=a.ssd_tb * 1e12)
-    except ValueError as e:
-        raise ValueError(f"--hbm {a.hbm} --hbf {a.hbf} --packaging {a.packaging}: {e}") from None
-    tp = a.tp or a.gpus
-    params = CostParams(dtype=a.dtype, compute_efficiency=a.compute_efficiency)
-    cost = CostModel(node, mc, tp=tp, ep=a.ep, weights=a.weights, params=params, dpa=a.dpa)
-    cfg = EngineConfig(max_batch=a.max_batch, max_tokens=a.max_tokens,
-                       page_tokens=a.page_tokens)
-    sched = Scheduler(a.scheduler, a.headroom)
-    try:
-        wl = load_workload(a.workload, format=a.format)
-    except ValueError as e:
-        raise ValueError(f"--workload: {e}") from None
-    if wl.block_tokens % a.page_tokens:
-        raise ValueError(f"--page-tokens {a.page_tokens} must divide the workload's "
-                         f"{wl.block_tokens}-token hash blocks")
-    from tqdm import tqdm
-
-    t0 = time.perf_counter()
-    with tqdm(total=len(wl.turns), desc="serve", unit="turn", disable=None if show else True,
-              file=sys.stderr, leave=False) as bar:
-        run = simulate(wl, node, mc, sched, tp=tp, ep=a.ep, weights=a.weights, params=params,
-                       config=cfg, dpa=a.dpa, progress=bar.update)
-    host = time.perf_counter() - t0
-    s = summarize(run, node, cost, sched, wl, timing, {"host_seconds": host})
+    settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
+    settings["cache"] = not a.no_cache
+    validate(settings, _opt)  # every option before the outputs are checked
+    outs = _outputs(a)
+    s = run_serving(settings, progress=not a.no_progress, label=_opt)
+    s.pop("energy_j")
     print(format_summary(s))
-    if a.json:
-        _write(a.json, to_json(s))
-    if a.csv:
-        _write(a.csv, to_csv([s]))
+    if outs["--json"]:
+        outs["--json"].write_text(to_json(s))
+    if outs["--csv"]:
+        outs["--csv"].write_text(to_csv([s]))
     return 0

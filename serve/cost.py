@@ -31,8 +31,8 @@ from hbfsim.serve.models import ModelCosts
 
 __all__ = ["CostParams", "CostModel", "WEIGHT_PLACEMENTS"]
 
-#: Where weights live: all in HBM, all in HBF, or ``split`` (002 Table 6: selected routed
-#: experts in HBM, remaining experts in HBF, every other weight in HBM).
+#: Where weights live: all in HBM, all in HBF, or ``split`` (the serving paper's Table 6:
+#: selected routed experts in HBM, remaining experts in HBF, every other weight in HBM).
 WEIGHT_PLACEMENTS = ("hbm", "hbf", "split")
 
 
@@ -87,10 +87,11 @@ class CostModel:
         One of :data:`WEIGHT_PLACEMENTS`.
     params : CostParams
     dpa : bool
-        Data-parallel attention (002 Table 3, "DPA"): each GPU of the group runs attention
-        for its own share of the sequences, so attention weights are replicated on every GPU
-        and KV divides over the ``tp`` GPUs by sequence (ideal balance; MLA included), with
-        no all-reduce after attention. MLPs stay TP (dense) or EP (experts).
+        Data-parallel attention (the serving paper's Table 3, "DPA"): each GPU of the group
+        runs attention for its own share of the sequences, so attention weights are
+        replicated on every GPU and KV divides over the ``tp`` GPUs by sequence (ideal
+        balance; MLA included), with no all-reduce after attention. MLPs stay TP (dense)
+        or EP (experts).
     """
 
     def __init__(self, node: Node, model: ModelCosts, tp: int = 1, ep: int | None = None,

@@ -1,15 +1,18 @@
-"""Energy of a serving run and the HBF write lifetime (002 Tables 1, 2 and 7; docs/serving.md).
+"""Energy of a serving run and the HBF write lifetime (serving paper Tables 1, 2, 7).
+
+docs/serving.md, "Energy and lifetime", gives the equations:
 
     E = sum over tiers x of 8 (R_x e^read_x + W_x e^write_x)           (bytes -> bits)
       + MACs e_MAC + exps e_exp + divisions e_div + square roots e_sqrt
       + 8 L e_link
 
 with R_x / W_x the bytes read from / written to tier ``x`` (weights, KV reads, KV writes,
-cooling and reload traffic), e_x the tier's pJ/bit, the arithmetic energies of 002 Table 2
-(4 nm) and L the bytes of TP / EP collectives. Static power is not modeled (the source's
-energy is dynamic: its Table 4 reports ~0.1 kW average for a GPU-hour-scale run).
+cooling and reload traffic), e_x the tier's pJ/bit, the arithmetic energies of the serving
+paper's Table 2 (4 nm) and L the bytes of TP / EP collectives. Static power is not modeled
+(the source's energy is dynamic: its Table 4 reports ~0.1 kW average for a GPU-hour-scale
+run).
 
-HBF lifetime in years (002's Equation 8 is not in the text we have; this is ours):
+HBF lifetime in years (the serving paper's Equation 8 is not in the text we have; this is ours):
 
     life = C_hbf x PE / (W_hbf x WA x Y / T)
 
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 __all__ = ["TABLE2_PJ", "SECONDS_PER_YEAR", "Tally", "energy_breakdown", "hbf_lifetime_years",
            "table7_contributions"]
 
-#: 002 Table 2: arithmetic energy at 4 nm, pJ per operation.
+#: the serving paper's Table 2: arithmetic energy at 4 nm, pJ per operation.
 TABLE2_PJ = {"fp16_mac": 0.38, "fp32_add": 0.22, "fp32_mul": 0.71, "fp32_exp": 7.4,
              "fp32_div": 5.6, "fp32_sqrt": 11.1}
 # A 365-day year: with it the equation brackets all three Table 4 lifetimes within the
@@ -117,8 +120,9 @@ def hbf_lifetime_years(hbf_bytes_written: float, run_seconds: float, hbf_capacit
 
 
 def table7_contributions(run: dict, base: dict) -> dict:
-    """002 Table 7: savings of ``run`` relative to the HBM-only ``base`` (energy breakdowns
-    from :func:`energy_breakdown`), in percentage points of the base's total; positive saves.
+    """The serving paper's Table 7: savings of ``run`` relative to the HBM-only ``base``
+    (energy breakdowns from :func:`energy_breakdown`), in percentage points of the base's
+    total; positive saves.
 
     ``other`` is the residual, so the four rows sum to ``net``."""
     tot = base["total"]

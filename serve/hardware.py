@@ -1,6 +1,6 @@
 """The serving node: GPUs, their memory tiers (HBM, HBF, host DRAM, host SSD) and interconnect.
 
-Per-stack memory figures come from the source's Table 1 (002, "Table 1"); GPU compute figures
+Per-stack memory figures come from the serving paper's Table 1; GPU compute figures
 from NVIDIA's published H100 / H200 SXM datasheets; host and interconnect figures are stated
 assumptions (the source gives none). Both packaging architectures of the source's Figure 2:
 
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from hbfsim.serve.tier_timing import TABLE1_HBF, TABLE1_HBM, TierTiming
 
 __all__ = ["SITES", "PACKAGINGS", "GPU_PRESETS", "GpuSpec", "MemoryTier", "Interconnect",
-           "Node", "make_node", "hbm_tier", "hbf_tier"]
+           "Node", "check_packaging", "make_node", "hbm_tier", "hbf_tier"]
 
-#: Stack sites around one GPU (002 Figure 2).
+#: Stack sites around one GPU (the serving paper's Figure 2).
 SITES = 8
 PACKAGINGS = ("shared", "h3")
 
@@ -95,7 +95,8 @@ class MemoryTier:
     timing : TierTiming
         Per-stack timing (bandwidth, startup latency).
     read_pj_per_bit, write_pj_per_bit : float
-        Energy per bit moved (002 Table 1 gives read energy; write energy is an assumption).
+        Energy per bit moved (the serving paper's Table 1 gives read energy; write energy
+        is an assumption).
     pe_cycles : int or None
         Program/erase endurance (flash only).
     """
@@ -145,12 +146,13 @@ class MemoryTier:
 
 
 def hbm_tier(stacks: int, timing: TierTiming = TABLE1_HBM) -> MemoryTier:
-    """HBM stacks per 002 Table 1: 24 GB, 3.4 pJ/bit read; writes assumed at the read cost."""
+    """HBM stacks per the serving paper's Table 1: 24 GB, 3.4 pJ/bit read; writes assumed
+    at the read cost."""
     return MemoryTier("hbm", stacks, 24e9, timing, 3.4, 3.4)
 
 
 def hbf_tier(stacks: int, timing: TierTiming = TABLE1_HBF) -> MemoryTier:
-    """HBF stacks per 002 Table 1: 375 GB, 6.8 pJ/bit read, 100,000 P/E (SLC).
+    """HBF stacks per the serving paper's Table 1: 375 GB, 6.8 pJ/bit read, 100,000 P/E (SLC).
 
     Write energy is not in Table 1; we assume the read figure (the source notes that HBF
     write traffic is marginal, so modeled energy is insensitive to it)."""
@@ -204,6 +206,21 @@ class Interconnect:
     pj_per_bit: float = 1.3
 
 
+def check_packaging(hbm: int, hbf: int, packaging: str) -> None:
+    """Raise ValueError unless ``hbm`` + ``hbf`` stacks fit ``packaging`` (the serving
+    paper's Figure 2: 8 shared sites, or H3's one HBF stack behind each HBM stack)."""
+    if packaging not in PACKAGINGS:
+        raise ValueError(f"packaging must be one of {', '.join(PACKAGINGS)}, not {packaging!r}")
+    if hbm < 1:
+        raise ValueError(f"hbm stacks must be at least 1 (activations live in HBM), not {hbm}")
+    if packaging == "shared" and hbm + hbf > SITES:
+        raise ValueError(f"shared-site packaging divides {SITES} sites: hbm + hbf stacks "
+                         f"must be <= {SITES}, not {hbm} + {hbf}")
+    if packaging == "h3" and (hbm > SITES or hbf > hbm):
+        raise ValueError(f"h3 packaging puts one HBF stack behind each HBM stack: hbm <= "
+                         f"{SITES} and hbf <= hbm, not {hbm} + {hbf}")
+
+
 @dataclass(frozen=True)
 class Node:
     """N GPUs with identical memory; the unit a serving run is placed on.
@@ -234,16 +251,7 @@ class Node:
                              f"not {self.packaging!r}")
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
             raise ValueError(f"gpus must be a positive integer, not {self.gpus!r}")
-        h, f = self.hbm.stacks, self.hbf.stacks
-        if h < 1:
-            raise ValueError(f"hbm stacks must be at least 1 (activations live in HBM), "
-                             f"not {h}")
-        if self.packaging == "shared" and h + f > SITES:
-            raise ValueError(f"shared-site packaging divides {SITES} sites: hbm + hbf stacks "
-                             f"must be <= {SITES}, not {h} + {f}")
-        if self.packaging == "h3" and (h > SITES or f > h):
-            raise ValueError(f"h3 packaging puts one HBF stack behind each HBM stack: hbm <= "
-                             f"{SITES} and hbf <= hbm, not {h} + {f}")
+        check_packaging(self.hbm.stacks, self.hbf.stacks, self.packaging)
 
     @property
     def label(self) -> str:

@@ -5,8 +5,9 @@ Capacity is counted exactly in *pages* of ``page_tokens`` tokens (vLLM-style pag
 HBF). A *block* is ``block_tokens`` tokens of a finished prefix, identified by the
 workload's block hash (serve/workload.py) and occupying ``ceil(block_tokens /
 page_tokens)`` pages of one tier; running sequences *pin* the blocks they reuse. Idle blocks
-cool in LRU order HBM -> HBF -> DRAM -> SSD -> dropped (002 Figure 3); a host block that is
-hit is reloaded to the device, HBM first (Figure 3: "host reload returns to HBM").
+cool in LRU order HBM -> HBF -> DRAM -> SSD -> dropped (the serving paper's Figure 3); a
+host block that is hit is reloaded to the device, HBM first (Figure 3: "host reload returns
+to HBM").
 
 Placement of new pages (own KV and reloads): HBM if it has room, else HBM after cooling its
 idle blocks, else HBF (after cooling HBF's idle blocks to the host). A block released by a

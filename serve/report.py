@@ -1,4 +1,4 @@
-"""The figures of a serving run (002 Tables 4-6) as a dict, a text summary, JSON and CSV.
+"""The figures of a serving run (serving paper Tables 4-6): a dict, a summary, JSON, CSV.
 
 Definitions (docs/serving.md, "Outputs"): completion time is the last turn's completion;
 throughput counts input + output tokens of completed turns per second of completion time

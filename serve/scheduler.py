@@ -6,14 +6,14 @@ stopping at the first that does not fit (no skipping ahead, as vLLM's FCFS waiti
 
 - ``fcfs``: arrival order.
 - ``cache-aware``: requests whose prefix is resident on the device first (in arrival order),
-  then the others (002: "prefer waiting requests whose prefix is resident").
+  then the others (the serving paper: "prefer waiting requests whose prefix is resident").
 - ``buffered``: cache-aware order, and a *new session* (turn 0) is admitted only if the device
   KV the open sessions need -- pages held by running requests plus the context pages of
   every session between two turns -- and the newcomer's pages stay within ``1 - headroom``
-  of device KV capacity (002 Figures 4 and 5; 10 % in its Table 4). A newcomer therefore
-  does not take the room of a prefix that will be reused, and the headroom leaves room for
-  the open sessions' contexts to grow; returning turns may use all of the capacity
-  (evicting LRU). A session is between turns from the completion of one turn to the
+  of device KV capacity (the serving paper's Figures 4 and 5; 10 % in its Table 4). A
+  newcomer therefore does not take the room of a prefix that will be reused, and the
+  headroom leaves room for the open sessions' contexts to grow; returning turns may use all
+  of the capacity (evicting LRU). A session is between turns from the completion of one turn to the
   admission of the next; after its last turn it is closed (the trace knows; a serving
   system learns it when the agent closes the session).
 

@@ -137,6 +137,29 @@ def test_bad_workload_args(args, match):
     assert p.returncode == 2 and match in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
+def test_list_workloads_shows_parameters_with_defaults_and_meaning(capsys):
+    import inspect
+
+    from hbfsim.cli import main
+    from hbfsim.model.workloads import WORKLOADS
+
+    assert main(["run", "--list-workloads"]) == 0
+    out = capsys.readouterr().out
+    for name, fn in WORKLOADS.items():
+        assert f"\n{name.replace('_', '-')}: " in "\n" + out
+        for p in list(inspect.signature(fn).parameters.values())[1:]:
+            line = next(x for x in out.splitlines() if f"--param {p.name}=" in x)
+            assert len(line.split(None, 2)) == 3, f"{p.name} has no meaning"
+
+
+def test_unknown_param_lists_the_valid_ones(capsys):
+    from hbfsim.cli import main
+
+    assert main(["run", "--workload", "conservation", "--param", "scale=2"]) == 2
+    err = capsys.readouterr().err
+    assert "has no parameter 'scale'" in err and "requests, nbytes, page_stride, sms" in err
+
+
 def test_bad_llm_model_is_a_one_line_usage_error(tmp_path):
     cfg = tmp_path / "tiny" / "config.json"
     cfg.parent.mkdir()

@@ -63,3 +63,87 @@ def test_bad_toml_and_tables(tmp_path):
         load_config(f)
     with pytest.raises(ConfigError, match="cannot read configuration"):
         load_config(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("t_read_us = inf", "t_read_us must be a finite number, not inf"),
+    ("t_read_us = nan", "t_read_us must be a finite number, not nan"),
+    ("t_read_us = 1e300", "t_read_us must be at most"),
+    ("channel_bw_gbps = inf", "channel_bw_gbps must be a finite number"),
+    ("gpu_clock_mhz = -inf", "gpu_clock_mhz must be a finite number"),
+    ("memory_clock_mhz = 1e7", "memory_clock_mhz must be at most"),
+    ("admission = 100000000000000000000", "admission must be at most"),
+    ("write_deadline_ticks = 1000000000000000000", "write_deadline_ticks must be at most"),
+    ("hbf_tR = 1000000000000000000", "hbf_tR must be a tick count"),
+    ("memory_clock_mhz = 0\nhbf_tR = 5", "memory_clock_mhz must be positive, not 0"),
+    ("memory_clock_mhz = 'x'\nhbf_tR = 5", "memory_clock_mhz must be a number"),
+    ("t_erase_us = 900000000\nmemory_clock_mhz = 900000", "more than"),
+    ("base_address = 4096\ncapacity_bytes = 18446744073709551616", "must fit in 64 bits"),
+    ("profile = [1]", "profile must be one of"),
+])
+def test_numbers_are_checked_before_arithmetic(tmp_path, text, match):
+    f = tmp_path / "c.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=match):
+        load_config(f)
+
+
+def test_a_request_that_never_completes_fails_the_run(tmp_path):
+    # the input checks keep such ticks out; this is the last line of defence behind them
+    from hbfsim.cli import RunError, _traced_run
+    from hbfsim.model.controller import Request
+    from hbfsim.model.system import HbfSystem
+
+    cfg = load_config()
+
+    def run(trace):
+        s = HbfSystem(cfg, trace=trace, keep=False)
+        s.submit(Request(0, "R", cfg.base_address, 32, 0, 0))
+        s.submit(Request(1, "R", cfg.base_address, 32, 0, 1 << 62))  # beyond the horizon
+        s.close_input()
+        s.run()
+        return s
+
+    with pytest.raises(RunError, match="1 of 2 accepted requests never completed"):
+        _traced_run(cfg, {"trace": None, "stats": None}, 2, run)
+
+
+def test_every_key_and_profile_value_has_a_source():
+    from hbfsim.config import KEYS
+    from hbfsim.provenance import DEFAULT_SOURCES, PROFILE_SOURCES, SOURCES
+
+    assert set(DEFAULT_SOURCES) == set(KEYS)
+    assert set(PROFILE_SOURCES) == set(PROFILES)
+    for name, values in PROFILES.items():
+        assert set(values) == set(PROFILE_SOURCES[name]), name
+    for table in [DEFAULT_SOURCES, *PROFILE_SOURCES.values()]:
+        for key, (source, note) in table.items():
+            assert source in SOURCES and note, key
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_config_show_provenance_names_every_source_and_round_trips(tmp_path, capsys, profile):
+    import tomllib
+
+    from hbfsim.cli import main
+
+    f = tmp_path / "c.toml"
+    f.write_text("channels = 4\n")
+    assert main(["config", "show", "--provenance", "--profile", profile, "--config",
+                 str(f)]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if not ln.startswith("#")]
+    assert len(lines) == len(load_config().as_dict())
+    assert all(" # " in ln for ln in lines)
+    assert f"# file {f}: set in the configuration file" in out
+    if profile == "flashaccel":
+        assert "# FlashAccel paper: XL-Flash tR 4 us" in out
+    assert load_config(**{k: v for k, v in tomllib.loads(out).items()}) == \
+        load_config(f, profile)
+
+
+def test_a_named_profile_wins_over_workload_settings():
+    assert load_config(base={"channels": 4}).channels == 4
+    assert load_config(profile="ocp-grade3", base={"channels": 4}).channels == 16
+    assert load_config(profile="ocp-grade3", base={"subarrays_per_channel": 1}) \
+        .subarrays_per_channel == 1

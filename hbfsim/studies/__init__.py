@@ -3,7 +3,7 @@
     hbfsim study NAME [--quick] [--out DIR] [--workers N] [--no-progress]
     python -m hbfsim.studies NAME [...]          (the same, without the hbfsim command)
 
-Studies (000_5f193da23ae2984d.txt §5.2-§6.2; REFERENCE §2c and §6):
+Studies (the HBF-Sim paper §5.2-§6.2; figures in docs/sources.md):
 
 =================  ==========================================================================
 media-saturation   §5.4: 1-16 channels x 256/512/1024/2048 producers, fixed 32-slot control

@@ -33,12 +33,11 @@ class Study(ABC):
     source : str
         The section of :attr:`document` whose figures the study reproduces (``"§6.2"``).
     document : str
-        The source document the figures come from, as ``summary.md`` cites it; default
-        ``"000_5f193da23ae2984d.txt"`` (the seed's paper; the serving study cites
-        ``"002_374a09a3fad87163.txt"``).
+        The source document the figures come from, by name, as ``summary.md`` cites it
+        (docs/sources.md lists them); default ``"the HBF-Sim paper"``.
     reference : str
-        Further published figures cited beside :attr:`document` in ``summary.md``; default
-        ``"REFERENCE §2c"``, empty for none.
+        Further published figures cited beside :attr:`document` in ``summary.md``, inside
+        the repository; default the figures of docs/sources.md, empty for none.
 
     Methods
     -------
@@ -66,8 +65,8 @@ class Study(ABC):
     name: str
     title: str
     source: str
-    document: str = "000_5f193da23ae2984d.txt"
-    reference: str = "REFERENCE §2c"
+    document: str = "the HBF-Sim paper"
+    reference: str = "docs/sources.md (figures to compare against)"
 
     @abstractmethod
     def tasks(self, quick: bool) -> list[dict]:

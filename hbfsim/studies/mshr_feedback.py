@@ -27,7 +27,7 @@ def _mf_config(task, merge: bool):
     kw = dict(mshr_grid().config, t_read_us=task["t_read_us"], mshr_merge=merge)
     if task["slot_kind"] == "mshr":      # the source's admission slots (docs/model.md)
         kw.update(mshr_entries=task["slots"], admission=4096)
-    else:                                # our request-counting admission (REFERENCE L1)
+    else:                                # our request-counting admission (L1, docs/sources.md)
         kw.update(admission=task["slots"], mshr_entries=4096)
     return load_config(**kw)
 

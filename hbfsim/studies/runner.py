@@ -35,34 +35,38 @@ def _jsonable(o):
 
 
 # ============================================================================ output files
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through ``<path>.partial`` and a rename."""
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+# Every file goes through hbfsim.outputs: checked before the sweep starts, written to a
+# hidden temporary in the same folder and renamed when complete (docs/outputs.md).
+def _target(path):
+    from hbfsim.outputs import Target, resolve_outputs
+
+    return path if isinstance(path, Target) else resolve_outputs({str(path): path})[str(path)]
 
 
-def write_csv(path: Path, rows: list) -> None:
-    """Write ``rows`` as CSV (columns in first-seen order, None empty) through a rename."""
+def write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` (a path or a checked :class:`~hbfsim.outputs.Target`)."""
+    _target(path).write_text(text)
+
+
+def write_csv(path, rows: list) -> None:
+    """Write ``rows`` as CSV (columns in first-seen order, None empty)."""
     cols: list = []
     for r in rows:
         for k in r:
             if k not in cols:
                 cols.append(k)
-    tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "w", newline="") as f:
+    with _target(path).open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r.get(k) is None else r.get(k) for k in cols})
-    os.replace(tmp, path)
 
 
-def write_plot(path: Path, draw) -> None:
-    """Call ``draw(tmp)`` to save a PNG at a temporary name, then rename it to ``path``."""
-    tmp = path.with_name(path.stem + ".partial" + path.suffix)   # matplotlib reads the suffix
-    draw(tmp)
-    os.replace(tmp, path)
+def write_plot(path, draw) -> None:
+    """Call ``draw(tmp)`` to save a PNG at a temporary name (same suffix: matplotlib reads
+    it), renamed to ``path`` when complete."""
+    with _target(path).temp_path() as tmp:
+        draw(tmp)
 
 
 # ============================================================================ the runner
@@ -108,6 +112,13 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
+    from hbfsim.outputs import resolve_outputs
+
+    names = {"csv": "runs.csv", "plot": "plot.png", "summary_md": "summary.md",
+             "summary_json": "summary.json"}
+    # all four outputs checked before the sweep: a directory or an unwritable folder is
+    # found now, not after minutes of simulation
+    targets = resolve_outputs({k: out / v for k, v in names.items()})
     tasks = study.tasks(quick)
     from tqdm import tqdm
 
@@ -143,18 +154,16 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     summary = _jsonable(raw)
     summary.update(study=name, quick=quick, runs=len(rows), tasks=len(tasks), workers=n,
                    host_seconds=wall)
-    files = {k: str(out / v) for k, v in (("csv", "runs.csv"), ("plot", "plot.png"),
-                                          ("summary_md", "summary.md"),
-                                          ("summary_json", "summary.json"))}
+    files = {k: str(out / v) for k, v in names.items()}
     summary["files"] = files
-    write_csv(out / "runs.csv", rows)
-    write_plot(out / "plot.png", lambda tmp: study.plot(rows, raw, tmp))
-    md = [f"# {study.title} ({name}; source {study.source})", "",
+    write_csv(targets["csv"], rows)
+    write_plot(targets["plot"], lambda tmp: study.plot(rows, raw, tmp))
+    md = [f"# {study.title} ({name}; {study.document} {study.source})", "",
           f"{'Quick (reduced) sweep' if quick else 'Full sweep'}: {len(rows)} simulations in "
           f"{len(tasks)} tasks, {n} worker process(es), {wall:.1f} s host time. Published "
           f"figures: {study.cites()}; discussion in docs/results.md.", "",
           study.report(rows, raw), "",
           "Files: `runs.csv` (every run), `plot.png`, `summary.json`.", ""]
-    write_text(out / "summary.md", "\n".join(md))
-    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text(targets["summary_md"], "\n".join(md))
+    write_text(targets["summary_json"], json.dumps(summary, indent=2) + "\n")
     return summary

@@ -1,8 +1,9 @@
-"""LLM serving on an HBM-HBF-host hierarchy (002 Tables 4-7): schedulers, placement, packaging.
+"""LLM serving on an HBM-HBF-host hierarchy (serving paper, Tables 4-7).
 
-Every configuration of the source's Tables 4, 5 and 6 is one ``hbfsim serve`` run, built by
-the command's own parser and :func:`hbfsim.serve.cli.run_cli` (so a row is exactly what the
-command prints for the arguments recorded in its ``command`` column), once with the HBF tier
+Every configuration of the serving paper's Tables 4, 5 and 6 is one ``hbfsim serve`` run: the
+command's own parser turns the arguments into settings as serve/cli.py ``run_cli`` does, and
+:func:`hbfsim.serve.run.run_serving` serves them (so a row is what the command prints for the
+arguments in its ``command`` column), once with the HBF tier
 characterized from the golden model (``--hbf-model device``, profile ``hbf-serving``) and once
 with the source's Table 1 constants (``--hbf-model constant``); HBM-only rows have no HBF
 tier and run once. Workloads are the agentic presets of serve/agentic.py at a per-trace
@@ -11,24 +12,19 @@ tier and run once. Workloads are the agentic presets of serve/agentic.py at a pe
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import math
-import os
-import tempfile
 
 from hbfsim.studies.base import Study
 from hbfsim.studies.common import figure, md_table
 
 __all__ = ["Serving", "STUDY", "PUBLISHED", "SCALES"]
 
-#: HBF timing models: the golden-model characterization and 002 Table 1's constants.
+#: HBF timing models: the golden-model characterization and the serving paper's Table 1 constants.
 HBF_MODELS = ("device", "constant")
 #: The HbfConfig profile the device model characterizes (hbfsim/config.py, PROFILES).
 DEVICE_PROFILE = "hbf-serving"
 
-#: Fraction of each preset's turns (002 Table 3: 25k / 100k / 500k) a sweep runs. The quick
+#: Fraction of each preset's turns (serving paper Table 3: 25k / 100k / 500k) a sweep runs. The quick
 #: sweep keeps CI in seconds; the full one runs the source's turn counts except the 500k trace,
 #: cut to a fifth (100k turns of the extended sessions) to fit the 2-core machine's budget.
 SCALES = {
@@ -39,7 +35,7 @@ SCALES = {
 SCHEDULER_LABELS = {"fcfs": "FCFS", "cache-aware": "Cache aware",
                     "buffered": "Cache aware, 10%"}
 
-# 002 Table 4: Qwen3-32B, 1 GPU, TP1, 25k turns, HBM weights. Per row: clock (s), energy
+# serving paper Table 4: Qwen3-32B, 1 GPU, TP1, 25k turns, HBM weights. Per row: clock (s), energy
 # (MJ), HBM KV writes (TB), HBF KV writes (TB), device hit (%), host hit (%), life (years).
 _T4 = {
     ("8 HBM", "fcfs"): (19033.77, 2.323, 158.54, 0.00, 0.16, 96.36, None),
@@ -54,13 +50,13 @@ _T4_KEYS = ("completion_s", "energy_mj", "hbm_kv_writes_tb", "hbf_kv_writes_tb",
 
 PUBLISHED = {
     "table4": {f"{m} / {s}": dict(zip(_T4_KEYS, v)) for (m, s), v in _T4.items()},
-    # 002 Table 5: Llama-3.1-405B, 8 GPUs, TP8, 100k turns, 10 % buffer.
+    # serving paper Table 5: Llama-3.1-405B, 8 GPUs, TP8, 100k turns, 10 % buffer.
     "table5": {
         "8+0, HBM weights": {"completion_s": 39666, "energy_mj": 53.60, "tpot_ms": 90.85},
         "H3 8+8, HBM weights": {"completion_s": 21439, "energy_mj": 40.70, "tpot_ms": 438.61},
         "H3 8+8, HBF weights": {"completion_s": 21423, "energy_mj": 42.06, "tpot_ms": 438.27},
     },
-    # 002 Table 6: GLM-5.2, 16 GPUs, 10 % buffer; the 100k (original) and 500k (extended)
+    # serving paper Table 6: GLM-5.2, 16 GPUs, 10 % buffer; the 100k (original) and 500k (extended)
     # traces.
     "table6": {
         "agentic-100k": {
@@ -88,18 +84,18 @@ PUBLISHED = {
                                           "tpot_ms": 307.66},
         },
     },
-    # 002 Table 7: net energy savings relative to the same model's and trace's HBM-only run,
+    # serving paper Table 7: net energy savings relative to the same model's and trace's HBM-only run,
     # percent (8+8: H3 with HBM weights; 6+2 and 4+4: shared sites, expert placement). Its
     # per-contribution entries are not in the text we have.
     "table7_net_pct": {"Llama 8+8 100k": 24.06, "GLM 6+2 100k": 15.58, "GLM 8+8 100k": 21.09,
                        "GLM 4+4 500k": 54.37, "GLM 8+8 500k": 59.10},
-    # 002 abstract: the fastest HBF systems cut completion time by 36.1-87.7 % against
+    # The serving paper's abstract: the fastest HBF systems cut completion time by 36.1-87.7 % against
     # HBM-only ones.
     "completion_reduction_pct": (36.1, 87.7),
 }
 
 # ---------------------------------------------------------------- the configurations
-# (label, hbfsim serve arguments). Memory figures per GPU; 002 Figure 2's two packagings.
+# (label, hbfsim serve arguments). Memory figures per GPU; the serving paper's Figure 2: two packagings.
 _QWEN = ["--model", "qwen3-32b", "--gpus", "1", "--weights", "hbm"]
 _T4_MEMORY = {"8 HBM": ["--hbm", "8", "--hbf", "0"],
               "4 HBM + 4 HBF": ["--hbm", "4", "--hbf", "4", "--packaging", "shared"]}
@@ -109,42 +105,44 @@ _T5 = {"8+0, HBM weights": ["--hbm", "8", "--hbf", "0", "--weights", "hbm"],
                                "--weights", "hbm"],
        "H3 8+8, HBF weights": ["--hbm", "8", "--hbf", "8", "--packaging", "h3",
                                "--weights", "hbf"]}
-# Both GLM parallelisms use data-parallel attention (002 Table 3, "+ DPA").
+# Both GLM parallelisms use data-parallel attention (serving paper Table 3, "+ DPA").
 _GLM = ["--model", "glm-5", "--gpus", "16", "--dpa"]
 _H3 = ["--hbm", "8", "--hbf", "8", "--packaging", "h3"]
-# TP16 is one 16-GPU replica with EP16, TP8 two 8-GPU replicas with EP8 (002 Table 6).
+# TP16 is one 16-GPU replica with EP16, TP8 two 8-GPU replicas with EP8 (serving paper Table 6).
 _T6 = {"HBM-only 8+0 TP16, HBM weights": ["--hbm", "8", "--hbf", "0", "--tp", "16",
                                           "--ep", "16", "--weights", "hbm"],
        "H3 8+8 TP16, HBM weights": _H3 + ["--tp", "16", "--ep", "16", "--weights", "hbm"],
        "H3 8+8 TP16, HBF weights": _H3 + ["--tp", "16", "--ep", "16", "--weights", "hbf"],
        "H3 8+8 TP8, HBF weights": _H3 + ["--tp", "8", "--ep", "8", "--weights", "hbf"],
        "H3 8+8 TP8, split weights": _H3 + ["--tp", "8", "--ep", "8", "--weights", "split"],
-       # Shared-site expert placement (002 Table 6 caption, Figure 6 and Table 7's "GLM 6+2"
+       # Shared-site expert placement (serving paper Table 6 caption, Figure 6 and Table 7's "GLM 6+2"
        # and "GLM 4+4" columns); the source publishes only their Table 7 net savings.
        "shared 6+2 TP8, split weights": ["--hbm", "6", "--hbf", "2", "--packaging", "shared",
                                          "--tp", "8", "--ep", "8", "--weights", "split"],
+       # Half the routed experts do not fit 96 GB of HBM (119 GB of weights per GPU); a
+       # quarter does, as the source's selection fits the experts it keeps to the HBM.
        "shared 4+4 TP8, split weights": ["--hbm", "4", "--hbf", "4", "--packaging", "shared",
-                                         "--tp", "8", "--ep", "8", "--weights", "split"]}
+                                         "--tp", "8", "--ep", "8", "--weights", "split",
+                                         "--split-fraction", "0.25"]}
 
-#: 002 Table 7's columns: (group, configuration) against the group's HBM-only row.
+#: The serving paper's Table 7 columns: (group, configuration) against the group's HBM-only row.
 _T7 = {"Llama 8+8 100k": ("table5", "H3 8+8, HBM weights"),
        "GLM 6+2 100k": ("table6/agentic-100k", "shared 6+2 TP8, split weights"),
        "GLM 8+8 100k": ("table6/agentic-100k", "H3 8+8 TP16, HBM weights"),
        "GLM 4+4 500k": ("table6/agentic-500k", "shared 4+4 TP8, split weights"),
        "GLM 8+8 500k": ("table6/agentic-500k", "H3 8+8 TP16, HBM weights")}
 
-#: What 002 models that the engine does not (yet); each is a difference the results page
+#: What the serving paper models that the engine does not (yet); each is a difference the results page
 #: names, not a row left out.
 NOT_MODELED = {
-    "dpa": "data-parallel attention (002 Table 3, DPA) is modeled with ideal balance (every "
+    "dpa": "data-parallel attention (serving paper Table 3, DPA) is modeled with ideal balance (every "
            "GPU holds 1/p of its group's sequences); real DPA places whole sequences, and "
            "its load imbalance is not modeled",
     "dsa": "GLM-5's sparse attention (DSA) is costed as dense attention over the whole "
            "context (exact up to its 2,048-token top-k, an upper bound beyond)",
-    "split": "split placement keeps a fixed half of every layer's routed experts in HBM "
-             "(CostParams.split_hbm_expert_fraction = 0.5, which hbfsim serve does not "
-             "expose), not the source's offline lookup of the hottest experts sized to the "
-             "HBM; so a shared 4+4 split does not fit GLM-5 at TP8",
+    "split": "split placement keeps a fixed fraction of every layer's routed experts in HBM "
+             "(--split-fraction: 0.5, and 0.25 on shared 4+4, where half does not fit), not "
+             "the source's offline lookup of the hottest experts",
 }
 
 #: Shape check (b): an HBF configuration "finishes sooner" when its completion time is at
@@ -209,19 +207,19 @@ def _order_of_magnitude(r):
 
 
 class Serving(Study):
-    """002's serving study: Tables 4-6 at a scale this machine runs, device vs constant HBF."""
+    """The serving paper's study: Tables 4-7 at a scale this machine runs, device vs constant HBF."""
 
     name = "serving"
     title = "LLM serving on an HBM-HBF-host hierarchy"
     source = "Tables 4-7"
-    document = "002_374a09a3fad87163.txt"
-    reference = "REFERENCE §7"
+    document = "the serving paper"
+    reference = "docs/results-serving.md"
 
     # ------------------------------------------------------------------ the sweep
     def tasks(self, quick: bool) -> list:
         # Characterize the device model's stack once here (cached by its configuration's
         # hash: milliseconds when warm), so that the workers all find it in the cache.
-        from hbfsim.serve.cli import hbf_timing
+        from hbfsim.serve.run import hbf_timing
 
         hbf_timing("device", None, DEVICE_PROFILE)
         sc = SCALES[bool(quick)]
@@ -247,24 +245,23 @@ class Serving(Study):
 
         from hbfsim.serve import cli
         from hbfsim.serve.report import flatten
+        from hbfsim.serve.run import DEFAULTS, run_serving
 
+        # The command's own parser and settings, then its entry point (serve/cli.py run_cli):
+        # a row is what `hbfsim serve` prints for the arguments in its "command" column.
         ap = argparse.ArgumentParser(prog="hbfsim")
         cli.register(ap.add_subparsers(dest="cmd"))
+        a = ap.parse_args(["serve", *task["argv"]])
+        settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
+        settings["cache"] = not a.no_cache
         head = {k: task[k] for k in ("table", "group", "config", "scheduler", "hbf_model",
                                      "trace", "scale")}
         head["command"] = "hbfsim serve " + " ".join(task["argv"])
-        fd, path = tempfile.mkstemp(prefix="hbfsim-serving-", suffix=".json")
-        os.close(fd)
         try:
-            a = ap.parse_args(["serve", *task["argv"], "--json", path, "--no-progress"])
-            with contextlib.redirect_stdout(io.StringIO()):
-                a.func(a)
-            with open(path) as f:
-                s = json.load(f)
+            s = run_serving(settings, label=lambda k: "--" + k.replace("_", "-"))
         except ValueError as e:   # the command's own refusal, e.g. weights that do not fit
             return [dict(head, status=f"not run: {e}")]
-        finally:
-            os.unlink(path)
+        s.pop("energy_j")         # the same breakdown as energy_breakdown_mj, in joules
         # The summary's own labels keep their meaning under names that do not clash with the
         # task's keys (its "scheduler" is a label, its "hbf_model" the timing's source line).
         s["engine_host_s"] = s.pop("host_seconds", None)
@@ -336,7 +333,7 @@ class Serving(Study):
         # A check holds when every case of it holds; "computed" says whether any case ran.
         out["checks"] = {k: {"computed": bool(v), "holds": bool(v) and all(
             x["holds"] for x in v.values()), "cases": v} for k, v in checks.items()}
-        # 002 Table 7: energy-savings contributions over the same trace's HBM-only run.
+        # serving paper Table 7: energy-savings contributions over the same trace's HBM-only run.
         t7 = {}
         from hbfsim.serve.energy import table7_contributions
         for col, (g, cfg) in _T7.items():
@@ -376,9 +373,9 @@ class Serving(Study):
         ax.axhline(1.0, color="grey", ls=":", lw=0.8)
         ax.set_xlabel("completion time / HBM-only")
         ax.set_ylabel("energy / HBM-only")
-        ax.set_title("HBF configurations vs HBM-only (002 Figure 6 style)")
+        ax.set_title("HBF configurations vs HBM-only (serving paper Figure 6 style)")
         ax.legend(fontsize=6)
-        # Hit rates per scheduler: device hits, host hits stacked on them (002 Table 4).
+        # Hit rates per scheduler: device hits, host hits stacked on them (serving paper Table 4).
         t4 = [r for r in ran if r["table"] == "table4"]
         labels, dev, host = [], {m: [] for m in HBF_MODELS + ("source",)}, \
             {m: [] for m in HBF_MODELS + ("source",)}
@@ -402,7 +399,7 @@ class Serving(Study):
         ax2.set_xticks(range(len(labels)), labels, fontsize=6)
         ax2.set_ylim(0, 115)
         ax2.set_ylabel("% of admitted input tokens")
-        ax2.set_title("Qwen3-32B hit rates per scheduler (002 Table 4)")
+        ax2.set_title("Qwen3-32B hit rates per scheduler (serving paper Table 4)")
         ax2.legend(fontsize=6, ncols=3, loc="upper center")
         fig.savefig(path, dpi=110)
 
@@ -414,7 +411,7 @@ class Serving(Study):
                f"agentic-qwen32b (25k), {sc['agentic-100k']:g} of agentic-100k, "
                f"{sc['agentic-500k']:g} of agentic-500k. Cells read `hbfsim (source)`; the "
                f"device model characterizes profile `{s['device_profile']}`, the constant "
-               "model is 002 Table 1; HBM-only rows have no HBF and run once.", ""]
+               "model is serving paper Table 1; HBM-only rows have no HBF and run once.", ""]
         # Table 4
         t = []
         for mem in _T4_MEMORY:

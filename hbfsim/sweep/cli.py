@@ -7,7 +7,6 @@ last point finishes. Bad input: one line on stderr, exit 2, nothing written.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -96,8 +95,13 @@ def run_cli(a) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GridError(f"--out {str(out)!r}: cannot create folder: {e.strerror}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise GridError(f"--out {str(out)!r}: folder is not writable")
+    from hbfsim.outputs import OutputError, resolve_outputs
+
+    try:  # every output checked before the first point runs (docs/outputs.md)
+        resolve_outputs({f"--out {POINTS}": out / POINTS, f"--out {CSV}": out / CSV,
+                         f"--out {PARQUET}": out / PARQUET}, {"grid": a.grid})
+    except OutputError as e:
+        raise GridError(str(e)) from None
     print(f"hbfsim sweep {grid.name}: {len(points)} points ({len(grid.workloads)} workload(s) "
           f"x {len(points) // len(grid.workloads)} combinations), {skipped} already done, "
           f"{len(todo)} to run on {a.backend}", flush=True)

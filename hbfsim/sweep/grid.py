@@ -33,7 +33,7 @@ from pathlib import Path
 
 __all__ = ["Grid", "GridError", "Point", "load_grid", "KINDS"]
 
-KINDS = ("device",)          # "serve" joins when the serving level lands (docs/sweep.md)
+KINDS = ("device", "serve")  # the golden model; the serving level (hbfsim.serve.run)
 _TABLES = {"sweep", "base", "params", "grid"}
 _SWEEP_KEYS = {"name", "kind", "workloads"}
 PARAM_PREFIX = "param."

@@ -63,10 +63,36 @@ def _describe(point: Point) -> str:
     return ", ".join(parts)
 
 
+def _serve_settings(point: Point) -> dict:
+    """A serve point's settings for :func:`hbfsim.serve.run.run_serving` (validated): the
+    grid's keys are its settings (``hbm``, ``scheduler``, ...), the workload its spec."""
+    from hbfsim.serve.run import validate
+
+    if point.params:
+        raise GridError(f"point {point.index} ({_describe(point)}): kind 'serve' takes no "
+                        f"[params] (workload parameters go in the spec: PRESET:key=value)")
+    s = dict(point.settings, workload=point.workload)
+    try:
+        return validate(s)
+    except ValueError as e:
+        raise GridError(f"point {point.index} ({_describe(point)}): {e}") from None
+
+
+def _run_serve(point: Point) -> dict:
+    from hbfsim.serve.run import run_serving
+
+    s = run_serving(_serve_settings(point))
+    s.pop("host_seconds", None)
+    energy = s.pop("energy_j")
+    return flatten(s) | flatten(energy, "energy_j.")
+
+
 def prepare(point: Point) -> None:
     """Build the point's configuration and workload; raise GridError if either is bad."""
     if point.kind == "device":
         _device_setup(point)
+    elif point.kind == "serve":
+        _serve_settings(point)
     else:
         raise GridError(f"point {point.index}: unknown kind {point.kind!r}")
 
@@ -103,6 +129,8 @@ def run_point(point: Point) -> dict:
     t0 = time.perf_counter()
     if point.kind == "device":
         metrics = _run_device(point)
+    elif point.kind == "serve":
+        metrics = _run_serve(point)
     else:
         raise GridError(f"point {point.index}: unknown kind {point.kind!r}")
     row = {"point": point.id, "index": point.index, "workload": point.workload}

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import tempfile
 from pathlib import Path
 
 __all__ = ["PointStore", "write_table"]
@@ -75,17 +73,13 @@ def _columns(rows: list[dict]) -> list[str]:
 
 
 def _replace_via_temp(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    """``write(tmp)`` a hidden temporary beside ``path``, renamed over it when complete
+    (the output-safety rule of :mod:`hbfsim.outputs`: devices and FIFOs in place)."""
+    from hbfsim.outputs import resolve_outputs
+
+    target = resolve_outputs({str(path): path})[str(path)]
+    with target.temp_path() as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def write_table(folder: Path, rows: list[dict]) -> tuple[Path, Path]:

@@ -66,3 +66,35 @@ def test_reader_rejects_bad_values(tmp_path):
     p.write_text(",".join(COLUMNS) + "\n" + "x,2,0,R,0x10,0,0,0,Ingress,32,0,0,0,0,0\n")
     with pytest.raises(InputError, match="line 2: sim_cycle 'x'"):
         read_trace(p)
+
+
+def test_validate_summary_and_replay_refuses_what_validate_refuses(tmp_path):
+    from hbfsim.model.trace import validate_trace
+
+    cfg, p, _ = _write(tmp_path, 1)
+    rows = read_trace(p)
+    s = validate_trace(rows, cfg)
+    assert (s["level"], s["rows"], s["requests"]) == (1, len(rows), len(rows) // 2)
+    del rows[1]  # a request loses its Completed (or Ingress) row
+    with pytest.raises(InputError, match="has no"):
+        validate_trace(rows, cfg)
+    with pytest.raises(InputError, match="has no"):
+        replay_requests(rows, cfg)
+
+
+@pytest.mark.parametrize("level,block", [(1, 1 << 24), (2, 1 << 24), (2, 300)])
+def test_columnar_trace_path_agrees_with_the_row_path(tmp_path, monkeypatch, level, block):
+    from hbfsim.model import trace_columns
+    from hbfsim.model.trace import validate_trace
+    from hbfsim.model.trace_columns import TraceColumns, load_trace, replay_list
+
+    monkeypatch.setattr(trace_columns, "_BLOCK", block)
+    cfg, p, _ = _write(tmp_path, level)
+    summary, cols = load_trace(p, cfg)
+    assert isinstance(cols, TraceColumns)  # the fast path answered
+    rows = read_trace(p)
+    assert summary == validate_trace(rows, cfg, str(p))
+
+    def key(reqs):
+        return [(r.id, r.op, r.addr, r.nbytes, r.source, r.arrival, r.data) for r in reqs]
+    assert key(replay_list(cols)) == key(replay_requests(rows, cfg))

@@ -64,7 +64,10 @@ def test_workload_file_and_its_errors(tmp_path, capsys):
     assert rc == 0, err
     assert json.loads((tmp_path / "s.json").read_text())["completed"] == 2
     rc, out, err = run(["--workload", str(tr), "--json", str(tr)], capsys)
-    assert rc == 2 and "also an input" in err
+    assert rc == 2 and "same file as the input --workload" in err
+    rc, out, err = run(["--workload", str(tr), "--json", str(tmp_path / "a"), "--csv",
+                        str(tmp_path / "a")], capsys)
+    assert rc == 2 and "--csv" in err and "--json" in err
     tr.write_text('{"timestamp": 0, "input_length": -5, "output_length": 3, "hash_ids": [1]}\n')
     rc, out, err = run(["--workload", str(tr)], capsys)
     assert rc == 2 and "--workload" in err and "input_length" in err and err.count("\n") == 1
@@ -76,9 +79,9 @@ def test_outputs_refused_before_work(tmp_path, capsys):
                    '"num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}')
     before = cfg.read_text()
     rc, out, err = run(["--model", str(cfg), "--json", str(cfg)], capsys)
-    assert rc == 2 and "also an input" in err and cfg.read_text() == before
+    assert rc == 2 and "same file as the input --model" in err and cfg.read_text() == before
     rc, out, err = run(["--json", str(tmp_path / "no" / "s.json")], capsys)
-    assert rc == 2 and "does not exist" in err
+    assert rc == 2 and "--json" in err and err.count("\n") == 1
     assert out == ""
 
 

@@ -7,7 +7,8 @@ from hbfsim.serve.energy import TABLE2_PJ, Tally, energy_breakdown, hbf_lifetime
 from hbfsim.serve.hardware import make_node
 
 
-# 002 Table 4, 4 HBM + 4 HBF rows: HBF KV writes (TB), clock (s), published life (years).
+# The serving paper's Table 4, 4 HBM + 4 HBF rows: HBF KV writes (TB), clock (s), published
+# life (years).
 @pytest.mark.parametrize("tb,clock,life", [(147.15, 23228.20, 0.75), (93.00, 20821.73, 1.06),
                                            (7.48, 16614.28, 10.57)])
 def test_lifetime_equation_reproduces_table4(tb, clock, life):

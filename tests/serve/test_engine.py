@@ -82,9 +82,9 @@ def test_preemption_recomputes_and_still_conserves_tokens(tiny):
 
 
 def test_buffered_headroom_keeps_a_returning_prefix(qwen32):
-    """002 Figures 4 and 5: a returning session's idle prefix (30 pages) stays on the device
-    when a new session that would push device use past 90 % is delayed; cache-aware
-    scheduling admits the newcomer and the prefix cools to the host."""
+    """The serving paper's Figures 4 and 5: a returning session's idle prefix (30 pages)
+    stays on the device when a new session that would push device use past 90 % is
+    delayed; cache-aware scheduling admits the newcomer and the prefix cools to the host."""
     hk = tuple(("k", b) for b in range(30))
     turns = (
         Turn(0, 0, 160, 200, tuple(("a", b) for b in range(10)), 0.0),           # long decode

@@ -93,7 +93,7 @@ def test_a_rerun_skips_finished_points_and_a_grown_grid_runs_only_new_ones(grid,
     (["--backend", "ray", "--address", "127.0.0.1:9"], GRID, "no Ray cluster answers"),
     (["--workers", "0"], GRID, "--workers must be a positive integer"),
     (["--workers", "two"], GRID, "--workers must be a positive integer"),
-    (["--out", ""], GRID, "--out must name a folder"),
+    (["--out", ""], GRID, "empty argument after --out"),  # hbfsim.cli rejects it first
     ([], GRID.replace("[5, 15]", "[5, -1]"), "t_read_us"),
     ([], GRID.replace("[1, 2]", "[1, 3]"), "channels must be 1, 2, 4, 8 or 16, not 3"),
     ([], GRID.replace('"default"]', '"nosuch"]'), "workload must be one of"),

@@ -1,0 +1,134 @@
+"""Where every configuration value comes from (``hbfsim config show --provenance``).
+
+Each default and each profile value names its source, so a researcher can tell published
+numbers from our guesses:
+
+* ``OCP HBF v0.7``: the OCP High Bandwidth Flash base-die specification, version 0.7;
+* ``HBF-Sim paper``: the HBF-Sim paper (section given);
+* ``HBF-Sim configuration``: the defaults of the public HBF-Sim release's configuration;
+* ``FlashAccel paper``: the FlashAccel design (XL-Flash timings);
+* ``serving paper``: the HBM-HBF-host serving hierarchy (its Table 1 per-stack figures);
+* ``assumption``: our own choice, with the reason.
+
+The facts behind each entry are in docs/provenance.md. A value set by a configuration file
+is attributed to that file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+__all__ = ["DEFAULT_SOURCES", "PROFILE_SOURCES", "SOURCES", "provenance"]
+
+OCP, PAPER, CONF, FLASHACCEL, SERVING, OURS = (
+    "OCP HBF v0.7", "HBF-Sim paper", "HBF-Sim configuration", "FlashAccel paper",
+    "serving paper", "assumption")
+SOURCES = (OCP, PAPER, CONF, FLASHACCEL, SERVING, OURS)
+
+#: key -> (source, note) for the defaults (the ``reference`` profile).
+DEFAULT_SOURCES = {
+    "profile": (OURS, "the named profile the values start from (reference = the defaults)"),
+    "stacks": (PAPER, "§4: one or more stacks; every experiment uses one"),
+    "channels": (CONF, "its experiments' default; 1, 2, 4, 8, 16: OCP HBF v0.7, paper §4"),
+    "subarrays_per_channel": (PAPER, "§5.4: 32 subarrays per channel"),
+    "active_per_channel": (PAPER, "§5.4: 32 active slots per channel"),
+    "active_total": (OURS, "no stack-wide cap; the HBF-Sim configuration has 64 "
+                           "(hbf_max_active = 64)"),
+    "admission": (CONF, "256 outstanding requests; studies use 32..4096"),
+    "mshr_entries": (OURS, "one per admission slot"),
+    "mshr_merge": (PAPER, "§4.2: page-keyed MSHR merging, on in every study"),
+    "queue_depth": (OURS, "per-channel issue queue; the HBF-Sim configuration allows 64 "
+                          "outstanding writes per channel"),
+    "placement": (CONF, "channel map: interleave"),
+    "group_pages": (PAPER, "§6.1: grouped placement rotates after every two pages"),
+    "explicit_map": (OURS, "empty; used only with placement = explicit"),
+    "stack_select": (OURS, "paper §4 offers interleave or contiguous; no default stated"),
+    "read_mode": (PAPER, "§4.2: demand; aggregation is optional"),
+    "read_agg_window_ticks": (OURS, "paper §4.2 names the window but no default"),
+    "read_agg_threshold_bytes": (PAPER, "§4.2: default threshold one 4 KiB page"),
+    "page_buffers": (PAPER, "§4.2: two NAND page buffers per subarray"),
+    "buffer_hit_ticks": (CONF, "buffer-hit latency 10 ticks"),
+    "page_cache_pages": (OURS, "off: the HBF-Sim configuration has 256 pages, but its studies "
+                               "disable it and the RTL lacks it"),
+    "cache_hit_ticks": (CONF, "page-cache hit latency 50 ticks"),
+    "write_buffer_entries": (CONF, "32 entries, forced flush beyond"),
+    "write_deadline_ticks": (CONF, "1,000 ticks (about 1.18 us)"),
+    "write_timeout_policy": (PAPER, "§4.2: strict is the default"),
+    "scheduler": (CONF, "FCFS"),
+    "write_drain_high_water": (CONF, "write drain at 8 entries"),
+    "write_drain_window_ticks": (CONF, "write-drain window at most 20,000 ticks"),
+    "channel_bw_gbps": (OCP, "grade 3: 3.072 TB/s over 16 channels; also the HBF-Sim "
+                             "configuration and paper §5.3"),
+    "link_burst_bytes": (OURS, "one page: any response fits the credit bucket"),
+    "memory_clock_mhz": (CONF, "850 MHz DRAM clock; paper §5.2 (0.850 GHz)"),
+    "gpu_clock_mhz": (CONF, "1132 MHz core clock; paper §5.2 (1.132 GHz)"),
+    "t_read_us": (PAPER, "§4.2: default profile tR 15 us"),
+    "t_prog_us": (PAPER, "§4.2: default profile tPROG 200 us"),
+    "t_erase_us": (PAPER, "§4.2: default profile tBERS 2 ms"),
+    "media_mode": (CONF, "hbf: no GC, host zone remapping"),
+    "pages_per_block": (OURS, "a common NAND block size; the sources give none"),
+    "blocks_per_zone": (CONF, "64 blocks per zone"),
+    "overprovisioning": (CONF, "0.15, ssd mode only"),
+    "base_address": (CONF, "HBF base 256 GiB"),
+    "capacity_bytes": (CONF, "HBF size 512 GiB (paper §1: 512 GiB of density)"),
+    "experimental_channels": (PAPER, "§4: more than 16 channels is experimental"),
+    "trace_file": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_file)"),
+    "trace_level": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_level)"),
+}
+
+#: profile -> key -> (source, note) for the values a profile changes.
+PROFILE_SOURCES = {
+    "reference": {},
+    "ocp-grade3": {
+        "channels": (OCP, "16 host channels per stack"),
+        "admission": (PAPER, "§5.4: 4,096 admission entries"),
+        "mshr_entries": (OURS, "sized for a 16-channel stack"),
+    },
+    "flashaccel": {
+        "t_read_us": (FLASHACCEL, "XL-Flash tR 4 us"),
+        "t_prog_us": (FLASHACCEL, "XL-Flash tProg 75 us"),
+    },
+    "hbf-serving": {  # docs/serving-hbf-tier.md explains the sizing
+        "channels": (OCP, "16 host channels per stack"),
+        "subarrays_per_channel": (OURS, "256: 4096 x 4 KiB / tR 15 us = 1,118 GB/s, the "
+                                        "power of two nearest above the serving paper's "
+                                        "1,000 GB/s (Table 1)"),
+        "active_per_channel": (OURS, "every subarray may be active"),
+        "admission": (OURS, "two waves of page reads (bandwidth-delay product, doubled)"),
+        "mshr_entries": (OURS, "two waves of page reads (bandwidth-delay product, doubled)"),
+        "queue_depth": (OURS, "each channel queue sees all of its subarrays"),
+        "write_buffer_entries": (OURS, "one entry per subarray"),
+        "scheduler": (SERVING, "reads dominate serving traffic (Table 1 note): read priority"),
+        "capacity_bytes": (SERVING, "375 GB per stack (Table 1), rounded up to 352 GiB, a "
+                                    "multiple of the capacity unit"),
+    },
+}
+
+
+def provenance(cfg, config_path=None) -> dict:
+    """``key -> (source, note)`` for every key of the resolved configuration ``cfg``.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration as resolved by ``load_config(config_path, profile)``.
+    config_path : str or Path, optional
+        The TOML file it was loaded from; its keys are attributed to it.
+    """
+    from hbfsim.config import _normalise
+
+    from_file = set()
+    if config_path is not None:
+        data = tomllib.loads(Path(config_path).read_text(encoding="utf-8-sig"))
+        from_file = set(_normalise(data, str(config_path)))
+    prof = PROFILE_SOURCES.get(cfg.profile, {})
+    out = {}
+    for key in cfg.as_dict():
+        if key in from_file and key != "profile":
+            out[key] = (f"file {config_path}", "set in the configuration file")
+        elif key in prof:
+            out[key] = prof[key]
+        else:
+            out[key] = DEFAULT_SOURCES[key]
+    return out

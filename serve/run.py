@@ -1,0 +1,198 @@
+"""One serving run from flat settings: what ``hbfsim serve``, the serving study and a sweep use.
+
+    from hbfsim.serve.run import run_serving
+    s = run_serving({"hbm": 8, "hbf": 0, "scheduler": "fcfs", "hbf_model": "constant"})
+    s["completion_s"], s["device_hit"], s["hbf_life_years"]
+
+Settings are the ``hbfsim serve`` options with underscores (:data:`DEFAULTS`); every value is
+validated and a bad one raises ValueError naming it (``label(key)``: the key itself, or the
+command-line option when the CLI calls).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+__all__ = ["DEFAULTS", "DEFAULT_WORKLOAD", "DEVICE_PROFILE", "validate", "hbf_timing",
+           "run_serving"]
+
+#: The embedded default workload: 4 % of the seeded Qwen3-32B agentic preset (1,000 turns).
+DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
+#: HbfConfig profile characterized for ``hbf_model = "device"`` when none is given.
+DEVICE_PROFILE = "hbf-serving"
+
+#: Every setting and its default (docs/serving.md explains each).
+DEFAULTS = {
+    "model": "qwen3-32b", "gpu": "h100", "gpus": 1, "hbm": 4, "hbf": 4,
+    "packaging": "shared", "tp": None, "ep": None, "dpa": False, "weights": "hbm",
+    "split_fraction": 0.5, "dtype": "bf16", "dram_gb": 250.0, "ssd_tb": 3.84,
+    "hbf_model": "device", "hbf_config": None, "hbf_profile": None, "cache": True,
+    "scheduler": "buffered", "headroom": 0.10, "max_batch": 256, "max_tokens": 8192,
+    "page_tokens": 16, "compute_efficiency": 0.7, "workload": DEFAULT_WORKLOAD,
+    "format": None,
+}
+_INTS = ("gpus", "hbm", "hbf", "tp", "ep", "max_batch", "max_tokens", "page_tokens")
+_FLOATS = ("split_fraction", "dram_gb", "ssd_tb", "headroom", "compute_efficiency")
+_BOOLS = ("dpa", "cache")
+_CHOICES = {"packaging": ("shared", "h3"), "weights": ("hbm", "hbf", "split"),
+            "dtype": ("bf16", "fp8"), "hbf_model": ("device", "constant"),
+            "scheduler": ("fcfs", "cache-aware", "buffered"),
+            "format": (None, "mooncake", "azure", "burstgpt")}
+
+
+def _check(cond, msg):
+    if not cond:
+        raise ValueError(msg)
+
+
+def validate(settings: dict | None = None, label=str) -> dict:
+    """The settings with defaults filled in, every value checked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``label(key)`` and the value.
+    """
+    from hbfsim.serve.hardware import GPU_PRESETS, check_packaging
+
+    s = dict(DEFAULTS)
+    unknown = sorted(set(settings or {}) - set(DEFAULTS))
+    _check(not unknown, f"unknown serving setting {unknown[0]!r}; expected one of "
+                        f"{', '.join(DEFAULTS)}" if unknown else "")
+    s.update(settings or {})
+    L = label
+    for k in _INTS:
+        v = s[k]
+        if v is None and k in ("tp", "ep"):
+            continue
+        _check(not isinstance(v, bool) and isinstance(v, int),
+               f"{L(k)} must be an integer, not {v!r}")
+    for k in _FLOATS:
+        v = s[k]
+        _check(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v),
+               f"{L(k)} must be a finite number, not {v!r}")
+    for k in _BOOLS:
+        _check(isinstance(s[k], bool), f"{L(k)} must be true or false, not {s[k]!r}")
+    for k, opts in _CHOICES.items():
+        _check(s[k] in opts, f"{L(k)} must be one of "
+                             f"{', '.join(o for o in opts if o)}, not {s[k]!r}")
+    _check(s["gpu"] in GPU_PRESETS,
+           f"{L('gpu')} must be one of {', '.join(GPU_PRESETS)}, not {s['gpu']!r}")
+    for k in ("model", "workload"):
+        _check(isinstance(s[k], str) and s[k], f"{L(k)} must be a name or a path, not {s[k]!r}")
+    _check(s["gpus"] >= 1, f"{L('gpus')} must be a positive integer, not {s['gpus']}")
+    _check(s["hbm"] >= 1, f"{L('hbm')} must be at least 1 (activations live in HBM), "
+                          f"not {s['hbm']}")
+    _check(s["hbf"] >= 0, f"{L('hbf')} must be >= 0, not {s['hbf']}")
+    if s["tp"] is not None:
+        _check(1 <= s["tp"] <= s["gpus"] and s["gpus"] % s["tp"] == 0,
+               f"{L('tp')} must divide {L('gpus')} {s['gpus']}, not {s['tp']}")
+    if s["ep"] is not None:
+        tp = s["tp"] or s["gpus"]
+        _check(1 <= s["ep"] <= tp and tp % s["ep"] == 0,
+               f"{L('ep')} must divide {L('tp')} {tp}, not {s['ep']}")
+    try:
+        check_packaging(s["hbm"], s["hbf"], s["packaging"])
+    except ValueError as e:
+        raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
+                         f"{s['packaging']}: {e}") from None
+    _check(0 <= s["headroom"] < 1, f"{L('headroom')} must be in [0, 1), not {s['headroom']}")
+    _check(0 <= s["split_fraction"] <= 1,
+           f"{L('split_fraction')} must be in [0, 1], not {s['split_fraction']}")
+    for k in ("max_batch", "max_tokens", "page_tokens"):
+        _check(s[k] >= 1, f"{L(k)} must be a positive integer, not {s[k]}")
+    _check(0 < s["compute_efficiency"] <= 1,
+           f"{L('compute_efficiency')} must be in (0, 1], not {s['compute_efficiency']}")
+    _check(0 <= s["dram_gb"] < 1e6, f"{L('dram_gb')} must be in [0, 1e6), not {s['dram_gb']}")
+    _check(0 <= s["ssd_tb"] < 1e4, f"{L('ssd_tb')} must be in [0, 1e4), not {s['ssd_tb']}")
+    if s["hbf_model"] == "constant":
+        _check(s["hbf_config"] is None and s["hbf_profile"] is None,
+               f"{L('hbf_config')} / {L('hbf_profile')} apply to {L('hbf_model')} device, "
+               f"not constant")
+    return s
+
+
+def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False, label=str):
+    """The HBF tier's :class:`TierTiming`: the serving paper's Table 1 (``constant``) or the
+    ``HbfConfig`` characterized on the golden model (``device``; cached by its hash)."""
+    from hbfsim.serve.tier_timing import TABLE1_HBF
+
+    if mode == "constant":
+        return TABLE1_HBF
+    from hbfsim.config import ConfigError, load_config
+    from hbfsim.serve.characterize import cache_path, characterize
+
+    try:
+        cfg = load_config(config, profile or (None if config else DEVICE_PROFILE))
+    except ConfigError as e:
+        raise ValueError(f"{label('hbf_config' if config else 'hbf_profile')}: {e}") from None
+    if progress and (not cache or not cache_path(cfg).exists()):
+        print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
+              f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
+    return characterize(cfg, cache=cache)
+
+
+def run_serving(settings: dict | None = None, *, progress: bool = False, label=str) -> dict:
+    """Validate ``settings``, serve the workload and return the run's figures.
+
+    Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
+    ``energy_j`` (the energy breakdown in joules, with ``total``).
+    """
+    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.energy import energy_breakdown
+    from hbfsim.serve.engine import EngineConfig, simulate
+    from hbfsim.serve.hardware import make_node
+    from hbfsim.serve.models import model_costs, serving_shape
+    from hbfsim.serve.report import summarize
+    from hbfsim.serve.scheduler import Scheduler
+    from hbfsim.serve.traces import load_workload
+
+    s = validate(settings, label)
+    L = label
+    try:
+        mc = model_costs(serving_shape(s["model"]))
+    except ValueError as e:
+        raise ValueError(f"{L('model')}: {e}") from None
+    _check(s["weights"] != "split" or mc.is_moe,
+           f"{L('weights')} split places routed experts; model {mc.name!r} is dense")
+    _check(s["weights"] == "hbm" or s["hbf"] > 0,
+           f"{L('weights')} {s['weights']} needs HBF stacks ({L('hbf')} 0)")
+    _check(s["ep"] is None or mc.is_moe,
+           f"{L('ep')} applies to MoE models; model {mc.name!r} is dense")
+    timing = hbf_timing(s["hbf_model"], s["hbf_config"], s["hbf_profile"], cache=s["cache"],
+                        progress=progress, label=L) if s["hbf"] else None
+    try:
+        node = make_node(s["gpu"], s["gpus"], s["hbm"], s["hbf"], s["packaging"],
+                         **({"hbf_timing": timing} if timing else {}),
+                         dram_bytes_per_gpu=s["dram_gb"] * 1e9,
+                         ssd_bytes_per_gpu=s["ssd_tb"] * 1e12)
+    except ValueError as e:
+        raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
+                         f"{s['packaging']}: {e}") from None
+    tp = s["tp"] or s["gpus"]
+    params = CostParams(dtype=s["dtype"], compute_efficiency=s["compute_efficiency"],
+                        split_hbm_expert_fraction=s["split_fraction"])
+    kw = dict(tp=tp, ep=s["ep"], weights=s["weights"], params=params, dpa=s["dpa"])
+    cost = CostModel(node, mc, **kw)
+    cfg = EngineConfig(max_batch=s["max_batch"], max_tokens=s["max_tokens"],
+                       page_tokens=s["page_tokens"])
+    sched = Scheduler(s["scheduler"], s["headroom"])
+    try:
+        wl = load_workload(s["workload"], format=s["format"])
+    except ValueError as e:
+        raise ValueError(f"{L('workload')}: {e}") from None
+    _check(wl.block_tokens % s["page_tokens"] == 0,
+           f"{L('page_tokens')} {s['page_tokens']} must divide the workload's "
+           f"{wl.block_tokens}-token hash blocks")
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    with tqdm(total=len(wl.turns), desc="serve", unit="turn",
+              disable=None if progress else True, file=sys.stderr, leave=False) as bar:
+        run = simulate(wl, node, mc, sched, config=cfg, progress=bar.update, **kw)
+    out = summarize(run, node, cost, sched, wl, timing,
+                    {"host_seconds": time.perf_counter() - t0})
+    out["energy_j"] = energy_breakdown(run.tally, node)
+    return out
