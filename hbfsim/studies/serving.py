@@ -24,9 +24,10 @@ HBF_MODELS = ("device", "constant")
 #: The HbfConfig profile the device model characterizes (hbfsim/config.py, PROFILES).
 DEVICE_PROFILE = "hbf-serving"
 
-#: Fraction of each preset's turns (serving paper Table 3: 25k / 100k / 500k) a sweep runs. The quick
-#: sweep keeps CI in seconds; the full one runs the source's turn counts except the 500k trace,
-#: cut to a fifth (100k turns of the extended sessions) to fit the 2-core machine's budget.
+#: Fraction of each preset's turns (serving paper Table 3: 25k / 100k / 500k) a sweep runs.
+#: The quick sweep keeps CI in seconds; the full one runs the paper's turn counts except the
+#: 500k trace, cut to a fifth (100k turns of the extended sessions) to fit the 2-core
+#: machine's budget.
 SCALES = {
     True: {"agentic-qwen32b": 0.04, "agentic-100k": 0.01, "agentic-500k": 0.002},
     False: {"agentic-qwen32b": 1.0, "agentic-100k": 1.0, "agentic-500k": 0.2},
@@ -84,18 +85,19 @@ PUBLISHED = {
                                           "tpot_ms": 307.66},
         },
     },
-    # serving paper Table 7: net energy savings relative to the same model's and trace's HBM-only run,
-    # percent (8+8: H3 with HBM weights; 6+2 and 4+4: shared sites, expert placement). Its
-    # per-contribution entries are not in the text we have.
+    # Serving paper Table 7: net energy savings relative to the same model's and trace's
+    # HBM-only run, percent (8+8: H3 with HBM weights; 6+2 and 4+4: shared sites, expert
+    # placement). Its per-contribution entries are not in the text we have.
     "table7_net_pct": {"Llama 8+8 100k": 24.06, "GLM 6+2 100k": 15.58, "GLM 8+8 100k": 21.09,
                        "GLM 4+4 500k": 54.37, "GLM 8+8 500k": 59.10},
-    # The serving paper's abstract: the fastest HBF systems cut completion time by 36.1-87.7 % against
-    # HBM-only ones.
+    # The serving paper's abstract: the fastest HBF systems cut completion time by
+    # 36.1-87.7 % against HBM-only ones.
     "completion_reduction_pct": (36.1, 87.7),
 }
 
 # ---------------------------------------------------------------- the configurations
-# (label, hbfsim serve arguments). Memory figures per GPU; the serving paper's Figure 2: two packagings.
+# (label, hbfsim serve arguments). Memory figures per GPU; the two packagings of the serving
+# paper's Figure 2.
 _QWEN = ["--model", "qwen3-32b", "--gpus", "1", "--weights", "hbm"]
 _T4_MEMORY = {"8 HBM": ["--hbm", "8", "--hbf", "0"],
               "4 HBM + 4 HBF": ["--hbm", "4", "--hbf", "4", "--packaging", "shared"]}
@@ -115,8 +117,8 @@ _T6 = {"HBM-only 8+0 TP16, HBM weights": ["--hbm", "8", "--hbf", "0", "--tp", "1
        "H3 8+8 TP16, HBF weights": _H3 + ["--tp", "16", "--ep", "16", "--weights", "hbf"],
        "H3 8+8 TP8, HBF weights": _H3 + ["--tp", "8", "--ep", "8", "--weights", "hbf"],
        "H3 8+8 TP8, split weights": _H3 + ["--tp", "8", "--ep", "8", "--weights", "split"],
-       # Shared-site expert placement (serving paper Table 6 caption, Figure 6 and Table 7's "GLM 6+2"
-       # and "GLM 4+4" columns); the source publishes only their Table 7 net savings.
+       # Shared-site expert placement (serving paper Table 6 caption, Figure 6 and Table 7's
+       # "GLM 6+2" and "GLM 4+4" columns); the paper publishes only their Table 7 net savings.
        "shared 6+2 TP8, split weights": ["--hbm", "6", "--hbf", "2", "--packaging", "shared",
                                          "--tp", "8", "--ep", "8", "--weights", "split"],
        # Half the routed experts do not fit 96 GB of HBM (119 GB of weights per GPU); a
@@ -132,12 +134,12 @@ _T7 = {"Llama 8+8 100k": ("table5", "H3 8+8, HBM weights"),
        "GLM 4+4 500k": ("table6/agentic-500k", "shared 4+4 TP8, split weights"),
        "GLM 8+8 500k": ("table6/agentic-500k", "H3 8+8 TP16, HBM weights")}
 
-#: What the serving paper models that the engine does not (yet); each is a difference the results page
-#: names, not a row left out.
+#: What the serving paper models that the engine does not (yet); each is a difference the
+#: results page names, not a row left out.
 NOT_MODELED = {
-    "dpa": "data-parallel attention (serving paper Table 3, DPA) is modeled with ideal balance (every "
-           "GPU holds 1/p of its group's sequences); real DPA places whole sequences, and "
-           "its load imbalance is not modeled",
+    "dpa": "data-parallel attention (serving paper Table 3, DPA) is modeled with ideal balance "
+           "(every GPU holds 1/p of its group's sequences); real DPA places whole sequences, "
+           "and its load imbalance is not modeled",
     "dsa": "GLM-5's sparse attention (DSA) is costed as dense attention over the whole "
            "context (exact up to its 2,048-token top-k, an upper bound beyond)",
     "split": "split placement keeps a fixed fraction of every layer's routed experts in HBM "
@@ -207,7 +209,7 @@ def _order_of_magnitude(r):
 
 
 class Serving(Study):
-    """The serving paper's study: Tables 4-7 at a scale this machine runs, device vs constant HBF."""
+    """The serving paper's Tables 4-7 at a scale this machine runs, device vs constant HBF."""
 
     name = "serving"
     title = "LLM serving on an HBM-HBF-host hierarchy"
@@ -285,6 +287,7 @@ class Serving(Study):
         checks: dict = {"a_buffered_order_of_magnitude": {},
                         "b_hbf_finishes_sooner": {}, "c_fastest_not_most_efficient": {}}
         # (a) Table 4, 4 HBM + 4 HBF: buffered cache-aware vs FCFS, device hit and life.
+        pf, pb = _T4[("4 HBM + 4 HBF", "fcfs")], _T4[("4 HBM + 4 HBF", "buffered")]
         for m in HBF_MODELS:
             f = by.get(("table4", "4 HBM + 4 HBF", "fcfs", m))
             b = by.get(("table4", "4 HBM + 4 HBF", "buffered", m))
@@ -300,7 +303,7 @@ class Serving(Study):
                 "device_hit_holds": _order_of_magnitude(hit),
                 "life_holds": _order_of_magnitude(life),
                 "holds": _order_of_magnitude(hit) and _order_of_magnitude(life),
-                "published": {"device_hit_ratio": 96.06 / 7.30, "life_ratio": 10.57 / 0.75}}
+                "published": {"device_hit_ratio": pb[4] / pf[4], "life_ratio": pb[6] / pf[6]}}
         # (b) and (c) per long trace (Tables 5 and 6) and HBF model.
         for g in _GROUPS:
             base = [r for r in ran if r["group"] == g and r["hbf_model"] == "none"]
