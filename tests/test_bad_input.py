@@ -689,6 +689,16 @@ PARAM_BAD = [
     (["--workload", "conservation", "--model", "qwen3-1.7b"],
      r"--model goes with --workload llm-decode"),
     (["--workload", "media-saturation", "--param", "producers=-1"], r"producers"),
+    (["--workload", "layout-decode", "--param", "layout=random"],
+     r"layout must be one of declaration, execution, not 'random'"),
+    (["--workload", "layout-decode", "--param", "scale=0"], r"scale must be a positive"),
+    (["--workload", "layout-decode", "--param", "batch=0"], r"batch must be a positive"),
+    (["--workload", "layout-decode", "--param", "layers=-1"], r"layers must be a positive"),
+    (["--workload", "layout-decode", "--param", "align=48"],
+     r"align must be a power of two >= 32, not 48"),
+    (["--workload", "layout-decode", "--param", "token_id=99999999"], r"token_id must be below"),
+    (["--workload", "layout-decode", "--param", "model=deepseek-v3"],
+     r"model must use GQA attention .* \(MLA\)"),
 ]
 
 
