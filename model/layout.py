@@ -125,6 +125,16 @@ class PlaneMap:
                               f"local page {local}")  # a placement this class cannot invert
         return page
 
+    def hyperpage_key(self, page: int) -> tuple[int, int, int]:
+        """Sort key that issues pages as a hyperpage command would fire them: by row, then
+        by plane within the megaplane, then by megaplane in round-robin order, so
+        consecutive pages go to different megaplanes (and links)."""
+        st, q = self.mapper.stack_of(page)
+        ch, local, _ = self.mapper.channel_of(q)
+        row, s = divmod(local, self.subarrays)
+        g, i = divmod(s, self.m)
+        return row, i, (g * self.channels + ch) * self.stacks + st
+
     def megapage(self, j: int) -> list[int]:
         """The M logical pages of megapage ``j``: megaplane ``order[j mod K]``, row
         ``j div K``, one page on each of its planes (the same channel-local row)."""

@@ -92,6 +92,8 @@ PARAM_HELP = {
         "seed": "random seed of the routing",
         "align": "byte alignment of every tensor in the layout's stream",
         "token_id": "token whose embedding row is read",
+        "issue": "stream (a kernel's pages in layout order) or hyperpage (row, plane in "
+                 "megaplane, megaplane: as a hyperpage command fires them)",
     },
 }
 

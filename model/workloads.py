@@ -756,7 +756,7 @@ LAYOUT_GEOMETRY = {"channels": 2, "subarrays_per_channel": 36, "planes_per_die":
 def layout_decode(cfg: HbfConfig | None = None, model="qwen3-235b-a22b", scale: int = 8,
                   layers: int | None = 1, layout: str = "execution", batch: int = 16,
                   seed: int = 0, align: int = 256, token_id: int = 0,
-                  sms: int = 8) -> GpuProgram:
+                  issue: str = "stream", sms: int = 8) -> GpuProgram:
     """One decode step's weight reads under a FlashAccel layout (model/layout.py).
 
     The weights of ``model`` (scaled by ``scale``, ``layers`` of them) are placed in
@@ -765,8 +765,12 @@ def layout_decode(cfg: HbfConfig | None = None, model="qwen3-235b-a22b", scale: 
     :func:`hbfsim.model.layout.decode_phases`: attention, router and the experts that
     ``batch`` tokens route to (uniform top-k, ``seed``). Each kernel reads each of its
     pages once, one warp per page and one 4096 B load each, all launched together, so its
-    span is set by the most loaded plane. ``expected['kernels']`` lists, per kernel, the
-    pages and the most pages on one plane the layout implies (computed, not run).
+    span is set by the most loaded plane. ``issue = "stream"`` issues a kernel's pages in
+    layout order; ``"hyperpage"`` in the order a hyperpage command fires planes (row, then
+    plane within the megaplane, then megaplane: :meth:`PlaneMap.hyperpage_key`), so a
+    megapage's pages do not arrive back to back on one channel. ``expected['kernels']``
+    lists, per kernel, the pages and the most pages on one plane the layout implies
+    (computed, not run).
     """
     from hbfsim.model.layout import (LayoutError, PlaneMap, decode_phases, touched_experts,
                                      weight_layout)
@@ -788,6 +792,8 @@ def layout_decode(cfg: HbfConfig | None = None, model="qwen3-235b-a22b", scale: 
     _positive("batch", batch)
     _positive("sms", sms)
     _nonneg("token_id", token_id)
+    if issue not in ("stream", "hyperpage"):
+        raise GpuError(f"issue must be stream or hyperpage, not {issue!r}")
     if token_id >= shape.vocab:
         raise GpuError(f"token_id must be below vocab ({shape.vocab}), not {token_id!r}")
     try:
@@ -802,11 +808,14 @@ def layout_decode(cfg: HbfConfig | None = None, model="qwen3-235b-a22b", scale: 
                     if p not in seen:
                         seen.add(p)
                         pages.append(p)
+            if issue == "hyperpage":
+                pages.sort(key=planes.hyperpage_key)
             kpages.append((name, pages))
     except LayoutError as e:
         raise GpuError(str(e)) from None
     params = dict(model=shape.name, scale=scale, layers=shape.layers, layout=layout,
-                  batch=batch, seed=seed, align=align, token_id=token_id, sms=sms)
+                  batch=batch, seed=seed, align=align, token_id=token_id, issue=issue,
+                  sms=sms)
     expected = {"requests": sum(len(p) for _, p in kpages), "planes": planes.planes,
                 "kernels": []}
     for name, pages in kpages:

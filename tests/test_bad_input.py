@@ -697,6 +697,8 @@ PARAM_BAD = [
     (["--workload", "layout-decode", "--param", "align=48"],
      r"align must be a power of two >= 32, not 48"),
     (["--workload", "layout-decode", "--param", "token_id=99999999"], r"token_id must be below"),
+    (["--workload", "layout-decode", "--param", "issue=random"],
+     r"issue must be stream or hyperpage, not 'random'"),
     (["--workload", "layout-decode", "--param", "model=deepseek-v3"],
      r"model must use GQA attention .* \(MLA\)"),
 ]

@@ -94,6 +94,18 @@ def test_touched_experts_and_phases():
     assert names[0] == "embed" and names[-1] == "lm_head"
 
 
+def test_hyperpage_issue_order_fires_one_plane_per_megaplane_in_turn():
+    cfg = load_config(**SMALL)
+    lay = weight_layout(cfg, MOE, "execution")
+    pm = lay.planes
+    rows = 3
+    pages = sorted((lay.page(k) for k in range(rows * pm.planes)), key=pm.hyperpage_key)
+    for k in range(0, len(pages), pm.megaplanes):
+        group = pages[k:k + pm.megaplanes]  # the i-th plane of every megaplane of a row
+        assert len({pm.megaplane_of(p) for p in group}) == pm.megaplanes
+        assert len({pm.plane_of(p) % pm.m for p in group}) == 1
+
+
 # ---------------------------------------------------------------- KV
 def test_kv_slices_start_megapages_and_requests_own_their_blocks():
     cfg = load_config(**SMALL)
