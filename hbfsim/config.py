@@ -363,11 +363,11 @@ PROFILES: dict[str, dict] = {
                    "t_read_us": 4.0, "t_prog_us": 75.0},
     # The serving level's HBF stack (docs/serving-hbf-tier.md): OCP grade 3's 16 channels
     # with 256 subarrays each, so 4096 x 4 KiB / tR 15 us = 1,118 GB/s of media bandwidth,
-    # the nearest power-of-two plane count above 002 Table 1's 1,000 GB/s (the link's
+    # the nearest power-of-two plane count above serving paper Table 1's 1,000 GB/s (the link's
     # 16 x 192 GB/s does not bind); every subarray may be active, request slots and MSHRs
     # cover two waves of page reads (the bandwidth-delay product, double-buffered), each
     # channel queue sees all of its subarrays, one write-buffer entry per subarray; read
-    # priority, since serving reads dominate (002 Table 1 note); 352 GiB, the smallest
+    # priority, since serving reads dominate (serving paper Table 1 note); 352 GiB, the smallest
     # multiple of the capacity unit (16 x 256 erase blocks) that holds 375 GB.
     "hbf-serving": {"channels": 16, "subarrays_per_channel": 256, "active_per_channel": 256,
                     "admission": 8192, "mshr_entries": 8192, "queue_depth": 256,

@@ -6,7 +6,7 @@ Each registered workload is a function ``f(cfg=None, **params)`` returning a
 ``config`` (the HBF configuration overrides of the source study the workload comes from;
 informational, never applied implicitly), ``gpu`` and ``expected`` (counts the workload
 generates). Everything is generated lazily and deterministically; random parts take a
-``seed``. Sources: 000_5f193da23ae2984d.txt §5.1-§5.5 and §6; REFERENCE.md §2c and §6;
+``seed``. Sources: the HBF-Sim paper §5.1-§5.5 and §6; sources.md §figures and §6;
 docs/gpu.md lists every parameter.
 """
 
