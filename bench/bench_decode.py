@@ -3,14 +3,14 @@
     python bench/bench_decode.py [--scale N] [--layers L] [--profile WHAT] [--top K]
                                  [--json OUT.json]
 
-The HBF configuration is the source's §5.5 one (000_5f193da23ae2984d.txt; REFERENCE §2c):
+The HBF configuration is the source's §5.5 one (the HBF-Sim paper; sources.md §figures):
 one stack, 16 channels, 512 subarrays in total (32 per channel), 512 active-operation
 slots (32 per channel), 4096 admission slots, 1024 MSHR entries, MSHR merging and the two
 NAND page buffers per subarray on, the logic-die page cache off, tR/tPROG/tBERS
 15/200/2000 us, clocks 1.410 GHz core / 1.512 GHz memory (the workload's ``config``).
 
 At full size (``--scale 1``) the step is 107,540,992 sector reads. The script prints the
-simulated figures beside the reference's (REFERENCE §2c), the host time and requests per
+simulated figures beside the reference's (sources.md §figures), the host time and requests per
 host second (timed without a profiler), then a cProfile summary of where the time goes:
 ``--profile reduced`` (default) profiles a separate reduced step (scale 8, one layer: about
 0.7 M requests, a few seconds; cProfile inflates small calls by about 3x), ``--profile
@@ -34,7 +34,7 @@ from hbfsim.model.gpu import run_closed_loop
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.workloads import llm_decode
 
-# REFERENCE §2c / source Table 5 (Qwen3-1.7B decode step, public HBF-Sim)
+# sources.md §figures / source Table 5 (Qwen3-1.7B decode step, public HBF-Sim)
 REFERENCE = {
     "read_requests": 107_540_992,
     "page_services": 27_724_248,

@@ -22,6 +22,8 @@ __all__ = [
     "SCHEDULERS",
     "ConfigError",
     "HbfConfig",
+    "geometry_capacity",
+    "geometry_unit",
     "load_config",
 ]
 
@@ -72,7 +74,18 @@ class HbfConfig:
         Host channels per stack: 1, 2, 4, 8 or 16 (A3); more only with
         ``experimental_channels = true``.
     subarrays_per_channel : int
-        Subarrays (dies/planes) owned by each channel.
+        Subarrays (NAND planes) owned by each channel.
+    planes_per_die : int
+        Planes of one NAND die (FlashAccel: 96); 0 = one die per channel (a die is the
+        channel's ``subarrays_per_channel`` planes). A channel owns whole dies: die ``d`` of
+        channel ``c`` is its subarrays ``d*P .. d*P + P - 1`` (docs/flashaccel.md).
+    megaplane_planes : int
+        Planes per megaplane (FlashAccel: 32), the group of ``M`` consecutive subarrays of a
+        die that shares command logic; 1 = every plane alone. Grouping only: no timing
+        effect until hyperpage commands exist (timing contract v2).
+    plane_sram_bytes, base_die_sram_bytes : int
+        SRAM beside each plane and on the base die (FlashAccel: 32 KiB, 32 MiB); recorded,
+        used by nothing yet (0 = none).
     active_per_channel : int
         Cap on concurrent media operations per channel (L2).
     active_total : int
@@ -114,7 +127,10 @@ class HbfConfig:
     pages_per_block, blocks_per_zone, overprovisioning
         Media geometry for erase-before-write, zone PEC accounting and ssd GC.
     base_address, capacity_bytes : int
-        The HBF address range ``[base, base + capacity)``.
+        The HBF address range ``[base, base + capacity)``. A capacity the user does not set
+        follows the geometry: the largest multiple of the capacity unit (stacks x channels x
+        subarrays x erase block) not above the profile's capacity (512 GiB by default),
+        at least one unit (:func:`geometry_capacity`).
     trace_file, trace_level : str, int
         hbf-trace-v1 output (``hbf_trace_file`` / ``hbf_trace_level``).
     """
@@ -123,6 +139,10 @@ class HbfConfig:
     stacks: int = 1
     channels: int = 2
     subarrays_per_channel: int = 32
+    planes_per_die: int = 0
+    megaplane_planes: int = 1
+    plane_sram_bytes: int = 0
+    base_die_sram_bytes: int = 0
     active_per_channel: int = 32
     active_total: int = 0
     admission: int = 256
@@ -206,6 +226,25 @@ class HbfConfig:
         return self.channels * self.subarrays_per_channel
 
     @property
+    def die_planes(self) -> int:
+        """Planes of one die: ``planes_per_die``, or the channel's subarrays when 0."""
+        return self.planes_per_die or self.subarrays_per_channel
+
+    @property
+    def dies_per_stack(self) -> int:
+        return self.subarrays_per_stack // self.die_planes
+
+    @property
+    def megaplanes_per_stack(self) -> int:
+        return self.subarrays_per_stack // self.megaplane_planes
+
+    @property
+    def capacity_unit(self) -> int:
+        """Bytes every capacity must be a multiple of: one erase block per subarray."""
+        return geometry_unit(self.stacks, self.channels, self.subarrays_per_channel,
+                             self.pages_per_block)
+
+    @property
     def read_channels(self) -> int:
         """Channels reserved for reads under a static partition scheduler (M2)."""
         if not self.scheduler.startswith("partition-"):
@@ -220,13 +259,32 @@ class HbfConfig:
         return ticks * 1000 / self.memory_clock_khz
 
     def replace(self, **changes) -> "HbfConfig":
-        """Return a validated copy with ``changes`` applied (keys as in TOML)."""
-        return build_config(dataclasses.asdict(self) | _normalise(changes, "override"))
+        """Return a validated copy with ``changes`` applied (keys as in TOML).
+
+        A capacity that is the one the geometry derives from the profile's capacity
+        (:func:`geometry_capacity`) is re-derived for the new geometry unless ``changes``
+        sets ``capacity_bytes``; any other capacity is kept and validated.
+        """
+        values = dataclasses.asdict(self) | _normalise(changes, "override")
+        if "capacity_bytes" not in changes and self.capacity_bytes == geometry_capacity(
+                self.capacity_unit, _profile_capacity(self.profile)):
+            values["capacity_bytes"] = _derived_capacity(values, values["profile"])
+        return build_config(values)
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["explicit_map"] = [list(r) for r in self.explicit_map]
         return d
+
+
+def geometry_unit(stacks: int, channels: int, subarrays: int, pages_per_block: int) -> int:
+    """Capacity unit in bytes: one erase block on every subarray of every stack (A2, W5)."""
+    return stacks * channels * subarrays * pages_per_block * PAGE_BYTES
+
+
+def geometry_capacity(unit: int, target: int) -> int:
+    """The largest multiple of ``unit`` not above ``target``, and at least one ``unit``."""
+    return max(1, target // unit) * unit
 
 
 def us_to_ticks(us: float, mhz: float) -> int:
@@ -285,17 +343,31 @@ _NUMERIC_ENUMS = {
 PROFILES: dict[str, dict] = {
     # The public HBF-Sim release's defaults (docs/sources.md, docs/provenance.md).
     "reference": {},
-    # OCP HBF v0.7 grade 3: 16 channels x 192 GB/s = 3.072 TB/s per stack.
+    # OCP HBF v0.7 speed grades 1 / 2 / 3: 0.384 / 1.536 / 3.072 TB/s per stack, as 2 / 8 /
+    # 16 channels of 192 GB/s; request slots and MSHRs scale with the channels (256 and 64
+    # per channel, grade 3's values).
+    "ocp-grade1": {"channels": 2, "admission": 512, "mshr_entries": 128},
+    "ocp-grade2": {"channels": 8, "admission": 2048, "mshr_entries": 512},
     "ocp-grade3": {"channels": 16, "admission": 4096, "mshr_entries": 1024},
-    # FlashAccel paper (docs/sources.md): fast-read XL-Flash NAND, tR 4 us, tPROG 75 us.
-    "flashaccel": {"t_read_us": 4.0, "t_prog_us": 75.0},
+    # FlashAccel paper (docs/sources.md, docs/flashaccel.md): one stack = 8 SLC dies of 96
+    # planes in megaplanes of 32, 192 GB (read as 192 GiB: 256 MiB per plane), 768 GB/s,
+    # 32 KB SRAM per plane, 32 MB base-die SRAM, XL-Flash tR 4 us / tPROG 75 us. A die is a
+    # channel (8 x 96 GB/s = 768 GB/s); every plane may be active (a hyperpage fires all of
+    # them); request slots and MSHRs cover two waves of page reads (2 x 768), each channel
+    # queue sees all of its planes, one write-buffer entry per plane.
+    "flashaccel": {"channels": 8, "subarrays_per_channel": 96, "planes_per_die": 96,
+                   "megaplane_planes": 32, "active_per_channel": 96, "channel_bw_gbps": 96.0,
+                   "capacity_bytes": 192 << 30, "plane_sram_bytes": 32 << 10,
+                   "base_die_sram_bytes": 32 << 20, "admission": 1536, "mshr_entries": 1536,
+                   "queue_depth": 96, "write_buffer_entries": 768,
+                   "t_read_us": 4.0, "t_prog_us": 75.0},
     # The serving level's HBF stack (docs/serving-hbf-tier.md): OCP grade 3's 16 channels
     # with 256 subarrays each, so 4096 x 4 KiB / tR 15 us = 1,118 GB/s of media bandwidth,
-    # the nearest power-of-two plane count above 002 Table 1's 1,000 GB/s (the link's
+    # the nearest power-of-two plane count above serving paper Table 1's 1,000 GB/s (the link's
     # 16 x 192 GB/s does not bind); every subarray may be active, request slots and MSHRs
     # cover two waves of page reads (the bandwidth-delay product, double-buffered), each
     # channel queue sees all of its subarrays, one write-buffer entry per subarray; read
-    # priority, since serving reads dominate (002 Table 1 note); 352 GiB, the smallest
+    # priority, since serving reads dominate (serving paper Table 1 note); 352 GiB, the smallest
     # multiple of the capacity unit (16 x 256 erase blocks) that holds 375 GB.
     "hbf-serving": {"channels": 16, "subarrays_per_channel": 256, "active_per_channel": 256,
                     "admission": 8192, "mshr_entries": 8192, "queue_depth": 256,
@@ -336,6 +408,7 @@ _INT_MAX = {
     "read_agg_window_ticks": MAX_TICK, "buffer_hit_ticks": MAX_TICK,
     "cache_hit_ticks": MAX_TICK, "write_deadline_ticks": MAX_TICK,
     "write_drain_window_ticks": MAX_TICK, "link_burst_bytes": MAX_COUNT * PAGE_BYTES,
+    "plane_sram_bytes": MAX_COUNT * PAGE_BYTES, "base_die_sram_bytes": MAX_COUNT * PAGE_BYTES,
 }
 #: Upper bounds of float keys (finite, and below these).
 _FLOAT_MAX = {"memory_clock_mhz": MAX_RATE, "gpu_clock_mhz": MAX_RATE,
@@ -415,8 +488,16 @@ def _validate(c: HbfConfig) -> None:
               "pages_per_block", "blocks_per_zone", "read_agg_threshold_bytes"):
         positive(n)
     for n in ("active_total", "read_agg_window_ticks", "buffer_hit_ticks", "page_cache_pages",
-              "cache_hit_ticks", "base_address", "trace_level", "page_buffers"):
+              "cache_hit_ticks", "base_address", "trace_level", "page_buffers",
+              "planes_per_die", "plane_sram_bytes", "base_die_sram_bytes"):
         nonneg(n)
+    positive("megaplane_planes")
+    # Geometry (docs/flashaccel.md): a channel owns whole dies, a die whole megaplanes.
+    need(c.subarrays_per_channel % c.die_planes == 0, f"planes_per_die must divide "
+         f"subarrays_per_channel ({c.subarrays_per_channel}): a channel owns whole dies, "
+         f"not {c.planes_per_die!r}")
+    need(c.die_planes % c.megaplane_planes == 0, f"megaplane_planes must divide the planes "
+         f"of a die ({c.die_planes}), not {c.megaplane_planes!r}")
     if c.experimental_channels:
         need(1 <= c.channels <= 64, f"channels must be 1..64, not {c.channels!r}")
     else:
@@ -442,11 +523,11 @@ def _validate(c: HbfConfig) -> None:
          f"base_address must be 4 KiB aligned, not {c.base_address:#x}")
     need(c.base_address + c.capacity_bytes <= MAX_ADDRESS, f"base_address + capacity_bytes "
          f"must fit in 64 bits, not {c.base_address:#x} + {c.capacity_bytes:#x}")
-    block_bytes = c.pages_per_block * PAGE_BYTES
-    unit = block_bytes * c.stacks * c.channels * c.subarrays_per_channel
+    unit = c.capacity_unit
     need(c.capacity_bytes > 0 and c.capacity_bytes % unit == 0,
          f"capacity_bytes must be a positive multiple of stacks x channels x subarrays x "
-         f"erase block ({unit} B), not {c.capacity_bytes!r}")
+         f"erase block ({unit} B), not {c.capacity_bytes!r} (leave it unset to follow the "
+         "geometry)")
     if c.placement == "contiguous":
         need(c.pages_per_stack % c.channels == 0, "capacity_bytes must split evenly into "
              f"contiguous channel regions, not {c.capacity_bytes!r}")
@@ -468,6 +549,29 @@ def _validate(c: HbfConfig) -> None:
         need(ticks > 0, f"{key} {getattr(c, key)!r} rounds to 0 ticks")
         need(ticks <= MAX_TICK, f"{key} {getattr(c, key)!r} is {ticks} ticks at "
              f"memory_clock_mhz {c.memory_clock_mhz!r}, more than {MAX_TICK}")
+
+
+def _profile_capacity(profile: str) -> int:
+    """The capacity a profile asks for (the default's 512 GiB unless it names one)."""
+    return PROFILES.get(profile, {}).get("capacity_bytes", HbfConfig.capacity_bytes)
+
+
+def _derived_capacity(values: dict, profile: str) -> int:
+    """The capacity that follows the geometry in ``values`` (type-checked first, so a bad
+    geometry value gets its own one-line error rather than an arithmetic failure)."""
+    geo = {}
+    for k in ("stacks", "channels", "subarrays_per_channel", "pages_per_block"):
+        v = values.get(k, getattr(HbfConfig, k))
+        _check_type(k, v)
+        if v < 1:  # reported by _validate with the key's own message
+            return _profile_capacity(profile)
+        geo[k] = v
+    unit = geometry_unit(geo["stacks"], geo["channels"], geo["subarrays_per_channel"],
+                         geo["pages_per_block"])
+    if unit > MAX_ADDRESS:
+        raise ConfigError(f"the capacity unit stacks x channels x subarrays_per_channel x "
+                          f"erase block ({unit} B) exceeds the 64-bit address space")
+    return geometry_capacity(unit, _profile_capacity(profile))
 
 
 def build_config(values: dict) -> HbfConfig:
@@ -515,4 +619,8 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     base_values = _normalise(base or {}, "workload defaults")
     values = {"profile": name} | base_values | PROFILES[name] | file_values | over
     values["profile"] = name
+    if "capacity_bytes" not in file_values and "capacity_bytes" not in over \
+            and "capacity_bytes" not in base_values:
+        # not set by the user: the capacity follows the geometry (docs/flashaccel.md)
+        values["capacity_bytes"] = _derived_capacity(values, name)
     return build_config(values)

@@ -32,6 +32,14 @@ DEFAULT_SOURCES = {
     "stacks": (PAPER, "§4: one or more stacks; every experiment uses one"),
     "channels": (CONF, "its experiments' default; 1, 2, 4, 8, 16: OCP HBF v0.7, paper §4"),
     "subarrays_per_channel": (PAPER, "§5.4: 32 subarrays per channel"),
+    "planes_per_die": (OURS, "0: one die per channel (its subarrays); the HBF-Sim sources "
+                             "name no die size"),
+    "megaplane_planes": (OURS, "1: every plane alone; grouping only, no timing effect until "
+                               "hyperpage commands (docs/flashaccel.md)"),
+    "plane_sram_bytes": (OURS, "0: no per-plane SRAM in the HBF-Sim sources; recorded, "
+                               "unused"),
+    "base_die_sram_bytes": (OURS, "0: the HBF-Sim base die has only the page cache "
+                                  "(page_cache_pages); recorded, unused"),
     "active_per_channel": (PAPER, "§5.4: 32 active slots per channel"),
     "active_total": (OURS, "no stack-wide cap; the HBF-Sim configuration has 64 "
                            "(hbf_max_active = 64)"),
@@ -71,7 +79,9 @@ DEFAULT_SOURCES = {
     "blocks_per_zone": (CONF, "64 blocks per zone"),
     "overprovisioning": (CONF, "0.15, ssd mode only"),
     "base_address": (CONF, "HBF base 256 GiB"),
-    "capacity_bytes": (CONF, "HBF size 512 GiB (paper §1: 512 GiB of density)"),
+    "capacity_bytes": (CONF, "HBF size 512 GiB (paper §1: 512 GiB of density); an unset "
+                             "capacity is the largest multiple of the geometry's unit up "
+                             "to it"),
     "experimental_channels": (PAPER, "§4: more than 16 channels is experimental"),
     "trace_file": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_file)"),
     "trace_level": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_level)"),
@@ -80,12 +90,39 @@ DEFAULT_SOURCES = {
 #: profile -> key -> (source, note) for the values a profile changes.
 PROFILE_SOURCES = {
     "reference": {},
+    "ocp-grade1": {
+        "channels": (OCP, "grade 1: 0.384 TB/s per stack = 2 channels x 192 GB/s (the "
+                          "channel split is our reading)"),
+        "admission": (OURS, "256 per channel, as ocp-grade3"),
+        "mshr_entries": (OURS, "64 per channel, as ocp-grade3"),
+    },
+    "ocp-grade2": {
+        "channels": (OCP, "grade 2: 1.536 TB/s per stack = 8 channels x 192 GB/s (the "
+                          "channel split is our reading)"),
+        "admission": (OURS, "256 per channel, as ocp-grade3"),
+        "mshr_entries": (OURS, "64 per channel, as ocp-grade3"),
+    },
     "ocp-grade3": {
         "channels": (OCP, "16 host channels per stack"),
         "admission": (PAPER, "§5.4: 4,096 admission entries"),
         "mshr_entries": (OURS, "sized for a 16-channel stack"),
     },
-    "flashaccel": {
+    "flashaccel": {  # docs/flashaccel.md explains the mapping onto channels x subarrays
+        "channels": (OURS, "8: one channel per die of the stack's 8 SLC dies (FlashAccel)"),
+        "subarrays_per_channel": (FLASHACCEL, "96 planes per die, one die per channel"),
+        "planes_per_die": (FLASHACCEL, "a die is split into 96 planes"),
+        "megaplane_planes": (FLASHACCEL, "planes grouped 32-wide into a megaplane (M = 32); "
+                                         "no timing effect until hyperpage commands"),
+        "active_per_channel": (FLASHACCEL, "all planes fire together (hyperpage read)"),
+        "channel_bw_gbps": (FLASHACCEL, "768 GB/s per stack over 8 channels"),
+        "capacity_bytes": (FLASHACCEL, "192 GB NAND per stack, read as 192 GiB (256 MiB "
+                                       "per plane)"),
+        "plane_sram_bytes": (FLASHACCEL, "32 KB SRAM per plane (recorded, unused)"),
+        "base_die_sram_bytes": (FLASHACCEL, "32 MB base-die SRAM (recorded, unused)"),
+        "admission": (OURS, "two waves of page reads (2 x 768 planes)"),
+        "mshr_entries": (OURS, "two waves of page reads (2 x 768 planes)"),
+        "queue_depth": (OURS, "each channel queue sees all of its 96 planes"),
+        "write_buffer_entries": (OURS, "one entry per plane"),
         "t_read_us": (FLASHACCEL, "XL-Flash tR 4 us"),
         "t_prog_us": (FLASHACCEL, "XL-Flash tProg 75 us"),
     },

@@ -6,7 +6,7 @@ dense layers), grouped-query attention (GQA) or DeepSeek's multi-head latent att
 with an optional DeepSeek-Sparse-Attention indexer), weight and KV-cache dtypes. From those it
 derives weight bytes, parameter counts, KV bytes per token, FLOPs and the expected weight bytes
 a forward pass over a batch reads. ``model/workloads.py`` (the device-level ``llm_decode``
-workload) and ``serve/`` (the serving level of issue 9 and 002_374a09a3fad87163.txt) share it.
+workload) and ``serve/`` (the serving level of issue 9 and the serving paper) share it.
 
 Plain Python: this module imports no simulator. docs/models.md gives every equation and the
 source of every preset.
@@ -429,7 +429,7 @@ class ModelShape:
         """Exponentiations of the attention softmax: one per query head, query and attended
         token, over all layers (``layers x q_heads x q x c``; ``c`` capped at ``index_topk``
         under DSA, whose indexer uses ReLU, not exp). For the energy model's pJ per FP32
-        exponentiation (002 Table 2). Arguments as for :meth:`attention_flops`."""
+        exponentiation (serving paper Table 2). Arguments as for :meth:`attention_flops`."""
         self._check_tokens(query_tokens, context_tokens)
         return self.layers * self.q_heads * query_tokens * self._effective_context(context_tokens)
 
@@ -493,13 +493,13 @@ class ModelShape:
 # Each preset is its model's Hugging Face config.json (the repository named in the comment),
 # read by hand; tests/test_shapes.py checks the parameter counts against the published ones.
 _PRESETS = [
-    # Qwen/Qwen3-1.7B (source 000 §5.5): BF16, tied embeddings, QK-norm.
+    # Qwen/Qwen3-1.7B (HBF-Sim paper §5.5): BF16, tied embeddings, QK-norm.
     ModelShape("qwen3-1.7b", layers=28, hidden=2048, q_heads=16, kv_heads=8, head_dim=128,
                intermediate=6144, vocab=151936, tied_embeddings=True, qk_norm=True),
-    # Qwen/Qwen3-32B (source 002 Table 3): 32.8 B parameters.
+    # Qwen/Qwen3-32B (serving paper Table 3): 32.8 B parameters.
     ModelShape("qwen3-32b", layers=64, hidden=5120, q_heads=64, kv_heads=8, head_dim=128,
                intermediate=25600, vocab=151936, tied_embeddings=False, qk_norm=True),
-    # meta-llama/Llama-3.1-8B, -70B, -405B (source 002 Table 3 uses 405B): head_dim =
+    # meta-llama/Llama-3.1-8B, -70B, -405B (serving paper Table 3 uses 405B): head_dim =
     # hidden / heads = 128, no QK-norm, untied.
     ModelShape("llama-3.1-8b", layers=32, hidden=4096, q_heads=32, kv_heads=8, head_dim=128,
                intermediate=14336, vocab=128256, tied_embeddings=False, qk_norm=False),
@@ -535,7 +535,7 @@ _PRESETS = [
                approximation="the MTP layer (num_nextn_predict_layers 1) is left out"),
     # zai-org/GLM-5 as transformers' GlmMoeDsaConfig defaults describe it (model_type
     # glm_moe_dsa): MLA, DSA indexer (32 heads x 128, top 2048 tokens), 256 routed + 1 shared
-    # experts, top 8, 3 dense layers. Stands in for the source's GLM-5.2 (002 Table 3).
+    # experts, top 8, 3 dense layers. Stands in for the source's GLM-5.2 (serving paper Table 3).
     ModelShape("glm-5", layers=78, hidden=6144, q_heads=64, kv_heads=64, head_dim=256,
                intermediate=12288, vocab=154880, tied_embeddings=False, qk_norm=False,
                experts=256, active_experts=8, shared_experts=1, moe_intermediate=2048,

@@ -24,6 +24,8 @@ WORKLOAD_HELP = {
     "placement": "active pages at a stride under a channel mapping (§6.1)",
     "rw_isolation": "writer warps fill pages while reader warps load others (§6.2)",
     "llm_decode": "one decode step of a dense transformer with its weights in HBF (§5.5)",
+    "layout_decode": "one MoE decode step's weight reads under a FlashAccel layout "
+                     "(docs/flashaccel.md)",
 }
 
 _COMMON = {
@@ -79,6 +81,19 @@ PARAM_HELP = {
         "rag_vector_bytes": "bytes per RAG vector",
         "rag_store_vectors": "vectors in the RAG store",
         "seed": "random seed of the RAG gather",
+    },
+    "layout_decode": {
+        "model": "preset or config.json of a GQA model, dense or MoE (qwen3-235b-a22b)",
+        "scale": "divide hidden, intermediate, vocab and head counts (expert count kept)",
+        "layers": "layers placed and read (an MoE model keeps at least one MoE layer)",
+        "layout": "declaration (tensors as declared, back to back) or execution "
+                  "(megapages in execution order, round-robin over megaplanes)",
+        "batch": "tokens routed; each picks the model's top-k experts uniformly",
+        "seed": "random seed of the routing",
+        "align": "byte alignment of every tensor in the layout's stream",
+        "token_id": "token whose embedding row is read",
+        "issue": "stream (a kernel's pages in layout order) or hyperpage (row, plane in "
+                 "megaplane, megaplane: as a hyperpage command fires them)",
     },
 }
 

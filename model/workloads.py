@@ -6,7 +6,7 @@ Each registered workload is a function ``f(cfg=None, **params)`` returning a
 ``config`` (the HBF configuration overrides of the source study the workload comes from;
 informational, never applied implicitly), ``gpu`` and ``expected`` (counts the workload
 generates). Everything is generated lazily and deterministically; random parts take a
-``seed``. Sources: 000_5f193da23ae2984d.txt §5.1-§5.5 and §6; REFERENCE.md §2c and §6;
+``seed``. Sources: the HBF-Sim paper §5.1-§5.5 and §6; sources.md §figures and §6;
 docs/gpu.md lists every parameter.
 """
 
@@ -36,6 +36,7 @@ __all__ = [
     "decode_counts",
     "decode_layout",
     "get_workload",
+    "layout_decode",
     "llm_decode",
     "media_saturation",
     "model_shape",
@@ -740,6 +741,102 @@ def llm_decode(cfg: HbfConfig | None = None, model="qwen3-1.7b", scale: int = 1,
                       gpu=GpuConfig(sms=sms, partitions=8), expected=counts, params=params)
 
 
+# ============================================================================ FlashAccel
+#: The scaled geometry :func:`layout_decode` was designed for: FlashAccel's arithmetic at
+#: 1/8 size. Its CSI node puts 6 stacks x 8 dies x 96 planes = 4,608 planes beside a GPU,
+#: and one 12 MiB expert matrix of Qwen3-235B (4096 x 1536 x 2 B) is 3,072 pages, 2/3 of
+#: them; scaled by 8 a matrix is 48 pages and 2 dies x 36 planes = 72 planes keep the 2/3,
+#: with 3 megaplanes per die as FlashAccel's 96 / 32 (docs/flashaccel.md).
+LAYOUT_GEOMETRY = {"channels": 2, "subarrays_per_channel": 36, "planes_per_die": 36,
+                   "megaplane_planes": 12, "active_per_channel": 36, "t_read_us": 4.0,
+                   "t_prog_us": 75.0, "channel_bw_gbps": 96.0, "admission": 16384,
+                   "mshr_entries": 16384, "queue_depth": 256, "page_cache_pages": 0}
+
+
+def layout_decode(cfg: HbfConfig | None = None, model="qwen3-235b-a22b", scale: int = 8,
+                  layers: int | None = 1, layout: str = "execution", batch: int = 16,
+                  seed: int = 0, align: int = 256, token_id: int = 0,
+                  issue: str = "stream", sms: int = 8) -> GpuProgram:
+    """One decode step's weight reads under a FlashAccel layout (model/layout.py).
+
+    The weights of ``model`` (scaled by ``scale``, ``layers`` of them) are placed in
+    ``declaration`` or ``execution`` order (:func:`hbfsim.model.layout.weight_layout`);
+    the step then reads, kernel by kernel with a barrier between kernels, the pages of
+    :func:`hbfsim.model.layout.decode_phases`: attention, router and the experts that
+    ``batch`` tokens route to (uniform top-k, ``seed``). Each kernel reads each of its
+    pages once, one warp per page and one 4096 B load each, all launched together, so its
+    span is set by the most loaded plane. ``issue = "stream"`` issues a kernel's pages in
+    layout order; ``"hyperpage"`` in the order a hyperpage command fires planes (row, then
+    plane within the megaplane, then megaplane: :meth:`PlaneMap.hyperpage_key`), so a
+    megapage's pages do not arrive back to back on one channel. ``expected['kernels']``
+    lists, per kernel, the pages and the most pages on one plane the layout implies
+    (computed, not run).
+    """
+    from hbfsim.model.layout import (LayoutError, PlaneMap, decode_phases, touched_experts,
+                                     weight_layout)
+
+    cfg = _cfg(cfg)
+    shape = model_shape(model)
+    try:
+        shape = shape.scaled(_positive("scale", scale))
+    except ShapeError as e:
+        raise GpuError(str(e)) from None
+    if shape.is_mla:
+        raise GpuError(f"model must use GQA attention for a weight layout, not "
+                       f"{shape.name!r} (MLA)")
+    if layers is not None:
+        # an MoE model keeps at least one MoE layer: its leading dense layers are cut first
+        n = _positive("layers", layers)
+        dense = min(shape.dense_layers, n - 1) if shape.is_moe else 0
+        shape = replace(shape, layers=n, dense_layers=dense)
+    _positive("batch", batch)
+    _positive("sms", sms)
+    _nonneg("token_id", token_id)
+    if issue not in ("stream", "hyperpage"):
+        raise GpuError(f"issue must be stream or hyperpage, not {issue!r}")
+    if token_id >= shape.vocab:
+        raise GpuError(f"token_id must be below vocab ({shape.vocab}), not {token_id!r}")
+    try:
+        lay = weight_layout(cfg, shape, layout, align)
+        planes = PlaneMap(cfg)
+        phases = decode_phases(shape, touched_experts(shape, batch, seed), token_id)
+        kpages = []
+        for name, reads in phases:
+            seen, pages = set(), []
+            for tensor, off, nb in reads:
+                for p in lay.pages(tensor, off, nb):
+                    if p not in seen:
+                        seen.add(p)
+                        pages.append(p)
+            if issue == "hyperpage":
+                pages.sort(key=planes.hyperpage_key)
+            kpages.append((name, pages))
+    except LayoutError as e:
+        raise GpuError(str(e)) from None
+    params = dict(model=shape.name, scale=scale, layers=shape.layers, layout=layout,
+                  batch=batch, seed=seed, align=align, token_id=token_id, issue=issue,
+                  sms=sms)
+    expected = {"requests": sum(len(p) for _, p in kpages), "planes": planes.planes,
+                "kernels": []}
+    for name, pages in kpages:
+        load: dict[int, int] = {}
+        for p in pages:
+            q = planes.plane_of(p)
+            load[q] = load.get(q, 0) + 1
+        expected["kernels"].append({"name": name, "pages": len(pages),
+                                    "max_plane_pages": max(load.values()),
+                                    "planes_used": len(load)})
+
+    def kernels():
+        for name, pages in kpages:
+            yield Kernel(name, _one_access_warps(
+                [("R", _page_addr(cfg, p), PAGE_BYTES) for p in pages], sms))
+
+    return GpuProgram(kernels, f"layout_decode:{shape.name}:{layout}",
+                      config=dict(LAYOUT_GEOMETRY), gpu=GpuConfig(sms=sms),
+                      expected=expected, params=params)
+
+
 # ============================================================================ registry
 WORKLOADS: dict[str, Callable] = {
     "conservation": conservation,
@@ -750,6 +847,7 @@ WORKLOADS: dict[str, Callable] = {
     "placement": placement,
     "rw_isolation": rw_isolation,
     "llm_decode": llm_decode,
+    "layout_decode": layout_decode,
 }
 
 

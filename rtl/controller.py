@@ -32,6 +32,9 @@ def check_supported(cfg: HbfConfig) -> None:
     The RTL leaves out what DESIGN-NOTES §6 lets it leave out: the logic-die page cache and
     the ``ssd`` media mode. Any number of stacks is supported: one stack is a
     :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
+    ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
+    groups of subarrays and capacities that nothing uses until hyperpage commands exist
+    (timing contract v2), so they change nothing here.
     """
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "

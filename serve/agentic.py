@@ -1,7 +1,7 @@
 """The seeded generator of multi-turn agentic sessions, and its presets (docs/serving-workloads.md).
 
-The model (002 §1 and its Table 3: "agentic workloads ... repeated interactions over growing
-contexts"): sessions arrive as a Poisson process; a session runs a geometric number of turns;
+The model (serving paper §1 and Table 3: "agentic workloads ... repeated interactions over
+growing contexts"): sessions arrive as a Poisson process; a session runs a geometric number of turns;
 every turn re-sends the whole conversation, so turn ``k``'s input is turn ``k-1``'s input, plus
 turn ``k-1``'s output, plus a new prompt (a user message or a tool result). Prompt and output
 lengths are lognormal; between turns the session thinks (a tool runs, a user reads) for a
@@ -215,7 +215,7 @@ def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
 
 @dataclass(frozen=True)
 class Preset:
-    """A named generator setting standing for one of the source's workloads (002 Table 3).
+    """A named generator setting standing for one of the source's workloads (serving paper Table 3).
 
     Members
     -------

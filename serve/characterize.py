@@ -56,7 +56,7 @@ __all__ = [
 CHARACTERIZATION_VERSION = 1
 
 #: One vLLM KV block of one layer: 16 tokens x 4096 B/token (8 KV heads x 128 head dim x
-#: K and V x 2 B), the GQA shape of Qwen3-32B and Llama-3.1 (002 Table 3 models, TP1).
+#: K and V x 2 B), the GQA shape of Qwen3-32B and Llama-3.1 (serving paper Table 3 models, TP1).
 DEFAULT_KV_BLOCK_BYTES = 16 * 4096
 
 #: Request size of the synthetic transfers: one 4 KiB page. The serving level's HBF

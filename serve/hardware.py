@@ -151,12 +151,20 @@ def hbm_tier(stacks: int, timing: TierTiming = TABLE1_HBM) -> MemoryTier:
     return MemoryTier("hbm", stacks, 24e9, timing, 3.4, 3.4)
 
 
-def hbf_tier(stacks: int, timing: TierTiming = TABLE1_HBF) -> MemoryTier:
+#: HBF stack capacity of the serving paper's Table 1 (decimal GB).
+TABLE1_HBF_STACK_BYTES = 375e9
+
+
+def hbf_tier(stacks: int, timing: TierTiming = TABLE1_HBF,
+             stack_bytes: float = TABLE1_HBF_STACK_BYTES) -> MemoryTier:
     """HBF stacks per the serving paper's Table 1: 375 GB, 6.8 pJ/bit read, 100,000 P/E (SLC).
 
-    Write energy is not in Table 1; we assume the read figure (the source notes that HBF
-    write traffic is marginal, so modeled energy is insensitive to it)."""
-    return MemoryTier("hbf", stacks, 375e9, timing, 6.8, 6.8, pe_cycles=100_000)
+    ``stack_bytes`` replaces Table 1's capacity when the stack is the characterized
+    ``HbfConfig`` (its ``capacity_bytes`` per stack), so that device timing and device
+    capacity describe the same stack. Write energy is not in Table 1; we assume the read
+    figure (the source notes that HBF write traffic is marginal, so modeled energy is
+    insensitive to it)."""
+    return MemoryTier("hbf", stacks, stack_bytes, timing, 6.8, 6.8, pe_cycles=100_000)
 
 
 # Host tiers, per GPU (assumptions; the source gives no host figures). An 8-GPU HGX-class
@@ -263,10 +271,11 @@ def make_node(gpu: str = "h100", gpus: int = 1, hbm_stacks: int = 8, hbf_stacks:
               packaging: str = "shared", hbf_timing: TierTiming = TABLE1_HBF,
               hbm_timing: TierTiming = TABLE1_HBM, dram_bytes_per_gpu: float = 250e9,
               ssd_bytes_per_gpu: float = 3.84e12,
-              link: Interconnect | None = None) -> Node:
+              link: Interconnect | None = None,
+              hbf_stack_bytes: float = TABLE1_HBF_STACK_BYTES) -> Node:
     """Build a :class:`Node` from preset names and stack counts (validated)."""
     if gpu not in GPU_PRESETS:
         raise ValueError(f"gpu must be one of {', '.join(GPU_PRESETS)}, not {gpu!r}")
     return Node(GPU_PRESETS[gpu], gpus, hbm_tier(hbm_stacks, hbm_timing),
-                hbf_tier(hbf_stacks, hbf_timing), host_dram_tier(dram_bytes_per_gpu),
+                hbf_tier(hbf_stacks, hbf_timing, hbf_stack_bytes), host_dram_tier(dram_bytes_per_gpu),
                 host_ssd_tier(ssd_bytes_per_gpu), packaging, link or Interconnect())

@@ -66,6 +66,7 @@ def summarize(run, node, cost, scheduler, workload, hbf_timing, meta: dict | Non
         "weights": cost.weights,
         "scheduler": scheduler.label,
         "hbf_model": hbf_timing.source if (hbf_timing and node.hbf.stacks) else "none",
+        "hbf_stack_gb": node.hbf.capacity / node.hbf.stacks / 1e9 if node.hbf.stacks else 0.0,
         "workload": workload.name,
         "turns": len(turns),
         "completed": int(ok.sum()),
@@ -115,7 +116,8 @@ def format_summary(s: dict) -> str:
         f"weights in {s['weights']}, {s['scheduler']}",
         f"  workload      {s['workload']}: {s['turns']:,} turns, {s['completed']:,} completed"
         f", {s['rejected']:,} rejected",
-        f"  HBF timing    {s['hbf_model']}",
+        f"  HBF timing    {s['hbf_model']}" + (
+            f"; {s['hbf_stack_gb']:,.1f} GB per stack" if s["hbf_stack_gb"] else ""),
         f"  completion    {_num(s['completion_s'], ' s')}   throughput "
         f"{_num(s['throughput_tok_s'], ' tok/s', 0)} "
         f"(output {_num(s['output_tok_s'], ' tok/s', 0)})",

@@ -121,6 +121,13 @@ def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False,
 
     if mode == "constant":
         return TABLE1_HBF
+    return characterize_stack(config, profile, cache, progress, label)[0]
+
+
+def characterize_stack(config=None, profile=None, cache=True, progress=False, label=str):
+    """``(timing, stack_bytes)`` of the ``HbfConfig`` named by ``config``/``profile`` (default
+    profile ``hbf-serving``): its golden-model characterization and its capacity per stack, so
+    that the serving node's HBF tier is the characterized stack in both respects."""
     from hbfsim.config import ConfigError, load_config
     from hbfsim.serve.characterize import cache_path, characterize
 
@@ -131,7 +138,7 @@ def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False,
     if progress and (not cache or not cache_path(cfg).exists()):
         print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
               f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
-    return characterize(cfg, cache=cache)
+    return characterize(cfg, cache=cache), cfg.capacity_bytes / cfg.stacks
 
 
 def run_serving(settings: dict | None = None, *, progress: bool = False, label=str) -> dict:
@@ -161,11 +168,16 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
            f"{L('weights')} {s['weights']} needs HBF stacks ({L('hbf')} 0)")
     _check(s["ep"] is None or mc.is_moe,
            f"{L('ep')} applies to MoE models; model {mc.name!r} is dense")
-    timing = hbf_timing(s["hbf_model"], s["hbf_config"], s["hbf_profile"], cache=s["cache"],
-                        progress=progress, label=L) if s["hbf"] else None
+    timing, stack_kw = None, {}
+    if s["hbf"] and s["hbf_model"] == "device":
+        timing, stack_bytes = characterize_stack(s["hbf_config"], s["hbf_profile"],
+                                                 cache=s["cache"], progress=progress, label=L)
+        stack_kw = {"hbf_stack_bytes": stack_bytes}
+    elif s["hbf"]:
+        timing = hbf_timing(s["hbf_model"])
     try:
         node = make_node(s["gpu"], s["gpus"], s["hbm"], s["hbf"], s["packaging"],
-                         **({"hbf_timing": timing} if timing else {}),
+                         **({"hbf_timing": timing} if timing else {}), **stack_kw,
                          dram_bytes_per_gpu=s["dram_gb"] * 1e9,
                          ssd_bytes_per_gpu=s["ssd_tb"] * 1e12)
     except ValueError as e:

@@ -2,7 +2,7 @@
 
 The serving cost model (docs/serving.md) charges a transfer of ``B`` bytes on one stack
 ``t(B) = latency + B / bandwidth``, with the pair chosen by the access pattern. A
-:class:`TierTiming` is either the source's Table 1 constants (002 §"Table 1") or the result
+:class:`TierTiming` is either the source's Table 1 constants (serving paper, Table 1) or the result
 of characterizing an ``HbfConfig`` with the golden model (``serve/characterize.py``). A
 characterized tier also carries the measured transfer times (a curve per pattern), which
 :meth:`TierTiming.read_seconds` interpolates below the largest measured size, where the
@@ -127,12 +127,12 @@ def _curve_or_line(curve: tuple, nbytes: float, latency: float, bw: float) -> fl
     return ta + (tb - ta) * (nbytes - ba) / (bb - ba)
 
 
-# 002 Table 1 (per stack; decimal GB): HBM 1,000 GB/s read and write, 0.1 us startup.
+# serving paper Table 1 (per stack; decimal GB): HBM 1,000 GB/s read and write, 0.1 us startup.
 TABLE1_HBM = TierTiming("hbm-table1", read_bw=1000e9, read_latency_s=0.1e-6,
                         write_bw=1000e9, write_latency_s=0.1e-6,
-                        source="002 Table 1 (HBM: 1,000 GB/s, 0.1 us)")
-# 002 Table 1: HBF 1,000 GB/s read, 8 GB/s write ("typical SSD write parameters"),
+                        source="serving paper Table 1 (HBM: 1,000 GB/s, 0.1 us)")
+# serving paper Table 1: HBF 1,000 GB/s read, 8 GB/s write ("typical SSD write parameters"),
 # 20 us read / 250 us write startup.
 TABLE1_HBF = TierTiming("hbf-table1", read_bw=1000e9, read_latency_s=20e-6,
                         write_bw=8e9, write_latency_s=250e-6,
-                        source="002 Table 1 (HBF: 1,000 / 8 GB/s, 20 / 250 us), constant")
+                        source="serving paper Table 1 (HBF: 1,000 / 8 GB/s, 20 / 250 us), constant")

@@ -152,6 +152,28 @@ CONFIG_BAD = [
     ("capacity_bytes = 0", r"capacity_bytes must be a positive multiple"),
     ("capacity_bytes = 12345", r"capacity_bytes must be a positive multiple"),
     ("capacity_bytes = 36893488147419103232", r"capacity_bytes must be at most"),
+    # geometry (docs/flashaccel.md): dies and megaplanes partition a channel's subarrays
+    ("subarrays_per_channel = 5\ncapacity_bytes = 549755813888",
+     r"capacity_bytes must be a positive multiple .*\(10485760 B\), not 549755813888"),
+    ("planes_per_die = 7", r"planes_per_die must divide subarrays_per_channel \(32\)"),
+    ("planes_per_die = -96", r"planes_per_die must be non-negative, not -96"),
+    ("planes_per_die = 96.0", r"planes_per_die must be an integer, not 96.0"),
+    ("planes_per_die = 100000000000000000000", r"planes_per_die must be at most"),
+    ("subarrays_per_channel = 96\nplanes_per_die = 64",
+     r"planes_per_die must divide subarrays_per_channel \(96\).* not 64"),
+    ("megaplane_planes = 0", r"megaplane_planes must be positive, not 0"),
+    ("megaplane_planes = 3", r"megaplane_planes must divide the planes of a die \(32\), "
+                             r"not 3"),
+    ("subarrays_per_channel = 96\nplanes_per_die = 96\nmegaplane_planes = 64",
+     r"megaplane_planes must divide the planes of a die \(96\), not 64"),
+    ("megaplane_planes = 'wide'", r"megaplane_planes must be an integer, not 'wide'"),
+    ("megaplane_planes = inf", r"megaplane_planes must be an integer, not inf"),
+    ("plane_sram_bytes = -1", r"plane_sram_bytes must be non-negative, not -1"),
+    ("plane_sram_bytes = nan", r"plane_sram_bytes must be an integer, not nan"),
+    ("base_die_sram_bytes = 1e6", r"base_die_sram_bytes must be an integer, not 1000000.0"),
+    ("base_die_sram_bytes = 100000000000000000000", r"base_die_sram_bytes must be at most"),
+    ("subarrays_per_channel = 4294967296\npages_per_block = 4294967296",
+     r"capacity unit .* exceeds the 64-bit address space"),
     ("trace_level = 3", r"trace_level must be 0, 1 or 2, not 3"),
     ("trace_file = 5", r"trace_file must be a string, not 5"),
     ("profile = 'fast'", r"profile must be one of"),
@@ -667,6 +689,18 @@ PARAM_BAD = [
     (["--workload", "conservation", "--model", "qwen3-1.7b"],
      r"--model goes with --workload llm-decode"),
     (["--workload", "media-saturation", "--param", "producers=-1"], r"producers"),
+    (["--workload", "layout-decode", "--param", "layout=random"],
+     r"layout must be one of declaration, execution, not 'random'"),
+    (["--workload", "layout-decode", "--param", "scale=0"], r"scale must be a positive"),
+    (["--workload", "layout-decode", "--param", "batch=0"], r"batch must be a positive"),
+    (["--workload", "layout-decode", "--param", "layers=-1"], r"layers must be a positive"),
+    (["--workload", "layout-decode", "--param", "align=48"],
+     r"align must be a power of two >= 32, not 48"),
+    (["--workload", "layout-decode", "--param", "token_id=99999999"], r"token_id must be below"),
+    (["--workload", "layout-decode", "--param", "issue=random"],
+     r"issue must be stream or hyperpage, not 'random'"),
+    (["--workload", "layout-decode", "--param", "model=deepseek-v3"],
+     r"model must use GQA attention .* \(MLA\)"),
 ]
 
 
@@ -773,6 +807,10 @@ def test_dev_null_outputs(tmp_path, monkeypatch, capsys, argv):
 
 # ---------------------------------------------------------------- configs that are valid
 CONFIG_ODD_BUT_VALID = [
+    "subarrays_per_channel = 5\n",            # any plane count: the capacity follows
+    "subarrays_per_channel = 96\nplanes_per_die = 96\nmegaplane_planes = 32\n",
+    "profile = 'flashaccel'\nsubarrays_per_channel = 48\nplanes_per_die = 48\n"
+    "megaplane_planes = 16\n",
     "",
     "# only a comment\n",
     "channels = 4 # trailing comment\r\n",

@@ -26,6 +26,81 @@ def test_profile_values():
     assert (fa.t_read_us, fa.t_prog_us) == (4.0, 75.0)
 
 
+@pytest.mark.parametrize("profile,tbs", [("ocp-grade1", 0.384), ("ocp-grade2", 1.536),
+                                         ("ocp-grade3", 3.072)])
+def test_ocp_speed_grades_have_their_link_bandwidth(profile, tbs):
+    c = load_config(profile=profile)
+    assert c.channels * c.channel_bw_gbps / 1000 == pytest.approx(tbs)
+    assert c.admission // c.channels == 256 and c.mshr_entries // c.channels == 64
+
+
+def test_flashaccel_profile_is_its_stack():
+    """FlashAccel (docs/flashaccel.md): 8 dies x 96 planes in megaplanes of 32, 192 GB,
+    768 GB/s, 32 KB SRAM per plane, 32 MB base-die SRAM, tR 4 us, tPROG 75 us."""
+    c = load_config(profile="flashaccel")
+    assert (c.dies_per_stack, c.die_planes, c.megaplane_planes) == (8, 96, 32)
+    assert c.subarrays_per_stack == 768 and c.megaplanes_per_stack == 24
+    assert c.capacity_bytes == 192 << 30
+    assert c.channels * c.channel_bw_gbps == 768.0
+    assert (c.plane_sram_bytes, c.base_die_sram_bytes) == (32 << 10, 32 << 20)
+    # every plane may be active, so the media ceiling 768 x 4 KiB / 4 us is reachable
+    assert c.active_per_channel == c.subarrays_per_channel
+
+
+@pytest.mark.parametrize("kw", [dict(subarrays_per_channel=5), dict(subarrays_per_channel=96),
+                                dict(subarrays_per_channel=96, planes_per_die=96,
+                                     megaplane_planes=32),
+                                dict(channels=8, subarrays_per_channel=192, planes_per_die=96,
+                                     megaplane_planes=32, stacks=3),
+                                dict(profile="flashaccel", subarrays_per_channel=100,
+                                     planes_per_die=0, megaplane_planes=4)])
+def test_an_unset_capacity_follows_the_geometry(kw):
+    """The largest multiple of the unit (stacks x channels x subarrays x erase block) not
+    above the profile's capacity: any plane count works without a hand-made capacity."""
+    c = load_config(**kw)
+    unit = c.stacks * c.channels * c.subarrays_per_channel * c.pages_per_block * 4096
+    target = PROFILES[c.profile].get("capacity_bytes", 512 << 30)
+    assert c.capacity_bytes % unit == 0
+    assert target - unit < c.capacity_bytes <= target
+
+
+def test_default_capacities_are_unchanged_where_the_geometry_divides_them():
+    assert load_config().capacity_bytes == 512 << 30
+    assert load_config(profile="hbf-serving").capacity_bytes == 352 << 30
+    assert load_config(channels=16).capacity_bytes == 512 << 30
+
+
+def test_a_capacity_smaller_than_one_unit_is_one_unit():
+    c = load_config(subarrays_per_channel=1 << 20)  # unit 2 x 2**20 x 1 MiB = 2 TiB
+    assert c.capacity_bytes == 2 << 40
+
+
+def test_replace_rederives_a_derived_capacity_and_keeps_an_explicit_one():
+    c = load_config(subarrays_per_channel=96)
+    assert c.replace(subarrays_per_channel=5).capacity_bytes == \
+        load_config(subarrays_per_channel=5).capacity_bytes
+    explicit = load_config(capacity_bytes=1 << 30)
+    assert explicit.replace(channels=4).capacity_bytes == 1 << 30
+    with pytest.raises(ConfigError, match=r"capacity_bytes must be a positive multiple .* "
+                                          r"not 1073741824"):
+        explicit.replace(subarrays_per_channel=5)
+
+
+def test_an_explicit_capacity_is_still_checked():
+    with pytest.raises(ConfigError, match=r"capacity_bytes must be a positive multiple of "
+                                          r"stacks x channels x subarrays x erase block "
+                                          r"\(10485760 B\), not 549755813888"):
+        load_config(subarrays_per_channel=5, capacity_bytes=512 << 30)
+
+
+def test_megaplanes_and_dies_partition_the_subarrays():
+    c = load_config(channels=2, subarrays_per_channel=96, planes_per_die=48,
+                    megaplane_planes=16)
+    assert (c.dies_per_stack, c.megaplanes_per_stack) == (4, 12)
+    ref = load_config()
+    assert (ref.die_planes, ref.dies_per_stack, ref.megaplanes_per_stack) == (32, 2, 64)
+
+
 def test_toml_file_and_aliases(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('profile = "ocp-grade3"\nhbf_tR = 3400\nhbf_scheduler = 1\n'
@@ -47,6 +122,9 @@ def test_toml_file_and_aliases(tmp_path):
     (dict(t_read_us=0.0001), r"t_read_us 0.0001 rounds to 0 ticks"),
     (dict(base_address=123), r"base_address must be 4 KiB aligned"),
     (dict(bogus_key=1), r"unknown configuration key 'bogus_key'"),
+    (dict(planes_per_die=7), r"planes_per_die must divide subarrays_per_channel \(32\).*not 7"),
+    (dict(megaplane_planes=5), r"megaplane_planes must divide the planes of a die \(32\), "
+                               r"not 5"),
 ])
 def test_invalid_values_name_key_and_value(kw, match):
     with pytest.raises(ConfigError, match=match):
@@ -147,3 +225,25 @@ def test_a_named_profile_wins_over_workload_settings():
     assert load_config(profile="ocp-grade3", base={"channels": 4}).channels == 16
     assert load_config(profile="ocp-grade3", base={"subarrays_per_channel": 1}) \
         .subarrays_per_channel == 1
+
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--workload", "media-saturation"]])
+def test_the_flashaccel_profile_runs(capsys, argv):
+    from hbfsim.cli import main
+
+    assert main([*argv, "--profile", "flashaccel"]) == 0
+    out = capsys.readouterr().out
+    assert "profile flashaccel" in out and "8 channels x 96 subarrays" in out
+
+
+def test_config_show_says_megaplanes_have_no_timing_effect(capsys):
+    from hbfsim.cli import main
+
+    assert main(["config", "show", "--profile", "flashaccel"]) == 0
+    out = capsys.readouterr().out
+    assert "megaplane_planes = 32  # grouping only: no timing effect until hyperpage " \
+           "commands" in out
+    assert main(["config", "show", "--provenance", "--profile", "flashaccel"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("megaplane_planes")][0]
+    assert "FlashAccel paper" in line and "no timing effect until hyperpage commands" in line

@@ -81,7 +81,7 @@ def test_weight_bytes_equal_the_device_layout(shape):
 
 
 def test_qwen3_1_7b_matches_the_reference_decode_bytes():
-    assert MODEL_PRESETS["qwen3-1.7b"].weight_bytes == 3_441_149_952      # REFERENCE §2c
+    assert MODEL_PRESETS["qwen3-1.7b"].weight_bytes == 3_441_149_952      # sources.md §figures
     assert MODEL_PRESETS["qwen3-1.7b"].kv_bytes_per_token == 28 * 4096
 
 

@@ -1,4 +1,4 @@
-"""Functional and timing checks of the golden model (issue 2 item 10, REFERENCE §6)."""
+"""Functional and timing checks of the golden model (issue 2 item 10, sources.md §studies)."""
 
 from collections import Counter
 

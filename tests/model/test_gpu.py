@@ -1,4 +1,4 @@
-"""The closed-loop GPU model and open-loop replay (model/gpu.py; REFERENCE §5, source §5.2)."""
+"""The closed-loop GPU model and open-loop replay (model/gpu.py; docs/sources.md, source §5.2)."""
 
 import json
 from collections import Counter, defaultdict

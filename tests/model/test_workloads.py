@@ -1,4 +1,4 @@
-"""The workload registry (model/workloads.py; source §5.1-§5.5, §6; REFERENCE §2c)."""
+"""The workload registry (model/workloads.py; source §5.1-§5.5, §6; sources.md §figures)."""
 
 import dataclasses
 import itertools
@@ -160,7 +160,7 @@ def test_rw_isolation_reads_start_late_and_writes_program_full_pages():
 # --------------------------------------------------------------------------- §5.5 LLM
 def test_qwen3_decode_step_sector_count_matches_the_reference():
     n = decode_counts("qwen3-1.7b")
-    assert n["requests"] == n["reads"] == 107_540_992           # REFERENCE §2c
+    assert n["requests"] == n["reads"] == 107_540_992           # sources.md §figures
     assert n["weights"] == 3_441_149_952 // 32                  # every weight byte once
     assert n["embed_row"] == 128 and n["norm_rereads"] == 28 * (15 + 7) * 8
     assert n["reads"] * 32 == 3_441_311_744                     # bytes returned (§2c)

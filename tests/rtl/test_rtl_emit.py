@@ -48,3 +48,21 @@ def test_emit_verilog_of_several_stacks_is_the_system():
 def test_emit_verilog_rejects_unsupported_configurations():
     with pytest.raises(ValueError, match="page_cache_pages"):
         emit_verilog(small_config(page_cache_pages=4))
+
+
+def test_geometry_vocabulary_changes_nothing_in_the_rtl():
+    """Dies, megaplanes and SRAM sizes are labels until hyperpage commands exist (contract
+    v2): the RTL accepts them and emits the same Verilog (docs/flashaccel.md)."""
+    plain = small_config(subarrays_per_channel=6, active_per_channel=6)
+    named = small_config(subarrays_per_channel=6, active_per_channel=6, planes_per_die=3,
+                         megaplane_planes=3, plane_sram_bytes=32 << 10,
+                         base_die_sram_bytes=32 << 20)
+    assert emit_verilog(named, sector_bytes=32) == emit_verilog(plain, sector_bytes=32)
+
+
+@pytest.mark.parametrize("profile", ["flashaccel", "ocp-grade1", "ocp-grade2"])
+def test_the_rtl_rejects_nothing_the_new_profiles_need(profile):
+    from hbfsim.config import load_config
+    from hbfsim.rtl.controller import check_supported
+
+    check_supported(load_config(profile=profile))  # raises naming the key otherwise

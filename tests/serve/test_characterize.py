@@ -26,7 +26,7 @@ def base(tmp_path_factory):
 
 
 def media_ceiling(cfg):
-    """Closed form: every active subarray reads one page per tR (REFERENCE §2c)."""
+    """Closed form: every active subarray reads one page per tR (sources.md §figures)."""
     return ch.wave_pages(cfg) * PAGE_BYTES / (cfg.t_read_ticks / (cfg.memory_clock_khz * 1e3))
 
 

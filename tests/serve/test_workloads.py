@@ -130,7 +130,7 @@ def test_preset_scale_gives_exact_turns(name):
 
 
 def test_qwen_preset_matches_the_table4_inference():
-    # docs/serving-workloads.md: 002 Table 4 implies ~24.2k input tokens per turn and a
+    # docs/serving-workloads.md: serving paper Table 4 implies ~24.2k input tokens per turn and a
     # 3.47 % share that no configuration hits; the preset is tuned to both.
     w = preset("agentic-qwen32b", scale=0.4, seed=0)
     _, idx, inp, out, _ = columns(w)
