@@ -114,7 +114,7 @@ class ResponseArbiter(wiring.Component):
         m.d.comb += cost.eq(self.slot_data.bytes * khz)
         have = Array(credit)[offer.channel]
         if "credit-off-by-one" in mut:
-            ok = have + 1 >= cost
+            ok = have + khz >= cost
         elif "credit-stale" in mut:
             before = [Signal.like(credit[c], name=f"credit_before{c}")
                       for c in range(cfg.channels)]
