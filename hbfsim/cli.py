@@ -111,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="inject a deliberate fault (repeatable), to see it caught")
     prv.add_argument("--waves-dir", default="waves", metavar="DIR",
                      help="where a counterexample VCD goes (default waves/)")
+    prv.add_argument("--list", action="store_true",
+                     help="list each block's properties (assert, assume, cover) and exit")
     rp = sub.add_parser("replay", help="device-only replay of an hbf-trace-v1 file")
     rp.add_argument("file")
     _add_config_args(rp)
@@ -347,6 +349,13 @@ def _cmd_rtl_prove(a) -> int:
     for b in blocks:
         if b not in BLOCKS:
             raise UsageError(f"--block must be one of {', '.join(BLOCKS)}, not {b!r}")
+    if a.list:
+        from hbfsim.rtl.formal import block_properties
+
+        for b in blocks:
+            for flavor, msg in block_properties(b):
+                print(f"{b}\t{flavor}\t{msg}")
+        return 0
     failed = 0
     print(f"  {'block':<14} {'result':<22} {'asserts':>7} {'assumes':>7} {'covers':>7} "
           f"{'seconds':>8}")

@@ -18,8 +18,8 @@ reached within ``depth`` steps).
 
 from __future__ import annotations
 
-__all__ = ["BLOCKS", "FormalBlock", "FormalError", "FormalResult", "check_block",
-           "formal_config", "missing_tool", "properties"]
+__all__ = ["BLOCKS", "FormalBlock", "FormalError", "FormalResult", "block_properties",
+           "check_block", "formal_config", "missing_tool", "properties"]
 
 import re
 import shutil
@@ -204,6 +204,33 @@ def properties(rtlil_text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _rtlil(block: str, mutations=()) -> str:
+    from amaranth.back import rtlil
+
+    dut = _build(block, formal_config(block), mutations)
+    ports = [Value.cast(v) for _, _, v in dut.signature.flatten(dut)]
+    return rtlil.convert(_Harness(dut), ports=ports, name="top")
+
+
+def block_properties(block: str) -> list[tuple[str, str]]:
+    """``(flavor, message)`` of every property of ``block`` in its proof, in source order.
+
+    A statement written once for every entry, pair of entries or channel is listed once,
+    with the message of its first instance; the harness's reset assumption is left out.
+    """
+    if block not in BLOCKS:
+        raise ValueError(f"--block must be one of {', '.join(BLOCKS)}, not {block!r}")
+    seen, out = set(), []
+    for key, (flavor, msg) in properties(_rtlil(block)).items():
+        src = key.rsplit(" ", 1)[0]
+        same = (src, flavor, re.sub(r"\b\d+\b", "#", msg))
+        if "formal.py" in src or same in seen:
+            continue
+        seen.add(same)
+        out.append((flavor, msg))
+    return out
+
+
 def _lookup(props: dict, src: str, cell: str) -> str:
     for key, (_flavor, msg) in props.items():
         ksrc, kcell = key.rsplit(" ", 1)
@@ -266,8 +293,6 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
     FormalError
         Tools missing or failing.
     """
-    from amaranth.back import rtlil
-
     if block not in BLOCKS:
         raise ValueError(f"--block must be one of {', '.join(BLOCKS)}, not {block!r}")
     spec = BLOCKS[block]
@@ -275,11 +300,7 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"--depth must be a positive integer, not {depth!r}")
     induction = spec.induction if induction is None else induction
-    cfg = formal_config(block)
-    dut = _build(block, cfg, mutations)
-    ports = [Value.cast(v) for _, _, v in dut.signature.flatten(dut)]
-    harness = _Harness(dut)
-    text = rtlil.convert(harness, ports=ports, name="top")
+    text = _rtlil(block, mutations)
     props = properties(text)
     flavors = [f for f, _ in props.values()]
     result = FormalResult(block, depth, "passed", asserts=flavors.count("assert"),
