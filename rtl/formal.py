@@ -111,8 +111,8 @@ class FormalBlock:
 BLOCKS = {b.name: b for b in (
     FormalBlock("channel_queue", dict(subarrays_per_channel=4, queue_depth=2), 20, 12, True),
     FormalBlock("scheduler", dict(channels=2), 12, 8, True),
-    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 12, 8, False),
-    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 12, 8, False),
+    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 8, False),
+    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     FormalBlock("response", dict(channels=2, channel_bw_gbps=1.0), 16, 10, True),
 )}
