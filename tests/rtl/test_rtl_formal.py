@@ -73,3 +73,23 @@ def test_bad_block_and_depth_are_refused():
         formal.check_block("nope")
     with pytest.raises(ValueError, match="--depth must be a positive integer"):
         formal.check_block("admission", depth=0)
+
+
+def _hbfsim(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "hbfsim.cli", *args], capture_output=True,
+                          text=True)
+
+
+def test_prove_command(tmp_path):
+    p = _hbfsim("rtl", "prove", "--block", "admission", "--depth", "6")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "admission" in p.stdout and "proved (k=6)" in p.stdout
+    p = _hbfsim("rtl", "prove", "--block", "admission", "--depth", "6", "--no-covers",
+                "--mutation", "admission-slot-reuse", "--waves-dir", str(tmp_path))
+    assert p.returncode == 1 and "FAILED" in p.stdout, p.stdout + p.stderr
+    assert (tmp_path / "prove-admission-admission-slot-reuse.vcd").exists()
+    p = _hbfsim("rtl", "prove", "--depth", "0")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
