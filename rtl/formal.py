@@ -362,8 +362,11 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
     with tempfile.TemporaryDirectory(prefix=f"hbfsim-formal-{block}-") as d:
         Path(d, "top.il").write_text(text)
         t0 = time.perf_counter()
-        p = subprocess.run([yosys, "-q", "-p", _YOSYS_SCRIPT], cwd=d, capture_output=True,
-                           text=True, timeout=timeout)
+        try:
+            p = subprocess.run([yosys, "-q", "-p", _YOSYS_SCRIPT], cwd=d, capture_output=True,
+                               text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise FormalError(f"yosys did not finish within {timeout} s") from None
         result.seconds["yosys"] = round(time.perf_counter() - t0, 1)
         if p.returncode != 0 or not Path(d, "top.smt2").exists():
             tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
