@@ -103,3 +103,13 @@ def test_small_controller_is_placed_and_routed_in_the_wrapper(tmp_path):
     assert r["fmax_mhz"] > 10 and r["resources"]["LUT4"] > 100
     assert "." in r["critical_path"]["from"] and "TRELLIS" not in r["critical_path"]["to"]
     assert "scan wrapper" in p.stdout and "Fmax" in p.stdout
+
+
+def test_missing_tools_are_named(monkeypatch):
+    """Without the timing extra the flow stops before building anything, naming the extra."""
+    import hbfsim.rtl.timing as timing
+
+    monkeypatch.setattr(timing.shutil, "which", lambda name: None)
+    monkeypatch.setattr(timing.sys, "executable", "/nonexistent/bin/python")
+    with pytest.raises(timing.TimingError, match=r"pip install 'hbfsim\[timing\]'"):
+        timing.timing_report(load_config(**BASE))
