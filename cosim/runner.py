@@ -444,7 +444,11 @@ def _assertion(log: Path | None) -> str | None:
     """
     if log is None or not log.exists():
         return None
-    for line in log.read_text(errors="replace").splitlines():
+    # Yosys writes a non-ASCII byte of a message as a sign-extended 32-bit octal escape
+    # ("\\37777777702" for 0xC2), which Verilator prints as 0xFF and eight digits.
+    raw = re.sub(rb"\xff([0-7]{8})", lambda m: bytes([int(b"377" + m.group(1), 8) & 0xFF]),
+                 log.read_bytes())
+    for line in raw.decode(errors="replace").splitlines():
         if "Assertion failed in" in line:
             msg, _, err = line.partition("%Error: ")
             msg = re.sub(r"\[\d+\]\s*$", "", msg).strip()
