@@ -5,7 +5,7 @@ check of their block at its CI depth, failing on the property the registry names
 ``cosim`` ones by the co-simulation against the golden model. One formal kind also runs
 through the co-simulation, to show that Verilator stops on the RTL's own assertion (checks
 are compiled in). ``HBFSIM_MUTATIONS_FULL=1`` runs every kind through the co-simulation too
-(two Verilator builds each, about 15 minutes in all); without it those runs are reported as skipped.
+(four Verilator builds each, about 20 minutes in all); without it those runs are reported as skipped.
 """
 
 from __future__ import annotations
@@ -95,18 +95,18 @@ def test_cosim_stops_on_an_rtl_assertion():
     assert MUTATIONS["admission-slot-reuse"].check in r.get("assertion", ""), r["diff"]
 
 
-#: RTL sets A (fcfs, demand, strict) and B (write-drain, aggregation, partial): two builds.
+#: RTL sets A (fcfs, demand, strict), B (write-drain, aggregation, partial), read-priority
+#: and link (60 GB/s links): four builds.
 FULL_SCENARIOS = ["mix-backpressure", "saturation", "strict", "read-after-write", "burst",
-                  "coverage", "partial", "sched-write-drain", "mix-aggregation"]
+                  "coverage", "partial", "sched-write-drain", "mix-aggregation", "mix-link",
+                  "sched-read-priority"]
 
 
-#: Kinds that none of FULL_SCENARIOS exposes (measured 2026-12-01; formal catches each):
-#: the scenarios never queue two operations for one busy subarray, never fill a queue, never
-#: offer a READ and a PROGRAM to the issue choice at once, and never run short of link
-#: credit by less than one byte's worth. A strict xfail: a scenario that starts catching
-#: one makes the test fail until the entry is removed.
-COSIM_MISSES = {"queue-busy-ignored", "queue-full-off-by-one", "queue-program-first",
-                "credit-off-by-one"}
+#: Kinds that none of FULL_SCENARIOS exposes (measured 2026-12-01; formal catches both):
+#: the scenarios never fill a channel queue and never give the issue choice a READ and a
+#: PROGRAM at once. A strict xfail: a scenario that starts catching one makes the test fail
+#: until the entry is removed.
+COSIM_MISSES = {"queue-full-off-by-one", "queue-program-first"}
 
 
 @pytest.mark.skipif(not FULL, reason="every mutation through the co-simulation: set "
