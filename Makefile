@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine (Python >= 3.11, a C++ compiler, make, perl):
 #   make run    build .venv on first use, then run the embedded default workload
 #   make test   build .venv on first use, then run the whole test suite
+# The venv has the synth and formal extras (the formal CI set needs z3); `hbfsim rtl timing`
+# needs the timing extra as well: .venv/bin/pip install -e '.[timing]'.
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
@@ -10,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev,synth,cluster]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev,synth,cluster,formal]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -43,6 +43,8 @@ def register(subparsers, parser_class=None) -> None:
     run.add_argument("--requests", type=int, default=None, metavar="N",
                      help="number of requests, where the scenario has a size")
     run.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
+    run.add_argument("--no-checks", action="store_true",
+                     help="build without the RTL's assertions (on by default with Verilator)")
     run.add_argument("--waves", action="store_true",
                      help="write waves/NAME.vcd and a GTKWave save file beside it")
     run.add_argument("--window", metavar="A:B", help="with --waves: keep cycles A..B only")
@@ -69,6 +71,8 @@ def register(subparsers, parser_class=None) -> None:
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
+    soak.add_argument("--no-checks", action="store_true",
+                      help="build without the RTL's assertions (on by default with Verilator)")
     soak.set_defaults(func=_cmd_soak)
 
     wav = subparsers.add_parser("waves", help="read a co-simulation VCD back")
@@ -187,7 +191,8 @@ def _cmd_run(a) -> int:
           "takes one to a few minutes) and running it ...", flush=True)
     t0 = time.perf_counter()
     try:
-        (r,) = runner.run([sc], sim=sim, waves=a.waves, window=window)
+        (r,) = runner.run([sc], sim=sim, waves=a.waves, window=window,
+                          checks=False if a.no_checks else None)
     except RuntimeError as e:  # a failed build: the message names its log
         print(f"hbfsim: {e}", file=sys.stderr)
         return 1
@@ -197,7 +202,7 @@ def _cmd_run(a) -> int:
     print(f"hbfsim cosim run {sc.name}: {sim}, {stacks}{cfg.channels} channels, scheduler "
           f"{cfg.scheduler}, {cfg.read_mode} reads, {cfg.write_timeout_policy} writes, "
           f"{sc.n_requests} requests{' (closed-loop GPU)' if sc.program else ''}, "
-          f"resp.ready {sc.resp_ready:g}")
+          f"resp.ready {sc.resp_ready:g}, RTL assertions {'on' if r.get('checks') else 'off'}")
     if r.get("cycles") is not None:
         print(f"  {r['cycles']:,} cycles in {r.get('wall_s', 0):.2f} s "
               f"({r.get('cycles_per_s', 0):,.0f} cycles/s), build {r.get('build_s', 0):.1f} s, "
@@ -252,7 +257,7 @@ def _cmd_soak(a) -> int:
           "time) ...", flush=True)
     t0 = time.perf_counter()
     try:
-        results = runner.run(scs, sim=sim)
+        results = runner.run(scs, sim=sim, checks=False if a.no_checks else None)
     except RuntimeError as e:
         print(f"hbfsim: {e}", file=sys.stderr)
         return 1

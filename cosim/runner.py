@@ -18,14 +18,15 @@ case, and reports failures through the results, so callers see the scoreboard's 
 
 from __future__ import annotations
 
-__all__ = ["BUILD_ROOT", "Build", "SIMULATORS", "build", "ports_control_file", "run",
-           "sim_available", "skip_reason"]
+__all__ = ["BUILD_ROOT", "Build", "SIMULATORS", "build", "checks_for", "ports_control_file",
+           "run", "sim_available", "skip_reason"]
 
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ SIMULATORS = ("verilator", "icarus")
 TOPLEVEL = "hbf_controller"
 TIMESCALE = ("1ns", "1ns")
 #: Bump when the way a build is made changes (flags, control file, layout of the folder).
-BUILD_FORMAT = 5
+BUILD_FORMAT = 6
 #: Hierarchy levels Verilator traces with ``waves``: the ports and the top module's nets.
 TRACE_DEPTH = 1
 
@@ -130,13 +131,31 @@ def _rtl_fingerprint() -> str:
     return _sha(amaranth.__version__, *(f.read_bytes() for f in files))
 
 
-def _build_flags(sim: str, waves: bool) -> list[str]:
+def _build_flags(sim: str, waves: bool, checks: bool = False) -> list[str]:
     if sim == "icarus":
         return list(toolchain.ICARUS_BUILD_FLAGS)
     flags = list(toolchain.VERILATOR_BUILD_FLAGS)
+    if checks:
+        # Without --assert Verilator drops immediate assertions silently (measured).
+        flags.append("--assert")
     if waves:
         flags += ["--trace-depth", str(TRACE_DEPTH)]
     return flags
+
+
+def checks_for(sim: str, checks: bool | None) -> bool:
+    """Whether a build of ``sim`` has the RTL's assertions compiled in.
+
+    Default (None): on for Verilator (issue 12 item 5); off for Icarus, whose ``-g2005``
+    (needed for the time-zero ``always @*``, toolchain.py) does not parse SystemVerilog
+    ``assert``. Asking for checks under Icarus is an error.
+    """
+    if checks is None:
+        return sim == "verilator"
+    if checks and sim == "icarus":
+        raise ValueError("Icarus builds run without the RTL's assertions (-g2005 does not "
+                         "parse SystemVerilog assert); use --sim verilator for checks")
+    return bool(checks)
 
 
 @contextlib.contextmanager
@@ -173,7 +192,8 @@ def _runner(sim: str):
 
 
 def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
-          sector_bytes: int = 1, root: Path | None = None, verbose: bool = False) -> Build:
+          sector_bytes: int = 1, root: Path | None = None, verbose: bool = False,
+          checks: bool | None = None, mutations=()) -> Build:
     """Build (or find in the cache) the simulator executable of ``cfg``'s controller.
 
     Parameters
@@ -190,6 +210,11 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
         Cache folder (default ``build/cosim``).
     verbose : bool
         Show the compiler's output instead of keeping it in ``build.log``.
+    checks : bool, optional
+        Compile the RTL's assertions in (:func:`checks_for`: default on for Verilator).
+        A failing assertion stops the simulation; the result's ``diff`` names it.
+    mutations : set of str
+        Deliberate faults injected into the RTL (:mod:`hbfsim.rtl.mutations`).
 
     Raises
     ------
@@ -208,12 +233,17 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
     check_supported(cfg)
     root = Path(root) if root is not None else BUILD_ROOT
     t0 = time.perf_counter()
-    flags = _build_flags(sim, waves)
+    checks = checks_for(sim, checks)
+    from hbfsim.rtl.mutations import check_mutations
+
+    mutations = sorted(check_mutations(mutations))
+    flags = _build_flags(sim, waves, checks)
     version = toolchain.simulator_version(sim)
     import cocotb
 
     fast = _sha(BUILD_FORMAT, json.dumps(cfg.as_dict(), sort_keys=True), sector_bytes,
-                _rtl_fingerprint(), sim, version, flags, waves, cocotb.__version__)[:20]
+                _rtl_fingerprint(), sim, version, flags, waves, cocotb.__version__, checks,
+                mutations)[:20]
     index = root / "index" / f"{fast}.json"
     if index.exists():
         key = json.loads(index.read_text())["key"]
@@ -223,7 +253,7 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
                          time.perf_counter() - t0, True)
     from hbfsim.rtl.emit import emit_verilog
 
-    text = emit_verilog(cfg, sector_bytes=sector_bytes)
+    text = emit_verilog(cfg, sector_bytes=sector_bytes, checks=checks, mutations=mutations)
     key = _sha(BUILD_FORMAT, text, sim, version, flags, waves, cocotb.__version__)[:16]
     bdir = root / key
     with _locked(root / "locks" / f"{key}.lock"):
@@ -239,6 +269,7 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
             (bdir / "build.json").write_text(json.dumps({
                 "key": key, "sim": sim, "version": version, "flags": flags, "waves": waves,
                 "sector_bytes": sector_bytes, "channels": cfg.channels,
+                "checks": checks, "mutations": mutations,
                 "seconds": round(time.perf_counter() - t0, 2)}, indent=1))
     index.parent.mkdir(parents=True, exist_ok=True)
     tmp = index.with_name(index.name + f".{os.getpid()}")
@@ -305,7 +336,8 @@ def _group(scenarios: list[Scenario]) -> dict:
 
 def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = False,
         window: tuple[int, int] | None = None, out_dir: Path | None = None,
-        tail_cycles: int = 32, verbose: bool = False) -> list[dict]:
+        tail_cycles: int = 32, verbose: bool = False, checks: bool | None = None,
+        mutations=()) -> list[dict]:
     """Co-simulate ``scenarios``; one simulator process per RTL build.
 
     Returns one dictionary per scenario, in the order given, with: ``name``, ``passed``,
@@ -315,7 +347,9 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
     ``sleeps``, ``golden_summary``, ``rtl_summary``, ``golden_trace``, ``rtl_trace``,
     ``traces_identical``, ``build_s`` (this call's build time for its group), ``build_key``,
     and with ``waves`` the file names ``vcd``, ``gtkw``, ``scenario_json``. ``window``
-    ``(first, last)`` keeps only those cycles in the VCD.
+    ``(first, last)`` keeps only those cycles in the VCD. ``checks`` and ``mutations`` are
+    :func:`build`'s; a result also has ``checks`` and, when an RTL assertion stopped the
+    simulation, ``assertion`` (its message).
 
     Raises
     ------
@@ -336,7 +370,8 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
     out = Path(out_dir) if out_dir is not None else BUILD_ROOT / "runs" / run_id
     results: dict[str, dict] = {}
     for i, (cfg, sector, group) in enumerate(_group(scenarios).values()):
-        b = build(cfg, sim=sim, waves=waves, sector_bytes=sector, verbose=verbose)
+        b = build(cfg, sim=sim, waves=waves, sector_bytes=sector, verbose=verbose,
+                  checks=checks, mutations=mutations)
         test_dir = BUILD_ROOT / "runs" / run_id / f"sim{i}"
         test_dir.mkdir(parents=True, exist_ok=True)
         out.mkdir(parents=True, exist_ok=True)
@@ -345,6 +380,7 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
         for r in _run_group(b, group, test_dir, batch_file, out, waves, window, verbose):
             r["build_s"] = b.seconds
             r["build_key"] = b.key
+            r["checks"] = checks_for(sim, checks)
             results[r["name"]] = r
     return [results[n] for n in names]
 
@@ -369,6 +405,8 @@ def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, wav
                     log_file=log)
     except SystemExit as e:  # a failed cocotb test under pytest, or a simulator crash
         exit_code = e.code if isinstance(e.code, int) else 1
+    except RuntimeError:  # the simulator exited non-zero: an RTL assertion ($stop), a crash
+        exit_code = 1
     try:
         get_results(xml)
         crashed = None
@@ -386,10 +424,37 @@ def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, wav
                 why += "\n  last lines of " + str(log) + ":\n    " + "\n    ".join(tail)
             r = {"name": sc.name, "passed": False, "events_compared": 0, "mismatches": 1,
                  "diff": f"scenario {sc.name!r} did not finish: {why}"}
+            failed = _assertion(log)
+            if failed:
+                r["assertion"] = failed
+                r["diff"] = (f"RTL assertion failed in scenario {sc.name!r}: {failed}\n"
+                             + r["diff"])
         if waves:
             r.update(_keep_waves(b, sc, test_dir, r, window))
         results.append(r)
     return results
+
+
+def _assertion(log: Path | None) -> str | None:
+    """The message of the RTL assertion that stopped a Verilator run, if one did.
+
+    Amaranth writes ``if (!cond) $write("message"); assert (cond);``; Verilator prints the
+    message, the time in brackets and ``%Error: <file>:<line>: Assertion failed in <scope>``
+    on one line (measured with the 5.48 wheel).
+    """
+    if log is None or not log.exists():
+        return None
+    # Yosys writes a non-ASCII byte of a message as a sign-extended 32-bit octal escape
+    # ("\\37777777702" for 0xC2), which Verilator prints as 0xFF and eight digits.
+    raw = re.sub(rb"\xff([0-7]{8})", lambda m: bytes([int(b"377" + m.group(1), 8) & 0xFF]),
+                 log.read_bytes())
+    for line in raw.decode(errors="replace").splitlines():
+        if "Assertion failed in" in line:
+            msg, _, err = line.partition("%Error: ")
+            msg = re.sub(r"\[\d+\]\s*$", "", msg).strip()
+            scope = err.split("Assertion failed in ", 1)[-1].split(":", 1)[0].strip()
+            return f"{msg} (in {scope})" if msg else f"assertion failed in {scope}"
+    return None
 
 
 def _ingress(result: dict) -> list | None:

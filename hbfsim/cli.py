@@ -9,6 +9,8 @@
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
+    hbfsim rtl timing [--config F.toml] [--sector-bytes N] [--wrapper auto|always|never]
+    hbfsim rtl prove [--block B] [--depth N] [--mutation M]
     hbfsim study NAME [--quick] [--out DIR] [--workers N]
     hbfsim sweep GRID.toml [--out DIR] [--backend local|ray] [--address A] [--workers N]
     hbfsim cosim run --scenario NAME --seed S --requests N --sim verilator|icarus [--waves]
@@ -110,6 +112,33 @@ def _parser() -> argparse.ArgumentParser:
     rst.add_argument("--sector-bytes", type=int, default=1)
     rst.add_argument("--abc", action="store_true", help="technology-map through ABC (slow)")
     rst.add_argument("--json", metavar="S.json", help="also write the figures as JSON")
+    tim = rsub.add_parser("timing", help="Fmax, resources and critical path on an ECP5-85k "
+                          "(yosys synth_ecp5 + nextpnr-ecp5)")
+    _add_config_args(tim)
+    tim.add_argument("--sector-bytes", type=int, default=32,
+                     help="write-coverage granularity in bytes (default 32: GPU sectors)")
+    tim.add_argument("--wrapper", choices=("auto", "always", "never"), default="auto",
+                     help="scan wrapper around the ports (auto: only when they outnumber "
+                          "the package's pins)")
+    tim.add_argument("--freq", type=float, default=100.0, help="nextpnr target in MHz")
+    tim.add_argument("--seed", type=int, default=1, help="nextpnr placer seed")
+    tim.add_argument("--keep", metavar="DIR", help="keep Verilog, netlist and logs in DIR")
+    tim.add_argument("--json", metavar="T.json", help="also write the figures as JSON")
+    prv = rsub.add_parser("prove", help="bounded model checks and k-induction per block "
+                          "(yosys-smtbmc + z3)")
+    from hbfsim.rtl.mutations import MUTATIONS
+
+    prv.add_argument("--block", action="append",
+                     help="block to check (repeatable; default: every block): channel_queue, "
+                          "scheduler, mshr, write_buffer, admission, response")
+    prv.add_argument("--depth", type=int, help="steps (default: each block's own)")
+    prv.add_argument("--no-covers", action="store_true", help="skip the cover goals")
+    prv.add_argument("--mutation", choices=tuple(MUTATIONS), action="append", default=[],
+                     help="inject a deliberate fault (repeatable), to see it caught")
+    prv.add_argument("--waves-dir", default="waves", metavar="DIR",
+                     help="where a counterexample VCD goes (default waves/)")
+    prv.add_argument("--list", action="store_true",
+                     help="list each block's properties (assert, assume, cover) and exit")
     rp = sub.add_parser("replay", help="device-only replay of an hbf-trace-v1 file")
     rp.add_argument("file")
     _add_config_args(rp)
@@ -466,7 +495,87 @@ def _rtl_options(a):
                          f"not {a.sector_bytes}")
 
 
+def _cmd_rtl_prove(a) -> int:
+    from hbfsim.rtl.formal import BLOCKS, FormalError, check_block
+
+    if a.depth is not None and a.depth < 1:
+        raise UsageError(f"--depth must be a positive integer, not {a.depth}")
+    blocks = a.block or list(BLOCKS)
+    for b in blocks:
+        if b not in BLOCKS:
+            raise UsageError(f"--block must be one of {', '.join(BLOCKS)}, not {b!r}")
+    if a.list:
+        from hbfsim.rtl.formal import block_properties
+
+        for b in blocks:
+            for flavor, msg in block_properties(b):
+                print(f"{b}\t{flavor}\t{msg}")
+        return 0
+    failed = 0
+    print(f"  {'block':<14} {'result':<22} {'asserts':>7} {'assumes':>7} {'covers':>7} "
+          f"{'seconds':>8}")
+    for b in blocks:
+        try:   # a mutation changes only the block it names (and the blocks holding it)
+            r = check_block(b, depth=a.depth, covers=not a.no_covers, mutations=a.mutation,
+                            vcd_dir=a.waves_dir)
+        except FormalError as e:
+            raise UsageError(str(e)) from None
+        reached = sum(v is not None for v in r.covers.values())
+        what = {"proved": f"proved (k={r.depth})", "passed": f"no failure in {r.depth} steps",
+                "failed": "FAILED"}[r.status]
+        covers = f"{reached}/{len(r.covers)}" if r.covers else "-"
+        print(f"  {b:<14} {what:<22} {r.asserts:>7} {r.assumes:>7} {covers:>7} "
+              f"{sum(r.seconds.values()):>8.1f}")
+        for msg in r.failed:
+            print(f"    assertion failed: {msg}")
+        if r.vcd:
+            print(f"    counterexample: {r.vcd}")
+        for msg, step in r.covers.items():
+            if step is None:
+                print(f"    cover not reached in {r.depth} steps: {msg}")
+        failed += r.status == "failed" or any(v is None for v in r.covers.values())
+    return 1 if failed else 0
+
+
+def _cmd_rtl_timing(a, cfg) -> int:
+    from hbfsim.rtl.timing import PACKAGE_IOS, TimingError, timing_report
+
+    _check_output(a.json, "timing file")
+    try:
+        r = timing_report(cfg, sector_bytes=a.sector_bytes, wrapper=a.wrapper,
+                          freq_mhz=a.freq, seed=a.seed, keep=a.keep,
+                          log=lambda s: print(f"  ... {s}", file=sys.stderr, flush=True))
+    except TimingError as e:
+        raise UsageError(str(e)) from None
+    print(f"hbfsim rtl timing: {r['device']}, profile {cfg.profile}, {cfg.stacks} stack(s) x "
+          f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
+          f"{cfg.mshr_entries} MSHRs, {cfg.write_buffer_entries} write-buffer entries, "
+          f"admission {cfg.admission}, queue depth {cfg.queue_depth}, "
+          f"coverage granularity {a.sector_bytes} B")
+    if r["wrapped"]:
+        print(f"  placed inside a scan wrapper: the controller's ports take {r['port_pins']} "
+              f"pins, the package has {PACKAGE_IOS}; every port is a register of the wrapper "
+              f"({r['wrapper_ffs']:,} flip-flops of the FF count are the wrapper's)")
+    else:
+        print(f"  placed as is: {r['port_pins']} of {PACKAGE_IOS} I/O pins")
+    print(f"  Fmax {r['fmax_mhz']:.2f} MHz (post-route, nextpnr target {r['target_mhz']:g} MHz, "
+          f"seed {r['seed']})")
+    res = r["resources"]
+    print("  " + ", ".join(f"{k} {res.get(k, 0):,}" for k in
+                           ("LUT4", "TRELLIS_FF", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D",
+                            "CCU2C")).replace("TRELLIS_FF", "FF").replace("TRELLIS_", ""))
+    cp = r["critical_path"]
+    print(f"  critical path {cp['ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
+          f"{cp['routing_ns']:.2f} routing): from {cp['from']} to {cp['to']}")
+    print(f"  yosys {r['yosys_s']:.0f} s, nextpnr {r['nextpnr_s']:.0f} s")
+    if a.json:
+        _write_json(a.json, r)
+    return 0
+
+
 def _cmd_rtl(a) -> int:
+    if a.rtl_cmd == "prove":
+        return _cmd_rtl_prove(a)
     cfg = load_config(a.config, a.profile)
     _rtl_options(a)
     try:
@@ -474,6 +583,8 @@ def _cmd_rtl(a) -> int:
         check_supported(cfg)
     except ValueError as e:
         raise UsageError(f"the RTL does not implement {e}") from None
+    if a.rtl_cmd == "timing":
+        return _cmd_rtl_timing(a, cfg)
     if a.rtl_cmd == "emit":
         from hbfsim.rtl.emit import emit_verilog
 

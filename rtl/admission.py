@@ -10,13 +10,15 @@ from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Assert, Module, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import ReqOp, Widths
 from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
+from hbfsim.rtl.mutations import check_mutations
 
 
 def slot_layout(w: Widths) -> data.StructLayout:
@@ -38,6 +40,12 @@ class Admission(wiring.Component):
         ``admission`` is used.
     id_bits, source_bits : int
         Widths of the request id and source.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`): a slot is never handed out twice, ``inflight``
+        counts the slots held; a release or hit names a slot in use (the neighbours'
+        protocol: one response per request slot).
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     Members
     -------
@@ -60,9 +68,10 @@ class Admission(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 checks: bool = True):
+                 checks: bool | str = True, mutations=()):
         self._cfg = cfg
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
         slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
         super().__init__({
@@ -105,14 +114,37 @@ class Admission(wiring.Component):
         ]
         for i in range(n):
             with m.If(take & (free == i)):
-                m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+                if "admission-slot-reuse" in self._mutations:
+                    m.d.sync += mshr_hit[i].eq(0)
+                else:
+                    m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
             with m.If(self.release.valid & (self.release.slot == i)):
                 m.d.sync += used[i].eq(0)
             with m.If(self.hit.valid & (self.hit.slot == i)):
                 m.d.sync += mshr_hit[i].eq(1)
         if self._checks:
-            # exactly one response per request: a response releases a slot in use
-            m.d.sync += Assert(~self.release.valid | select(m, used, self.release.slot,
-                                                            "release_used"),
-                               "response for a request slot that holds no request")
+            self._add_checks(m, used, take, free)
         return m
+
+    def _add_checks(self, m, used, take, free):
+        checks, n = self._checks, self._cfg.admission
+        # exactly one response per request: a response releases a slot in use
+        protocol(m, checks, ~self.release.valid | select(m, used, self.release.slot,
+                                                         "release_used"),
+                 "response for a request slot that holds no request")
+        protocol(m, checks, ~self.hit.valid | select(m, used, self.hit.slot, "hit_used"),
+                 "mshr_hit recorded for a request slot that holds no request")
+        # The slots handed out and not yet released, kept apart from ``used``.
+        held = Signal(n, name="chk_held")
+        add = Signal(n, name="chk_take")
+        drop = Signal(n, name="chk_release")
+        m.d.comb += [add.eq(Mux(take, 1 << free, 0)),
+                     drop.eq(Mux(self.release.valid, 1 << self.release.slot, 0))]
+        m.d.sync += held.eq((held & ~drop) | add)
+        invariant(m, checks, ~take | ~(held >> free)[0],
+                  "a request slot handed out while it still holds a request")
+        for i in range(n):
+            invariant(m, checks, used[i] == held[i],
+                      f"request slot {i}: in use differs from handed out and not released")
+        cover(m, checks, ~self.alloc_ready, "every request slot in use")
+        cover(m, checks, take & self.release.valid, "a slot taken and one released in a cycle")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 __all__ = ["ChannelQueue"]
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (CmdOp, EntryKind, Widths, cmd_layout, cpl_layout,
                                 queue_op_layout)
 from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.mutations import check_mutations
 
 
 class ChannelQueue(wiring.Component):
@@ -41,6 +43,12 @@ class ChannelQueue(wiring.Component):
     ----------
     cfg : HbfConfig
         ``queue_depth``, ``subarrays_per_channel``, ``active_per_channel`` and ``scheduler``.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`): no command to a busy subarray, the policy's
+        choice, the queue and active counters within their bounds; completions only for
+        busy subarrays (the media's protocol).
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     Members
     -------
@@ -65,9 +73,10 @@ class ChannelQueue(wiring.Component):
         Issued operations whose completion has not been delivered.
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
         self._cfg = cfg
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg)
         ports = {
             "enq": In(stream.Signature(queue_op_layout(w))),
@@ -91,6 +100,7 @@ class ChannelQueue(wiring.Component):
         cfg, w = self._cfg, self._w
         depth = cfg.queue_depth
         policy = cfg.scheduler
+        mut, checks = self._mutations, self._checks
 
         slots = [Signal(queue_op_layout(w), name=f"op{k}") for k in range(depth)]
         count = Signal(range(depth + 1))
@@ -106,11 +116,15 @@ class ChannelQueue(wiring.Component):
 
         # ---- issue choice (§7) ----
         room = active < cfg.active_per_channel
+        if "queue-active-off-by-one" in mut:
+            room = active <= cfg.active_per_channel
         if cfg.active_total:
             room = room & self.total_room
         room = named(m, room, "room")
-        cand = [named(m, valid[k] & ~busy.bit_select(slots[k].subarray, 1) & room, f"cand{k}")
-                for k in range(depth)]
+        free_sub = [~busy.bit_select(slots[k].subarray, 1) for k in range(depth)]
+        if "queue-busy-ignored" in mut:
+            free_sub = [Const(1)] * depth
+        cand = [named(m, valid[k] & free_sub[k] & room, f"cand{k}") for k in range(depth)]
         any_cand, oldest = lowest_set(m, cand, "oldest")
         pick = Signal(range(max(2, depth)))
         if policy == "fcfs":
@@ -120,7 +134,10 @@ class ChannelQueue(wiring.Component):
                 m, [cand[k] & ~is_program[k] for k in range(depth)], "oldest_read")
             any_prog, oldest_prog = lowest_set(
                 m, [cand[k] & is_program[k] for k in range(depth)], "oldest_program")
-            m.d.comb += pick.eq(Mux(any_read, oldest_read, oldest))
+            if "queue-program-first" in mut:
+                m.d.comb += pick.eq(Mux(any_prog, oldest_prog, oldest))
+            else:
+                m.d.comb += pick.eq(Mux(any_read, oldest_read, oldest))
             if policy == "write-drain":
                 with m.If(self.drain_window & any_prog):
                     m.d.comb += pick.eq(oldest_prog)
@@ -143,16 +160,16 @@ class ChannelQueue(wiring.Component):
             busy.eq((busy | set_mask) & ~clear_mask),
             active.eq(active + issue - done),
         ]
-        if self._checks:
-            m.d.sync += [
-                Assert(~issue | ~busy.bit_select(op.subarray, 1),
-                       "command issued to a busy subarray (§7)"),
-                Assert(~done | busy.bit_select(self.cpl.subarray, 1),
-                       "completion for a subarray that is not busy"),
-            ]
+        invariant(m, checks, ~issue | ~busy.bit_select(op.subarray, 1),
+                  "command issued to a busy subarray (§7)")
+        protocol(m, checks, ~done | busy.bit_select(self.cpl.subarray, 1),
+                 "completion for a subarray that is not busy")
 
         # ---- collapsing queue: remove the issued slot, append the enqueued op ----
-        m.d.comb += self.enq.ready.eq(count < depth)
+        if "queue-full-off-by-one" in mut:
+            m.d.comb += self.enq.ready.eq(count <= depth)
+        else:
+            m.d.comb += self.enq.ready.eq(count < depth)
         push = named(m, self.enq.valid & self.enq.ready, "push")
         write_pos = named(m, count - issue, "write_pos")
         m.d.sync += count.eq(count + push - issue)
@@ -162,4 +179,41 @@ class ChannelQueue(wiring.Component):
                 m.d.sync += slots[k].eq(self.enq.payload)
             with m.Elif(issue & (pick <= k)):
                 m.d.sync += slots[k].eq(shifted)
+        if checks:
+            self._add_checks(m, busy, count, active, valid, is_program, cand, op, issue, push)
         return m
+
+    def _add_checks(self, m, busy, count, active, valid, is_program, cand, op, issue, push):
+        cfg, checks = self._cfg, self._checks
+        depth, policy = cfg.queue_depth, cfg.scheduler
+        subarrays = cfg.subarrays_per_channel
+        if subarrays & (subarrays - 1):
+            protocol(m, checks, ~self.enq.valid | (self.enq.payload.subarray < subarrays),
+                     "enqueued operation names a subarray beyond subarrays_per_channel")
+        invariant(m, checks, count <= depth, "queue count exceeds queue_depth")
+        invariant(m, checks, active <= cfg.active_per_channel,
+                  "active count exceeds active_per_channel")
+        # Helper invariant (k-induction): one active slot per busy subarray.
+        invariant(m, checks, active == sum(busy[s] for s in range(subarrays)),
+                  "active count differs from the number of busy subarrays")
+        program_out = issue & (op.tag.kind == EntryKind.WBUF)
+        read_cand = Cat(*[cand[k] & ~is_program[k] for k in range(depth)]).any()
+        prog_cand = Cat(*[cand[k] & is_program[k] for k in range(depth)]).any()
+        window = self.drain_window if policy == "write-drain" else Const(0)
+        if policy != "fcfs":
+            invariant(m, checks, ~program_out | ~read_cand | window,
+                      "a PROGRAM issued while a READ was a candidate (§7 read priority)")
+        if policy == "write-drain":
+            invariant(m, checks, ~(window & prog_cand) | program_out,
+                      "a READ issued while the drain window was open and a PROGRAM was a "
+                      "candidate (§7 write-drain)")
+        cover(m, checks, issue & ~program_out & prog_cand & valid[0] & is_program[0],
+              "a READ overtakes an older PROGRAM (read priority)")
+        cover(m, checks, program_out & read_cand,
+              "a PROGRAM overtakes a READ (drain window)")
+        cover(m, checks, issue & valid[0] & ~cand[0], "head of line blocked, a younger op issues")
+        cover(m, checks, valid[0] & ~issue & (active == cfg.active_per_channel),
+              "issue held by the active cap")
+        cover(m, checks, self.enq.valid & ~self.enq.ready, "enqueue refused: queue full")
+        cover(m, checks, push & issue, "enqueue and issue in one cycle")
+        cover(m, checks, issue & self.cpl.valid, "issue and completion in one cycle")

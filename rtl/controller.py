@@ -17,10 +17,12 @@ from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
+from hbfsim.rtl.checks import check_mode
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
                                 resp_layout)
 from hbfsim.rtl.mapper import Mapper
 from hbfsim.rtl.mshr import Mshr
+from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
 from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
@@ -64,8 +66,13 @@ class Controller(wiring.Component):
         Widths of the request id and source fields.
     sector_bytes : int
         Coverage granularity of the write buffer (:class:`WriteBuffer`); 1 is exact.
-    checks : bool
-        Add the blocks' simulation assertions.
+    checks : bool or "formal"
+        Add the blocks' properties (:mod:`hbfsim.rtl.checks`). Inside the controller every
+        block's port protocol is an invariant of its neighbours, so ``"formal"`` (the
+        controller as the top of a proof) gives the blocks ``True``.
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`), passed to every block; empty for the
+        real design.
 
     Members
     -------
@@ -103,11 +110,12 @@ class Controller(wiring.Component):
         return super().__new__(cls, cfg, *args, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 sector_bytes: int = 1, checks: bool = True):
+                 sector_bytes: int = 1, checks: bool | str = True, mutations=()):
         self._cfg = cfg
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
         self._sector = sector_bytes
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         c = cfg.channels
         super().__init__({
             "req": In(stream.Signature(req_layout(w))),
@@ -131,13 +139,13 @@ class Controller(wiring.Component):
         m = Module()
         cfg, w = self._cfg, self._w
         ids = dict(id_bits=w.id, source_bits=w.source)
-        m.submodules.admission = adm = Admission(cfg, **ids, checks=self._checks)
+        opts = dict(checks=bool(self._checks), mutations=self._mutations)
+        m.submodules.admission = adm = Admission(cfg, **ids, **opts)
         m.submodules.mapper = mapper = Mapper(cfg)
-        m.submodules.mshr = mshr = Mshr(cfg, checks=self._checks)
-        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector,
-                                                     checks=self._checks)
-        m.submodules.scheduler = sched = Scheduler(cfg, checks=self._checks)
-        m.submodules.response = arb = ResponseArbiter(cfg, checks=self._checks, **ids)
+        m.submodules.mshr = mshr = Mshr(cfg, **opts)
+        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector, **opts)
+        m.submodules.scheduler = sched = Scheduler(cfg, **opts)
+        m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
 
         # ---- the map register M (§4.1, §4.2) ----
         offset_bits = ceil_log2(PAGE_BYTES)

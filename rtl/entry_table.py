@@ -8,10 +8,11 @@ list is empty; otherwise the lowest-index entry in RETURN).
 
 from __future__ import annotations
 
-__all__ = ["drain_waiters", "offer_enqueues"]
+__all__ = ["check_waiters", "drain_waiters", "offer_enqueues"]
 
 from amaranth.hdl import Array, Mux, Signal
 
+from hbfsim.rtl.checks import invariant, protocol
 from hbfsim.rtl.logic import lowest_set, named, select
 
 
@@ -77,3 +78,25 @@ def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, er
     with m.If(ret_sel & ret.valid):
         m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
     return pop, cur, last, locked
+
+
+def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: str) -> None:
+    """Properties of a table's waiter lists seen from its ports (issue 12: no lost or
+    duplicated waiter, one response per request slot).
+
+    Keeps the set of request slots inside the table (a dispatch ``fire`` adds ``slot``, a
+    response ``pop`` removes ``ret.payload.slot``). A dispatch of a slot already inside breaks
+    the neighbours' protocol; a response for a slot not inside is a duplicated (or invented)
+    waiter; a slot still inside when ``all_free`` (every entry FREE) is a lost waiter.
+    """
+    inside = Signal(slots, name="chk_inside")
+    add = Signal(slots, name="chk_add")
+    drop = Signal(slots, name="chk_drop")
+    m.d.comb += [add.eq(Mux(fire, 1 << slot, 0)), drop.eq(Mux(pop, 1 << ret.payload.slot, 0))]
+    m.d.sync += inside.eq((inside & ~drop) | add)
+    protocol(m, checks, ~fire | ~(inside >> slot)[0],
+             f"request dispatched to the {table} for a slot already inside it")
+    invariant(m, checks, ~ret.valid | (inside >> ret.payload.slot)[0],
+              f"{table} response for a request slot that is not waiting (duplicated waiter)")
+    invariant(m, checks, ~all_free | (inside == 0),
+              f"every {table} entry is FREE but a request is still waiting (lost waiter)")

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 __all__ = ["Mshr", "MshrState", "disp_layout"]
 
-from amaranth.hdl import Array, Assert, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import drain_waiters, offer_enqueues
+from hbfsim.rtl.entry_table import check_waiters, drain_waiters, offer_enqueues
 from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.mutations import check_mutations
 
 
 class MshrState(enum.Enum, shape=3):
@@ -64,10 +66,13 @@ class Mshr(wiring.Component):
     cfg : HbfConfig
         ``mshr_entries``, ``mshr_merge``, ``channels``, ``admission``, ``read_mode``,
         ``read_agg_window_ticks`` and ``read_agg_threshold_bytes`` are used.
-    checks : bool
-        Add simulation assertions (:class:`amaranth.hdl.Assert`) for the table invariants
-        and the port protocol: at most one mergeable entry per page, a FREE entry has no
-        waiter and a busy one has at least one, events name entries in the right state.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`) of the table and of its ports: at most one
+        mergeable entry per page, a FREE entry has no waiter and a busy one has at least
+        one, no waiter is lost or answered twice (a set of the request slots inside the
+        table), byte counts do not overflow; events name entries in the right state.
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     Members
     -------
@@ -95,10 +100,11 @@ class Mshr(wiring.Component):
         buffer's flush rule (§4.4).
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         n, c = cfg.mshr_entries, cfg.channels
         super().__init__({
             "disp": In(stream.Signature(disp_layout(w))),
@@ -147,8 +153,11 @@ class Mshr(wiring.Component):
         mergeable = [named(m, (s == MshrState.WAIT) | (s == MshrState.QUEUED)
                            | (s == MshrState.ISSUED), f"mergeable{i}")
                      for i, s in enumerate(state)]
+        joinable = mergeable
+        if "mshr-merge-return" in self._mutations:
+            joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
         if cfg.mshr_merge:
-            match = [mergeable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
+            match = [joinable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
         else:  # merging off: every read allocates its own entry (§4.2 read step 3)
             match = [Const(0, 1)] * n
         hit, hit_index = lowest_set(m, match, "hit_index")
@@ -164,7 +173,7 @@ class Mshr(wiring.Component):
         m.d.comb += [
             link_wr.addr.eq(select(m, tail, hit_index, "hit_tail")),
             link_wr.data.eq(self.disp.payload.slot),
-            link_wr.en.eq(merge),
+            link_wr.en.eq(0 if "mshr-dropped-waiter" in self._mutations else merge),
         ]
         for i in range(n):
             m.d.comb += [self.tags[i].eq(page[i]), self.pending[i].eq(mergeable[i])]
@@ -226,13 +235,18 @@ class Mshr(wiring.Component):
 
         if self._checks:
             self._add_checks(m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                             free_index, pop, cur, locked)
+                             free_index, pop, cur, locked, nbytes, fire, ready)
         return m
 
     def _add_checks(self, m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                    free_index, pop, cur, locked):
-        cfg = self._cfg
+                    free_index, pop, cur, locked, nbytes, fire, ready):
+        cfg, checks = self._cfg, self._checks
         n = cfg.mshr_entries
+        d = self.disp.payload
+        protocol(m, checks, ~self.disp.valid | ((d.bytes >= 1) & (d.bytes <= PAGE_BYTES)),
+                 "read dispatched with a size outside 1..4096 bytes")
+        check_waiters(m, checks, cfg.admission, fire, d.slot, pop, self.ret,
+                      Cat(*[s == MshrState.FREE for s in state]).all(), "MSHR")
         # Waiters per entry: simulation-only bookkeeping for the leak checks.
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
         for i in range(n):
@@ -243,23 +257,35 @@ class Mshr(wiring.Component):
             with m.If(pop & (cur == i)):
                 m.d.sync += waiters[i].eq(waiters[i] - 1)
             free = state[i] == MshrState.FREE
-            m.d.sync += [
-                Assert(free == (waiters[i] == 0),
-                       f"MSHR entry {i}: FREE exactly when its waiter list is empty"),
-                Assert(free | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                       f"MSHR entry {i}: head == tail exactly when one waiter is left"),
-            ]
+            invariant(m, checks, free == (waiters[i] == 0),
+                      f"MSHR entry {i}: FREE exactly when its waiter list is empty")
+            invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                      f"MSHR entry {i}: head == tail exactly when one waiter is left")
             for j in range(i + 1, n if cfg.mshr_merge else 0):
-                m.d.sync += Assert(~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
-                                   f"MSHR entries {i} and {j} are both mergeable for one page")
+                invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
+                          f"MSHR entries {i} and {j} are both mergeable for one page")
         states = Array(state)
         for c in range(cfg.channels):
             ev, done = self.issue[c], self.done[c]
-            m.d.sync += [
-                Assert(~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
-                       f"issue[{c}] names an MSHR entry that is not QUEUED"),
-                Assert(~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
-                       f"done[{c}] names an MSHR entry that is not ISSUED"),
-            ]
-        m.d.sync += Assert(~locked | self.ret_sel,
-                           "ret_sel dropped while an MSHR entry was being drained")
+            protocol(m, checks,
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
+                     f"issue[{c}] names an MSHR entry that is not QUEUED")
+            protocol(m, checks,
+                     ~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
+                     f"done[{c}] names an MSHR entry that is not ISSUED")
+        protocol(m, checks, ~locked | self.ret_sel,
+                 "ret_sel dropped while an MSHR entry was being drained")
+        cap = cfg.admission * PAGE_BYTES
+        for i in range(n):
+            invariant(m, checks, ~(merge & (hit_index == i)) | (nbytes[i] + d.bytes <= cap),
+                      f"MSHR entry {i}: byte count overflows")
+        cover(m, checks, merge, "a read merges (MSHR hit)")
+        cover(m, checks, self.disp.valid & ~self.disp.ready, "a read stalls: no free entry")
+        for st in (MshrState.QUEUED, MshrState.ISSUED, MshrState.RETURN):
+            cover(m, checks, Cat(*[s == st for s in state]).any(), f"an entry in {st.name}")
+        cover(m, checks, locked & ~pop, "a chosen entry keeps the port without a handshake")
+        cover(m, checks, pop & ~self.ret.payload.last, "a merged waiter is answered")
+        if cfg.read_mode == "aggregation":
+            for i in range(n):
+                cover(m, checks, ready[i] & (nbytes[i] >= cfg.read_agg_threshold_bytes),
+                      f"MSHR entry {i} ready by the byte threshold")

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 __all__ = ["ResponseArbiter"]
 
-from amaranth.hdl import Array, Assert, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.admission import slot_layout
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import Widths, resp_layout, ret_layout
+from hbfsim.rtl.mutations import check_mutations
 
 
 class ResponseArbiter(wiring.Component):
@@ -38,8 +40,11 @@ class ResponseArbiter(wiring.Component):
         ``channels``, ``channel_bw_gbps``, ``link_burst_bytes``, ``memory_clock_mhz``.
     id_bits, source_bits : int
         Widths of the request id and source.
-    checks : bool
-        Assert that the two tables are never locked at once.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`): credit never under- or overflows, a locked
+        table keeps the port; the two tables are never locked at once (their protocol).
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     Members
     -------
@@ -60,10 +65,11 @@ class ResponseArbiter(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 checks: bool = True):
+                 checks: bool | str = True, mutations=()):
         self._cfg = cfg
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         self._cap = cfg.link_cap
         super().__init__({
             "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
@@ -89,8 +95,13 @@ class ResponseArbiter(wiring.Component):
             m.d.comb += self.credit[c].eq(credit[c])
 
         mr, wr = self.mshr_ret, self.wb_ret
-        sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
-        sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
+        mut = self._mutations
+        if "response-wb-first" in mut:
+            sel_wb = self.wb_locked | (~self.mshr_locked & wr.valid)
+            sel_mshr = ~sel_wb & (self.mshr_locked | mr.valid)
+        else:
+            sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
+            sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
         m.d.comb += [self.mshr_sel.eq(sel_mshr), self.wb_sel.eq(sel_wb)]
         # The two offers have index fields of different widths: pick field by field.
         offer = Signal(ret_layout(self._w, max(self._w.mshr_index, self._w.wb_index)))
@@ -101,7 +112,16 @@ class ResponseArbiter(wiring.Component):
 
         cost = Signal(range(4096 * khz + 1))
         m.d.comb += cost.eq(self.slot_data.bytes * khz)
-        ok = Array(credit)[offer.channel] >= cost
+        have = Array(credit)[offer.channel]
+        if "credit-off-by-one" in mut:
+            ok = have + khz >= cost
+        elif "credit-stale" in mut:
+            before = [Signal.like(credit[c], name=f"credit_before{c}")
+                      for c in range(cfg.channels)]
+            m.d.sync += [before[c].eq(credit[c]) for c in range(cfg.channels)]
+            ok = Array(before)[offer.channel] >= cost
+        else:
+            ok = have >= cost
         r = self.resp
         m.d.comb += [
             r.valid.eq((sel_mshr | sel_wb) & ok),
@@ -122,7 +142,20 @@ class ResponseArbiter(wiring.Component):
             m.d.comb += after.eq(credit[c] - spent + gain)
             m.d.sync += credit[c].eq(Mux(after > cap, cap, after))
 
-        if self._checks:
-            m.d.sync += Assert(~(self.mshr_locked & self.wb_locked),
-                               "the MSHR and the write buffer are both locked on the response")
+        checks = self._checks
+        protocol(m, checks, ~(sel_mshr | sel_wb) | ((self.slot_data.bytes >= 1)
+                                                    & (self.slot_data.bytes <= 4096)),
+                 "a request slot holds a size outside 1..4096 bytes")
+        protocol(m, checks, ~(self.mshr_locked & self.wb_locked),
+                 "the MSHR and the write buffer are both locked on the response")
+        invariant(m, checks, ~handshake | (have >= cost),
+                  "a response spends more link credit than its channel has (underflow)")
+        for c in range(cfg.channels):
+            invariant(m, checks, credit[c] <= cap, f"channel {c}: credit above its cap")
+        invariant(m, checks, ~self.mshr_locked | sel_mshr, "a locked MSHR lost the port (§8)")
+        invariant(m, checks, ~self.wb_locked | sel_wb,
+                  "a locked write buffer lost the port (§8)")
+        cover(m, checks, (sel_mshr | sel_wb) & ~ok, "a response waits for link credit")
+        cover(m, checks, self.wb_locked & mr.valid & handshake,
+              "a locked write buffer answers while the MSHR offers")
         return m

@@ -15,7 +15,9 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.channel_queue import ChannelQueue
+from hbfsim.rtl.checks import check_mode, cover, invariant
 from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, queue_op_layout
+from hbfsim.rtl.mutations import check_mutations
 
 
 class Scheduler(wiring.Component):
@@ -42,6 +44,11 @@ class Scheduler(wiring.Component):
     cfg : HbfConfig
         ``channels``, ``scheduler``, ``write_drain_high_water``, ``write_drain_window_ticks``,
         ``write_buffer_entries``, ``active_total`` and the :class:`ChannelQueue` keys.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`), passed on to the queues: the arbiter's
+        priority and the window counter's bound; covers of every window transition.
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`), passed on to the queues.
 
     Members
     -------
@@ -57,9 +64,10 @@ class Scheduler(wiring.Component):
         The write-drain window is open in this cycle.
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool = True):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
         self._cfg = cfg
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg)
         c = cfg.channels
         super().__init__({
@@ -77,22 +85,28 @@ class Scheduler(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self._cfg
+        cfg, checks = self._cfg, self._checks
         queues = []
         for c in range(cfg.channels):
-            q = ChannelQueue(cfg, checks=self._checks)
+            q = ChannelQueue(cfg, checks=checks, mutations=self._mutations)
             m.submodules[f"queue{c}"] = q
             queues.append(q)
             mshr, wb = self.mshr_enq[c], self.wb_enq[c]
+            # §6: the MSHR's offer first ("scheduler-wb-first" swaps the two, a mutation).
+            first, second = (wb, mshr) if "scheduler-wb-first" in self._mutations else (mshr, wb)
             m.d.comb += [
                 q.enq.valid.eq(mshr.valid | wb.valid),
-                q.enq.payload.eq(Mux(mshr.valid, mshr.payload, wb.payload)),
-                mshr.ready.eq(q.enq.ready),
-                wb.ready.eq(q.enq.ready & ~mshr.valid),
+                q.enq.payload.eq(Mux(first.valid, first.payload, second.payload)),
+                first.ready.eq(q.enq.ready),
+                second.ready.eq(q.enq.ready & ~first.valid),
                 self.cmd[c].eq(q.cmd),
                 q.cpl.eq(self.cpl[c]),
                 q.drain_window.eq(self.drain_open),
             ]
+            invariant(m, checks, ~(wb.valid & wb.ready & mshr.valid),
+                      f"channel {c}: the write buffer's offer taken over the MSHR's (§6)")
+            cover(m, checks, mshr.valid & wb.valid & q.enq.ready,
+                  f"channel {c}: both tables offer, the MSHR wins")
 
         if cfg.active_total:
             # start-of-cycle stack count, then each channel's issue in ascending order
@@ -120,4 +134,13 @@ class Scheduler(wiring.Component):
                 m.d.sync += cooling.eq(window - 1)
             with m.Elif(cooling != 0):
                 m.d.sync += cooling.eq(cooling - 1)
+            invariant(m, checks, elapsed <= window, "drain window counter beyond the window")
+            cover(m, checks, ~was_open & self.drain_open, "drain window opens")
+            cover(m, checks, was_open & ~self.drain_open & programs,
+                  "drain window closes after write_drain_window_ticks")
+            cover(m, checks, was_open & ~self.drain_open & ~programs,
+                  "drain window closes: no PROGRAM queued")
+            cover(m, checks, ~was_open & (cooling != 0) & programs
+                  & (self.wb_occupied >= cfg.write_drain_high_water),
+                  "drain window held closed by the cooldown")
         return m

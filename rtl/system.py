@@ -76,7 +76,7 @@ class System(wiring.Component):
     cfg : HbfConfig
         The system configuration, ``stacks >= 2``; each stack controller is built from
         :func:`stack_config` ``(cfg)``.
-    id_bits, source_bits, sector_bytes, checks
+    id_bits, source_bits, sector_bytes, checks, mutations
         As for :class:`Controller`; ``checks`` also asserts that a presented request's
         address lies inside the system.
 
@@ -119,12 +119,12 @@ class System(wiring.Component):
         return super().__new__(cls, cfg, *args, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 sector_bytes: int = 1, checks: bool = True):
+                 sector_bytes: int = 1, checks: bool = True, mutations=()):
         self._cfg = cfg
         self._stack_cfg = stack_config(cfg)
         self._w = w = Widths.of(self._stack_cfg, id_bits=id_bits, source_bits=source_bits)
         self._options = dict(id_bits=id_bits, source_bits=source_bits,
-                             sector_bytes=sector_bytes, checks=checks)
+                             sector_bytes=sector_bytes, checks=checks, mutations=mutations)
         self._checks = checks
         n = cfg.stacks * cfg.channels
         super().__init__({

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 __all__ = ["FlushCause", "WbState", "WriteBuffer", "wdisp_layout"]
 
-from amaranth.hdl import Array, Assert, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import drain_waiters, offer_enqueues
+from hbfsim.rtl.entry_table import check_waiters, drain_waiters, offer_enqueues
 from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
+from hbfsim.rtl.mutations import check_mutations
 
 
 class WbState(enum.Enum, shape=3):
@@ -95,8 +97,13 @@ class WriteBuffer(wiring.Component):
         1..4096). 1 (default) tracks bytes exactly as the golden model does (W1); 32 costs
         32 times fewer flip-flops and is exact when every write is 32-byte aligned; a
         partially written sector counts as covered.
-    checks : bool
-        Add simulation assertions for the entry invariants and the port protocol.
+    checks : bool or "formal"
+        Properties (:mod:`hbfsim.rtl.checks`): one OPEN entry per page, coverage never
+        shrinks while OPEN, no strict-policy PROGRAM of an incomplete page, W4, no lost or
+        duplicated waiter; events name entries in the right state; covers of every flush
+        cause.
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     Members
     -------
@@ -142,11 +149,13 @@ class WriteBuffer(wiring.Component):
                              f"not {sector_bytes!r}")
         return super().__new__(cls, cfg, *args, sector_bytes=sector_bytes, **kwargs)
 
-    def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool = True):
+    def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool | str = True,
+                 mutations=()):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._sector = sector_bytes
-        self._checks = checks
+        self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
         super().__init__({
             "disp": In(stream.Signature(wdisp_layout(w))),
@@ -185,6 +194,7 @@ class WriteBuffer(wiring.Component):
         sectors = PAGE_BYTES // self._sector
         shift = self._sector.bit_length() - 1
         deadline = cfg.write_deadline_ticks
+        mut = self._mutations
 
         state = [Signal(WbState, name=f"state{i}") for i in range(n)]
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
@@ -254,6 +264,7 @@ class WriteBuffer(wiring.Component):
 
         # ---- FLUSH: strict errors and enqueue eligibility (§4.4 second and third bullets) ----
         eligible = []
+        mshr_wait = []
         strict_error = []
         serialized = []
         for i in range(n):
@@ -262,10 +273,12 @@ class WriteBuffer(wiring.Component):
                                     for j in range(n)]).any()
             mshr_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
                               for k in range(cfg.mshr_entries)]).any()
-            complete = full[i] if strict else 1
+            complete = full[i] if strict and "wb-strict-partial" not in mut else 1
             serialized.append(named(m, ~same_page_older, f"serialized{i}"))
-            eligible.append(named(m, in_flush & complete & serialized[i] & ~mshr_busy,
+            order_ok = 1 if "wb-w4-ignored" in mut else serialized[i]
+            eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy,
                                   f"eligible{i}"))
+            mshr_wait.append(in_flush & mshr_busy)
             strict_error.append(in_flush & ~full[i] if strict else Const(0))
         enq_fire, enq_index = offer_enqueues(m, self.enq, eligible, target, EntryKind.WBUF)
 
@@ -303,7 +316,8 @@ class WriteBuffer(wiring.Component):
             with m.Elif(allocate):
                 m.d.sync += older[i].eq(older[i] & ~alloc_onehot)
             with m.If(merge & (hit_index == i)):
-                m.d.sync += [cov[i].eq(cov[i] | mask), tail[i].eq(d.slot)]
+                merged = mask if "wb-coverage-overwrite" in mut else cov[i] | mask
+                m.d.sync += [cov[i].eq(merged), tail[i].eq(d.slot)]
             with m.If(~allocated_here & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)
 
@@ -341,27 +355,44 @@ class WriteBuffer(wiring.Component):
 
         if self._checks:
             self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                             pop, cur, locked, serialized, cov, full)
+                             pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
+                             strict_error, mshr_wait)
         return m
 
     def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                    pop, cur, locked, serialized, cov, full):
-        cfg = self._cfg
+                    pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
+                    strict_error, mshr_wait):
+        cfg, checks = self._cfg, self._checks
         n = cfg.write_buffer_entries
         strict = cfg.write_timeout_policy == "strict"
+        d = self.disp.payload
+        protocol(m, checks, ~self.disp.valid | ((d.bytes >= 1) & (d.offset + d.bytes
+                                                                  <= PAGE_BYTES)),
+                 "write dispatched with a byte range outside its page")
+        check_waiters(m, checks, cfg.admission, fire, d.slot, pop, self.ret,
+                      Cat(*[s == WbState.FREE for s in state]).all(), "write buffer")
+        for why in FLUSH_CAUSES:
+            cover(m, checks, Cat(*leaving[why]).any(), f"an entry flushes with cause {why.name}")
+        cover(m, checks, stalled, "a write stalls: no OPEN entry of its page, none FREE")
+        cover(m, checks, Cat(*strict_error).any() if strict else Const(0),
+              "strict policy: an incomplete entry answers with error")
+        cover(m, checks, Cat(*[(state[i] == WbState.FLUSH) & ~serialized[i]
+                               for i in range(n)]).any(),
+              "a FLUSH entry waits for an older entry of its page (W4)")
+        cover(m, checks, Cat(*mshr_wait).any(), "a FLUSH entry waits for an MSHR entry")
         for i in range(n):
             was_open = Signal(name=f"chk_was_open{i}")
             cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
             is_open = state[i] == WbState.OPEN
             m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
-            m.d.sync += Assert(~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
-                               f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
+            invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
+                      f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
             if strict:
                 for c in range(cfg.channels):
                     ev = self.issue[c]
-                    m.d.sync += Assert(~(ev.valid & (ev.index == i)) | full[i],
-                                       f"write-buffer entry {i}: PROGRAM of an incomplete page "
-                                       "under the strict policy (W3)")
+                    invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
+                              f"write-buffer entry {i}: PROGRAM of an incomplete page under "
+                              "the strict policy (W3)")
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
         for i in range(n):
             with m.If(allocate & (free_index == i)):
@@ -372,29 +403,25 @@ class WriteBuffer(wiring.Component):
                 m.d.sync += waiters[i].eq(waiters[i] - 1)
             free = state[i] == WbState.FREE
             programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
-            m.d.sync += [
-                Assert(~programming | serialized[i],
-                       f"write-buffer entry {i} programs while an older entry of its page is "
-                       f"in use (W4)"),
-                Assert(free == (waiters[i] == 0),
-                       f"write-buffer entry {i}: FREE exactly when its waiter list is empty"),
-                Assert(free | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                       f"write-buffer entry {i}: head == tail exactly when one waiter is left"),
-            ]
+            invariant(m, checks, ~programming | serialized[i],
+                      f"write-buffer entry {i} programs while an older entry of its page is "
+                      "in use (W4)")
+            invariant(m, checks, free == (waiters[i] == 0),
+                      f"write-buffer entry {i}: FREE exactly when its waiter list is empty")
+            invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                      f"write-buffer entry {i}: head == tail exactly when one waiter is left")
             for j in range(i + 1, n):
-                m.d.sync += Assert(
-                    ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
-                      & (page[i] == page[j])),
-                    f"write-buffer entries {i} and {j} are both OPEN for one page")
+                invariant(m, checks, ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
+                                       & (page[i] == page[j])),
+                          f"write-buffer entries {i} and {j} are both OPEN for one page")
         states = Array(state)
         for c in range(cfg.channels):
             ev, done = self.issue[c], self.done[c]
-            m.d.sync += [
-                Assert(~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
-                       f"issue[{c}] names a write-buffer entry that is not QUEUED"),
-                Assert(~done.valid | ((done.index < n)
-                                      & (states[done.index] == WbState.PROGRAM)),
-                       f"done[{c}] names a write-buffer entry that is not PROGRAM"),
-            ]
-        m.d.sync += Assert(~locked | self.ret_sel,
-                           "ret_sel dropped while a write-buffer entry was being drained")
+            protocol(m, checks,
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
+                     f"issue[{c}] names a write-buffer entry that is not QUEUED")
+            protocol(m, checks,
+                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
+                     f"done[{c}] names a write-buffer entry that is not PROGRAM")
+        protocol(m, checks, ~locked | self.ret_sel,
+                 "ret_sel dropped while a write-buffer entry was being drained")

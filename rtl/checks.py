@@ -1,0 +1,58 @@
+"""How a block states its properties: simulation assertions, or a formal proof's properties.
+
+Issue 12 item 4: the same Amaranth statements serve the Python simulator, Verilator (item 5)
+and the solver. Every block that owns a table takes ``checks``:
+
+* ``False``: no property at all (what ``hbfsim rtl emit`` writes by default);
+* ``True``: every property is an :class:`~amaranth.hdl.Assert`, including the ones about the
+  block's inputs (the protocol its neighbours must keep); inside a controller those are
+  invariants of the neighbours, so a broken neighbour fails them;
+* ``"formal"``: the block is the top of a proof (:mod:`hbfsim.rtl.formal`): properties about
+  its inputs become :class:`~amaranth.hdl.Assume` (the solver may only drive the ports as the
+  neighbours would), the others stay ``Assert``, and ``Cover`` goals are added.
+
+All properties are clocked (``m.d.sync``): checked at the clock edge on the values of the
+cycle that ends there.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "protocol"]
+
+from amaranth.hdl import Assert, Assume, Cover
+
+#: The accepted values of a block's ``checks`` argument.
+CHECK_MODES = (False, True, "formal")
+
+
+def check_mode(checks) -> bool | str:
+    """Return ``checks`` validated (``False``, ``True`` or ``"formal"``).
+
+    Raises
+    ------
+    ValueError
+        For any other value.
+    """
+    if checks is False or checks is True or checks == "formal":
+        return checks
+    raise ValueError(f"checks must be False, True or 'formal', not {checks!r}")
+
+
+def invariant(m, checks, cond, msg: str) -> None:
+    """A property of the block's own state and outputs: ``Assert`` whenever checks are on."""
+    if checks:
+        m.d.sync += Assert(cond, msg, src_loc_at=1)
+
+
+def protocol(m, checks, cond, msg: str) -> None:
+    """A property of the block's inputs: ``Assume`` in a proof of this block, else ``Assert``."""
+    if checks == "formal":
+        m.d.sync += Assume(cond, msg, src_loc_at=1)
+    elif checks:
+        m.d.sync += Assert(cond, msg, src_loc_at=1)
+
+
+def cover(m, checks, cond, msg: str) -> None:
+    """A goal the proof must show reachable (only in a proof of this block)."""
+    if checks == "formal":
+        m.d.sync += Cover(cond, msg, src_loc_at=1)

@@ -1,0 +1,95 @@
+"""Formal checks of the controller's blocks (issue 12 item 4; docs/formal.md).
+
+CI runs every block at its short ``ci_depth`` (about 30 s in all on a 2-core machine): no
+assertion fails in any trace of that length from reset, every cover goal is reached, and
+where :data:`~hbfsim.rtl.formal.BLOCKS` says so the induction step goes through (proved for
+all time). ``HBFSIM_FORMAL_FULL=1`` adds the deeper runs of ``hbfsim rtl prove`` (minutes);
+without it they are reported as skipped, not passed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hbfsim.rtl import formal
+
+pytestmark = pytest.mark.skipif(formal.missing_tool() is not None,
+                                reason=formal.missing_tool() or "")
+
+FULL = os.environ.get("HBFSIM_FORMAL_FULL", "") not in ("", "0")
+
+
+def _check(block: str, depth: int, tmp_path):
+    r = formal.check_block(block, depth=depth, vcd_dir=tmp_path, timeout=600)
+    assert r.status != "failed", f"{block}: {r.failed} (counterexample {r.vcd})"
+    assert r.asserts > 0 and r.covers
+    unreached = [msg for msg, step in r.covers.items() if step is None]
+    assert not unreached, f"{block}: covers not reached in {depth} steps: {unreached}"
+    if formal.BLOCKS[block].induction:
+        assert r.status == "proved", f"{block}: induction step failed at k={depth}"
+    return r
+
+
+@pytest.mark.parametrize("block", list(formal.BLOCKS))
+def test_block_holds_at_ci_depth(block, tmp_path):
+    _check(block, formal.BLOCKS[block].ci_depth, tmp_path)
+
+
+@pytest.mark.skipif(not FULL, reason="deep formal runs: set HBFSIM_FORMAL_FULL=1")
+@pytest.mark.parametrize("block", list(formal.BLOCKS))
+def test_block_holds_at_full_depth(block, tmp_path):
+    _check(block, formal.BLOCKS[block].depth, tmp_path)
+
+
+def test_a_failing_property_writes_a_counterexample(tmp_path):
+    r = formal.check_block("response", depth=6, covers=False, induction=False,
+                           mutations={"credit-stale"}, vcd_dir=tmp_path)
+    assert r.status == "failed"
+    assert any("spends more link credit" in msg for msg in r.failed)
+    assert r.vcd is not None and (tmp_path / "prove-response-credit-stale.vcd").exists()
+    assert "$var" in (tmp_path / "prove-response-credit-stale.vcd").read_text()
+
+
+def test_every_property_has_a_message():
+    from amaranth.back import rtlil
+    from amaranth.hdl import Value
+
+    for block in formal.BLOCKS:
+        dut = formal._build(block, formal.formal_config(block), ())
+        ports = [Value.cast(v) for _, _, v in dut.signature.flatten(dut)]
+        props = formal.properties(rtlil.convert(formal._Harness(dut), ports=ports,
+                                                name="top"))
+        kinds = {f for f, _ in props.values()}
+        assert {"assert", "assume", "cover"} <= kinds, block
+        # every property but the harness's reset assumption names what it checks
+        unnamed = [k for k, (f, msg) in props.items() if not msg and "formal.py" not in k]
+        assert not unnamed, f"{block}: {unnamed}"
+
+
+def test_bad_block_and_depth_are_refused():
+    with pytest.raises(ValueError, match="--block must be one of"):
+        formal.check_block("nope")
+    with pytest.raises(ValueError, match="--depth must be a positive integer"):
+        formal.check_block("admission", depth=0)
+
+
+def _hbfsim(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "hbfsim.cli", *args], capture_output=True,
+                          text=True)
+
+
+def test_prove_command(tmp_path):
+    p = _hbfsim("rtl", "prove", "--block", "admission", "--depth", "6")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "admission" in p.stdout and "proved (k=6)" in p.stdout
+    p = _hbfsim("rtl", "prove", "--block", "admission", "--depth", "6", "--no-covers",
+                "--mutation", "admission-slot-reuse", "--waves-dir", str(tmp_path))
+    assert p.returncode == 1 and "FAILED" in p.stdout, p.stdout + p.stderr
+    assert (tmp_path / "prove-admission-admission-slot-reuse.vcd").exists()
+    p = _hbfsim("rtl", "prove", "--depth", "0")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
