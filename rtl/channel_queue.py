@@ -2,7 +2,7 @@
 
 Implements docs/timing-contract.md §6 (one queue of ``queue_depth`` operations per channel, at
 most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
-subarray and active-slot checks, the scheduler policies); REFERENCE M2, L2.
+subarray and active-slot checks, the scheduler policies); sources.md M2, L2.
 """
 
 from __future__ import annotations

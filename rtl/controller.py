@@ -31,7 +31,7 @@ from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
 def check_supported(cfg: HbfConfig) -> None:
     """Raise :class:`ValueError` naming the first key the RTL does not implement.
 
-    The RTL leaves out what DESIGN-NOTES §6 lets it leave out: the logic-die page cache and
+    The RTL leaves out two model-only features (docs/rtl.md): the logic-die page cache and
     the ``ssd`` media mode. Any number of stacks is supported: one stack is a
     :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name

@@ -78,7 +78,7 @@ class Widths:
     bytes : int
         Request size 1..4096.
     id, source : int
-        Request id and source (return routing only, REFERENCE A5).
+        Request id and source (return routing only, sources.md A5).
     """
 
     page: int

@@ -1,6 +1,6 @@
 """Address mapper: stack-local page -> channel, channel-local page, subarray.
 
-Implements docs/timing-contract.md §3 (REFERENCE A3, A4; source §4.1.2) bit for bit as
+Implements docs/timing-contract.md §3 (sources.md A3, A4; source §4.1.2) bit for bit as
 :meth:`hbfsim.model.mapping.Mapper.channel_of`: combinational, no cycle.
 """
 
@@ -73,7 +73,7 @@ class Mapper(wiring.Component):
             raw, _ = divmod_const(q, region)
             ch = Mux(raw > n - 1, n - 1, raw)
             local = q - ch * region
-        else:  # explicit: a constant range table; the local index is q itself (REFERENCE A4)
+        else:  # explicit: a constant range table; the local index is q itself (sources.md A4)
             ch = Signal(self._w.channel, name="explicit_channel")
             fallback = divmod_const(q, n)[1]
             m.d.comb += ch.eq(fallback)

@@ -2,7 +2,7 @@
 
 Implements docs/timing-contract.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
 the MSHR side of §6 (enqueue candidates) and of §8 (responses in waiter-list order);
-REFERENCE R1, R2; DESIGN-NOTES §2 (waiter lists as linked lists in a memory of request slots).
+sources.md R1, R2 (waiter lists as linked lists in a memory of request slots).
 """
 
 from __future__ import annotations

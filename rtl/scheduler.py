@@ -2,7 +2,7 @@
 
 Implements docs/timing-contract.md §6 (enqueue arbiter: per channel the MSHR's offer before
 the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
-stack's write-drain window); REFERENCE M2.
+stack's write-drain window); sources.md M2.
 """
 
 from __future__ import annotations

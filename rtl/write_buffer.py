@@ -2,7 +2,7 @@
 
 Implements docs/timing-contract.md §4.2 (write dispatch, and read dispatch step 1: the
 read-after-write probe), §4.4 (write-buffer entries), §5 (flush causes), the write-buffer side
-of §6 (enqueue candidates) and of §8 (responses); REFERENCE W1-W4, W6.
+of §6 (enqueue candidates) and of §8 (responses); sources.md W1-W4, W6.
 """
 
 from __future__ import annotations

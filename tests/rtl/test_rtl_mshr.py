@@ -265,7 +265,7 @@ def test_mshr_matches_reference_random(case, seed, requests, p):
 
 
 def test_shared_staging_one_read_31_hits():
-    """REFERENCE §6 "shared staging": 32 requests to one page, 1 page read + 31 MSHR hits."""
+    """sources.md §studies "shared staging": 32 requests to one page, 1 read + 31 MSHR hits."""
     cfg = small_config(admission=32)
     env = run_lockstep(cfg, [(0, 7, 128)] * 32, seed=1, min_latency=40, max_latency=40)
     assert sum(hit for _, _, hit in env.dispatched) == 31
