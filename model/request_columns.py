@@ -43,6 +43,52 @@ class Columns:
         return len(self.tick)
 
 
+
+#: Bytes the fast path leaves to the row reader: a quote (quoted fields), non-ASCII (the row
+#: reader decodes and names the line), NUL (a binary file).
+_SPECIAL = np.zeros(256, bool)
+_SPECIAL[34] = True
+_SPECIAL[128:] = True
+_SPECIAL[0] = True
+
+
+def line_blocks(fh, block: int | None = None):
+    """Yield the bytes of ``fh`` in blocks of whole lines, as uint8 arrays (about ``block``
+    bytes each, default ``_BLOCK`` read at call time; the last line gets a newline if it
+    lacks one).
+
+    Yields ``None`` and stops at the first block the columnar readers must leave to the row
+    reader: one holding a quote, a non-ASCII byte, a NUL, or a bare CR (which ends a record
+    for the csv module). Shared by the request-CSV and trace readers.
+    """
+    block = _BLOCK if block is None else block
+    carry = b""
+    while True:
+        chunk = fh.read(block)
+        data = carry + chunk
+        if not chunk:
+            if not data:
+                return
+            if not data.endswith(b"\n"):
+                data += b"\n"
+            carry = b""
+        else:
+            cut = data.rfind(b"\n") + 1
+            data, carry = data[:cut], data[cut:]
+            if not data:
+                continue
+        b = np.frombuffer(data, np.uint8)
+        if _SPECIAL[b].any():
+            yield None
+            return
+        cr = np.flatnonzero(b == 13)
+        if len(cr) and (b[np.minimum(cr + 1, len(b) - 1)] != 10).any():
+            yield None
+            return
+        yield b
+        if not chunk:
+            return
+
 def _trim(b: np.ndarray, s: np.ndarray, e: np.ndarray):
     """Move span starts/ends past spaces, tabs and CRs (a few passes: fields are short)."""
     space = np.zeros(256, bool)
@@ -162,33 +208,11 @@ def parse_columns(fh, cfg: HbfConfig, first_line: int, check_line):
     Columns or None
         None when the file needs the row reader (quoted fields, a bare CR, non-ASCII).
     """
-    special = np.zeros(256, bool)
-    special[34] = True            # a quoted field
-    special[128:] = True          # non-ASCII: the row reader decodes and reports
-    special[0] = True             # NUL: a binary file
     parts = []
     line0 = first_line
-    carry = b""
-    while True:
-        chunk = fh.read(_BLOCK)
-        data = carry + chunk
-        if not chunk:
-            if not data:
-                break
-            if not data.endswith(b"\n"):
-                data += b"\n"
-            carry = b""
-        else:
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
-            if not data:
-                continue
-        b = np.frombuffer(data, np.uint8)
-        if special[b].any():
+    for b in line_blocks(fh):
+        if b is None:
             return None
-        cr = np.flatnonzero(b == 13)
-        if len(cr) and (b[np.minimum(cr + 1, len(b) - 1)] != 10).any():
-            return None  # a bare CR ends a record for the csv module: leave it to it
         cols, nlines, first_bad, starts, nl = _block(b, cfg)
         if first_bad is not None:
             text = bytes(b[starts[first_bad]:nl[first_bad]]).decode("ascii")
@@ -196,8 +220,6 @@ def parse_columns(fh, cfg: HbfConfig, first_line: int, check_line):
             return None  # the row reader accepts what this parser did not: let it read all
         parts.append(cols)
         line0 += nlines
-        if not chunk:
-            break
     if not parts:
         e = np.empty(0, np.int64)
         return Columns(e, e.astype(bool), e.astype(np.uint64), e.astype(np.uint16),

@@ -15,11 +15,10 @@ import csv
 import numpy as np
 
 from hbfsim.config import MAX_TICK, PAGE_BYTES, HbfConfig
-from hbfsim.model.request_columns import _ints, _trim
+from hbfsim.model.request_columns import _ints, _trim, line_blocks
 
 __all__ = ["TraceColumns", "load_trace", "replay_list"]
 
-_BLOCK = 1 << 22  # 4 MiB: smaller blocks keep the per-block temporaries (and the heap) small
 _N = 15
 _STATE_NAMES = ("Ingress", "Mapped", "Buffered", "Queued", "MediaOp", "Return", "Completed")
 _STATE_LEN = np.array([len(s) for s in _STATE_NAMES])
@@ -119,32 +118,10 @@ def _compact(cols: dict) -> dict | None:
 
 
 def _parse(fh, first_line: int, check_line):
-    special = np.zeros(256, bool)
-    special[34] = True
-    special[128:] = True
-    special[0] = True
     parts, lines = [], []
     line0 = first_line
-    carry = b""
-    while True:
-        chunk = fh.read(_BLOCK)
-        data = carry + chunk
-        if not chunk:
-            if not data:
-                break
-            if not data.endswith(b"\n"):
-                data += b"\n"
-            carry = b""
-        else:
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
-            if not data:
-                continue
-        b = np.frombuffer(data, np.uint8)
-        if special[b].any():
-            return None
-        cr = np.flatnonzero(b == 13)
-        if len(cr) and (b[np.minimum(cr + 1, len(b) - 1)] != 10).any():
+    for b in line_blocks(fh):
+        if b is None:
             return None
         cols, nlines, first_bad, starts, nl = _block(b)
         if cols is None:
@@ -157,8 +134,6 @@ def _parse(fh, first_line: int, check_line):
         lines.append(line0 + np.flatnonzero(isnl_len > 0))
         parts.append(cols)
         line0 += nlines
-        if not chunk:
-            break
     out = TraceColumns()
     for name in _ORDER:  # one column at a time, each block's copy freed as it is joined
         out[name] = np.concatenate([p.pop(name) for p in parts]) if parts else np.empty(0)

@@ -84,11 +84,11 @@ def test_validate_summary_and_replay_refuses_what_validate_refuses(tmp_path):
 
 @pytest.mark.parametrize("level,block", [(1, 1 << 24), (2, 1 << 24), (2, 300)])
 def test_columnar_trace_path_agrees_with_the_row_path(tmp_path, monkeypatch, level, block):
-    from hbfsim.model import trace_columns
+    from hbfsim.model import request_columns
     from hbfsim.model.trace import validate_trace
     from hbfsim.model.trace_columns import TraceColumns, load_trace, replay_list
 
-    monkeypatch.setattr(trace_columns, "_BLOCK", block)
+    monkeypatch.setattr(request_columns, "_BLOCK", block)   # line_blocks' default
     cfg, p, _ = _write(tmp_path, level)
     summary, cols = load_trace(p, cfg)
     assert isinstance(cols, TraceColumns)  # the fast path answered
