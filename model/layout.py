@@ -151,7 +151,9 @@ def _check_shape(shape: ModelShape) -> None:
                           f"{shape.name!r} (MLA)")
 
 
-def _attention(s: ModelShape, L: str) -> list[tuple[str, int]]:
+def attention_tensors(s: ModelShape, L: str) -> list[tuple[str, int]]:
+    """One layer's norms and attention tensors, ``(name, bytes)`` in Hugging Face storage
+    order under the prefix ``L`` (also the dense llm-decode layout of model/workloads.py)."""
     d = s.dtype_bytes
     qd, kvd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     out = [(L + "input_layernorm.weight", s.hidden * d),
@@ -192,7 +194,7 @@ def weight_tensors(shape: ModelShape, order: str = "declaration") -> list[tuple[
     out = [("model.embed_tokens.weight", s.vocab * s.hidden * d)]
     for i in range(s.layers):
         L = f"model.layers.{i}."
-        out += _attention(s, L)
+        out += attention_tensors(s, L)
         if not s.is_moe or i < s.dense_layers:
             out += [(L + "mlp.gate_proj.weight", s.intermediate * s.hidden * d),
                     (L + "mlp.up_proj.weight", s.intermediate * s.hidden * d),
@@ -309,7 +311,7 @@ def decode_phases(shape: ModelShape, touched: dict[int, list[int]],
     out = [("embed", [("model.embed_tokens.weight", token_id * row, row)])]
     for i in range(s.layers):
         L = f"model.layers.{i}."
-        att = [n for n, _ in _attention(s, L)]
+        att = [n for n, _ in attention_tensors(s, L)]
         out.append((L + "input_layernorm", [(att[0], 0, None)]))
         for name in att[1:]:
             if name.endswith(".bias"):

@@ -451,26 +451,13 @@ def _decode_shape(spec, scale: int = 1) -> ModelShape:
 
 def _tensors(s: ModelShape) -> list[tuple[str, int]]:
     """Weight tensors in storage order as ``(name, bytes)`` (Hugging Face names)."""
+    from hbfsim.model.layout import attention_tensors
+
     d = s.dtype_bytes
-    qd, kvd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     out = [("model.embed_tokens.weight", s.vocab * s.hidden * d)]
     for i in range(s.layers):
         L = f"model.layers.{i}."
-        out.append((L + "input_layernorm.weight", s.hidden * d))
-        out.append((L + "self_attn.q_proj.weight", qd * s.hidden * d))
-        if s.attention_bias:
-            out.append((L + "self_attn.q_proj.bias", qd * d))
-        out.append((L + "self_attn.k_proj.weight", kvd * s.hidden * d))
-        if s.attention_bias:
-            out.append((L + "self_attn.k_proj.bias", kvd * d))
-        out.append((L + "self_attn.v_proj.weight", kvd * s.hidden * d))
-        if s.attention_bias:
-            out.append((L + "self_attn.v_proj.bias", kvd * d))
-        if s.qk_norm:
-            out.append((L + "self_attn.q_norm.weight", s.head_dim * d))
-            out.append((L + "self_attn.k_norm.weight", s.head_dim * d))
-        out.append((L + "self_attn.o_proj.weight", s.hidden * qd * d))
-        out.append((L + "post_attention_layernorm.weight", s.hidden * d))
+        out += attention_tensors(s, L)
         out.append((L + "mlp.gate_proj.weight", s.intermediate * s.hidden * d))
         out.append((L + "mlp.up_proj.weight", s.intermediate * s.hidden * d))
         out.append((L + "mlp.down_proj.weight", s.hidden * s.intermediate * d))
