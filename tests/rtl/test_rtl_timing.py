@@ -56,7 +56,7 @@ def _pins(**over) -> int:
 
 
 def test_base_configuration_fits_the_package_and_more_channels_do_not():
-    """The base configuration's ports take 361 of the 365 pins (TOOLCHAIN.md); with 4
+    """The base configuration's ports take 361 of the 365 pins (docs/toolchain.md); with 4
     channels they do not fit and the wrapper is needed."""
     assert _pins() == 361 <= PACKAGE_IOS
     assert _pins(channels=4) > PACKAGE_IOS
