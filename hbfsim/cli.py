@@ -540,7 +540,7 @@ def _cmd_rtl_prove(a) -> int:
 def _cmd_rtl_timing(a, cfg) -> int:
     from hbfsim.rtl.timing import PACKAGE_IOS, TimingError, timing_report
 
-    _check_output(a.json, "timing file")
+    json_out = _outputs(a, cfg, **{"--json": a.json})["--json"]   # before synthesis
     try:
         r = timing_report(cfg, sector_bytes=a.sector_bytes, wrapper=a.wrapper,
                           freq_mhz=a.freq, seed=a.seed, keep=a.keep,
@@ -568,8 +568,8 @@ def _cmd_rtl_timing(a, cfg) -> int:
     print(f"  critical path {cp['ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
           f"{cp['routing_ns']:.2f} routing): from {cp['from']} to {cp['to']}")
     print(f"  yosys {r['yosys_s']:.0f} s, nextpnr {r['nextpnr_s']:.0f} s")
-    if a.json:
-        _write_json(a.json, r)
+    if json_out is not None:
+        json_out.write_text(json.dumps(r, indent=2) + "\n")
     return 0
 
 

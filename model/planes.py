@@ -65,7 +65,8 @@ class PlaneActivity:
                 busy += min(lat, end + 1 - t)
                 used[plane] = used.get(plane, 0) + 1
         return {"span_ticks": span, "span_us": self.cfg.ticks_to_us(span),
-                "ops": sum(used.values()), "planes_used": len(used), "busy_fraction": busy / (self.planes * span),
+                "ops": sum(used.values()), "planes_used": len(used),
+                "busy_fraction": busy / (self.planes * span),
                 "max_plane_ops": max(used.values(), default=0)}
 
     def busy_over_time(self, start: int, end: int, bin_ticks: int) -> list[float]:

@@ -175,9 +175,6 @@ def replay_requests(rows, cfg: HbfConfig):
     InputError
         Whatever :func:`validate_trace` refuses (replay refuses what validate refuses).
     """
-    from hbfsim.model.controller import Request
-    from hbfsim.model.requests import write_pattern
-
     validate_trace(rows, cfg)
     return requests_from_rows(rows)
 

@@ -1,12 +1,13 @@
 """The seeded generator of multi-turn agentic sessions, and its presets (docs/serving-workloads.md).
 
 The model (serving paper §1 and Table 3: "agentic workloads ... repeated interactions over
-growing contexts"): sessions arrive as a Poisson process; a session runs a geometric number of turns;
-every turn re-sends the whole conversation, so turn ``k``'s input is turn ``k-1``'s input, plus
-turn ``k-1``'s output, plus a new prompt (a user message or a tool result). Prompt and output
-lengths are lognormal; between turns the session thinks (a tool runs, a user reads) for a
-lognormal time, measured from the completion of the previous turn (closed loop). An optional
-system prompt, one of a few shared by all sessions, gives cross-session prefix hits.
+growing contexts"): sessions arrive as a Poisson process; a session runs a geometric number of
+turns; every turn re-sends the whole conversation, so turn ``k``'s input is turn ``k-1``'s
+input, plus turn ``k-1``'s output, plus a new prompt (a user message or a tool result).
+Prompt and output lengths are lognormal; between turns the session thinks (a tool runs, a
+user reads) for a lognormal time, measured from the completion of the previous turn (closed
+loop). An optional system prompt, one of a few shared by all sessions, gives cross-session
+prefix hits.
 
 Prefix identity. A block is named by the tokens before and in it, so its hash is an id given
 once per distinct block: the full blocks of a system prompt share ids across sessions, every

@@ -277,5 +277,6 @@ def make_node(gpu: str = "h100", gpus: int = 1, hbm_stacks: int = 8, hbf_stacks:
     if gpu not in GPU_PRESETS:
         raise ValueError(f"gpu must be one of {', '.join(GPU_PRESETS)}, not {gpu!r}")
     return Node(GPU_PRESETS[gpu], gpus, hbm_tier(hbm_stacks, hbm_timing),
-                hbf_tier(hbf_stacks, hbf_timing, hbf_stack_bytes), host_dram_tier(dram_bytes_per_gpu),
+                hbf_tier(hbf_stacks, hbf_timing, hbf_stack_bytes),
+                host_dram_tier(dram_bytes_per_gpu),
                 host_ssd_tier(ssd_bytes_per_gpu), packaging, link or Interconnect())

@@ -5,7 +5,8 @@ check of their block at its CI depth, failing on the property the registry names
 ``cosim`` ones by the co-simulation against the golden model. One formal kind also runs
 through the co-simulation, to show that Verilator stops on the RTL's own assertion (checks
 are compiled in). ``HBFSIM_MUTATIONS_FULL=1`` runs every kind through the co-simulation too
-(four Verilator builds each, about 20 minutes in all); without it those runs are reported as skipped.
+(four Verilator builds each, about 20 minutes in all); without it those runs are reported as
+skipped.
 """
 
 from __future__ import annotations
