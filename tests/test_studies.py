@@ -41,6 +41,7 @@ def test_every_study_writes_csv_plot_and_summaries(quick):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
         text = read(files["summary_md"])
         assert text.startswith("# ") and "|" in text and STUDIES[name].source in text
+        assert f"discussion in {STUDIES[name].results_page}." in text
         on_disk = json.loads(read(files["summary_json"]))
         assert on_disk["study"] == name and on_disk["quick"] is True
         assert on_disk["runs"] == s["runs"]
@@ -329,10 +330,12 @@ def test_every_study_implements_the_interface():
         s = STUDIES[name]
         assert isinstance(s, Study) and s.name == name and s.title and s.source
         if name == "serving":
-            assert s.cites() == f"the serving paper {s.source} and docs/results-serving.md"
+            assert s.cites() == f"the serving paper {s.source}"
+            assert s.results_page == "docs/results-serving.md"
         else:
             assert s.cites() == (f"the HBF-Sim paper {s.source} and docs/sources.md (figures "
                                  "to compare against)")
+            assert s.results_page == "docs/results.md"
 
 
 def test_a_study_missing_a_method_cannot_be_made():

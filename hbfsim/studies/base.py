@@ -38,6 +38,9 @@ class Study(ABC):
     reference : str
         Further published figures cited beside :attr:`document` in ``summary.md``, inside
         the repository; default the figures of docs/sources.md, empty for none.
+    results_page : str
+        The docs page that discusses the results beside the published ones
+        (default ``"docs/results.md"``).
 
     Methods
     -------
@@ -67,6 +70,7 @@ class Study(ABC):
     source: str
     document: str = "the HBF-Sim paper"
     reference: str = "docs/sources.md (figures to compare against)"
+    results_page: str = "docs/results.md"
 
     @abstractmethod
     def tasks(self, quick: bool) -> list[dict]:

@@ -161,7 +161,7 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     md = [f"# {study.title} ({name}; {study.document} {study.source})", "",
           f"{'Quick (reduced) sweep' if quick else 'Full sweep'}: {len(rows)} simulations in "
           f"{len(tasks)} tasks, {n} worker process(es), {wall:.1f} s host time. Published "
-          f"figures: {study.cites()}; discussion in docs/results.md.", "",
+          f"figures: {study.cites()}; discussion in {study.results_page}.", "",
           study.report(rows, raw), "",
           "Files: `runs.csv` (every run), `plot.png`, `summary.json`.", ""]
     write_text(targets["summary_md"], "\n".join(md))

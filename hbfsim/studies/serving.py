@@ -215,7 +215,8 @@ class Serving(Study):
     title = "LLM serving on an HBM-HBF-host hierarchy"
     source = "Tables 4-7"
     document = "the serving paper"
-    reference = "docs/results-serving.md"
+    reference = ""                 # the published figures are the paper's tables (PUBLISHED)
+    results_page = "docs/results-serving.md"
 
     # ------------------------------------------------------------------ the sweep
     def tasks(self, quick: bool) -> list:
