@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["decode", "read_text"]
+__all__ = ["decode", "open_csv", "read_text"]
 
 
 def decode(data: bytes, name, error=ValueError) -> str:
@@ -52,3 +52,33 @@ def read_text(path, what: str, error=ValueError) -> str:
     except OSError as e:
         raise error(f"cannot read {what} {str(p)!r}: {e.strerror}") from None
     return decode(data, p, error)
+
+
+def open_csv(path, what: str, error=ValueError):
+    """Open CSV file ``path`` (``what`` in messages) for a columnar reader.
+
+    Returns ``(fh, head, plain)``: the binary file positioned after its first line, that
+    line without a UTF-8 BOM, and whether it is plain ASCII with no quote, NUL or bare CR
+    (only then may the columnar fast path read the file; otherwise the caller seeks to 0
+    and reads rows through :func:`decode`). The caller closes ``fh``.
+
+    Raises
+    ------
+    error
+        Unreadable file or a directory, named with the reason.
+    """
+    p = Path(path)
+    try:
+        fh = p.open("rb")
+    except OSError as e:
+        raise error(f"cannot read {what} {str(p)!r}: {e.strerror}") from None
+    try:
+        head = fh.readline()
+    except IsADirectoryError:
+        fh.close()
+        raise error(f"cannot read {what} {str(p)!r}: it is a directory") from None
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    plain = head.isascii() and b'"' not in head and b"\0" not in head \
+        and b"\r" not in head.rstrip(b"\r\n")
+    return fh, head, plain

@@ -177,24 +177,14 @@ def load_requests_csv(path: str | Path, cfg: HbfConfig) -> RequestList:
         Unreadable file, wrong header, or a bad field (message names line and field).
     """
     from hbfsim.model.request_columns import parse_columns
-    from hbfsim.textfile import decode
+    from hbfsim.textfile import decode, open_csv
 
     p = Path(path)
     mapper = Mapper(cfg)
-    try:
-        fh = p.open("rb")
-    except OSError as e:
-        raise InputError(f"cannot read requests {str(p)!r}: {e.strerror}") from None
+    fh, head, plain = open_csv(p, "requests", InputError)
     with fh:
-        try:
-            head = fh.readline()
-        except IsADirectoryError:
-            raise InputError(f"cannot read requests {str(p)!r}: it is a directory") from None
-        if head.startswith(b"\xef\xbb\xbf"):
-            head = head[3:]
         cols = None
-        if head.isascii() and b'"' not in head and b"\0" not in head \
-                and b"\r" not in head.rstrip(b"\r\n"):
+        if plain:
             _check_header(p, next(csv.reader([head.decode("ascii")]), None) if head else None)
 
             def check_line(lineno, text):

@@ -16,6 +16,7 @@ import numpy as np
 
 from hbfsim.config import MAX_TICK, PAGE_BYTES, HbfConfig
 from hbfsim.model.request_columns import _ints, _trim, line_blocks
+from hbfsim.textfile import open_csv
 
 __all__ = ["TraceColumns", "load_trace", "replay_list"]
 
@@ -243,19 +244,9 @@ def load_trace(path, cfg: HbfConfig, name=None):
     p = Path(path)
     name = str(p) if name is None else name
     cols = None
-    try:
-        fh = p.open("rb")
-    except OSError as e:
-        raise InputError(f"cannot read trace {str(p)!r}: {e.strerror}") from None
+    fh, head, plain = open_csv(p, "trace", InputError)
     with fh:
-        try:
-            head = fh.readline()
-        except IsADirectoryError:
-            raise InputError(f"cannot read trace {str(p)!r}: it is a directory") from None
-        if head.startswith(b"\xef\xbb\xbf"):
-            head = head[3:]
-        if head and head.isascii() and b'"' not in head and b"\0" not in head \
-                and b"\r" not in head.rstrip(b"\r\n"):
+        if head and plain:
             check_header(p, next(csv.reader([head.decode("ascii")]), None))
 
             def check_line(lineno, text):
