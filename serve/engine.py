@@ -184,10 +184,6 @@ class _Replica:
                 self.next_of[last[tr.session]] = i
             last[tr.session] = i
         self.sess_blocks = {}
-        # Sessions between turns, with the KV pages of their context: what the buffered
-        # policy keeps room for (a new session may not take it).
-        self.open_idle = {}
-        self.open_idle_pages = 0
         self.res = ReplicaResult(turns, np.full(n, np.nan), np.full(n, np.nan),
                                  np.full(n, np.nan), np.zeros(n, np.int64),
                                  np.zeros(n, bool), Tally(), list(pages))
@@ -282,9 +278,14 @@ class _Replica:
         if empty:
             if kv.dev_busy + need > kv.dev_cap:
                 return False
-        elif not self.sched.admits(r, need, kv.dev_busy, self.open_idle_pages,
-                                   kv.dev_cap - len(self.running)):
-            return False
+        else:
+            # A returning turn whose context left the device (some of it on the host, or
+            # none cached any more) must bring it back as a newcomer brings its prompt.
+            lost = host > 0 or len(hits) < min(self.sess_blocks.get(r.session, 0), maxb)
+            mine = kv.owner_dev.get(r.session, 0)  # not protected against itself
+            if not self.sched.admits(r, need, kv.dev_busy, kv.protected_dev - mine,
+                                     kv.dev_cap - len(self.running), lost=lost):
+                return False
         for b in hits:
             kv.pin(b)
         hit_f = 0
@@ -294,7 +295,7 @@ class _Replica:
             if b.tier == HBF:
                 hit_f += B
         r.own_h, r.own_f = kv.alloc(own)
-        self.open_idle_pages -= self.open_idle.pop(r.session, 0)
+        kv.unprotect(r.session)
         self._queue_moves(self.now)
         # A host hit is usable once its reload has crossed PCIe (and left the SSD).
         r.ready = max(self.busy["link_in"], self.busy["ssd"]) if host else self.now
@@ -306,15 +307,31 @@ class _Replica:
         res.device_hit_tokens += hit_tok - host * B
         return True
 
+    def _kept(self):
+        """Waiting requests whose session keeps its whole context on the device (arrival
+        order), dropping those that lost it since they arrived."""
+        own, kept = self.kv.owner_dev, self.kept
+        stale = []
+        try:
+            for i, r in kept.items():
+                if r.session in own:
+                    yield r
+                else:
+                    stale.append(i)
+        finally:
+            for i in stale:
+                del kept[i]
+
     def _schedule(self, empty):
         run, cfg = self.running, self.cfg
         admitted = False
-        for r in self.sched.candidates(self.waiting, self._resident):
+        for r in self.sched.candidates(self.waiting, self._resident, self._kept()):
             if len(run) >= cfg.max_batch:
                 break
             if not self._try_admit(r, empty and not run):
                 break
             r.in_run, r.seq = True, self.seq
+            self.kept.pop(r.i, None)
             self.seq += 1
             run.append(r)
             admitted = True
@@ -364,9 +381,7 @@ class _Replica:
         kv.release(list(r.pinned) + new)
         self.sess_blocks[r.session] = len(r.pinned) + len(new)
         if j is not None:
-            pages = self.sess_blocks[r.session] * bp
-            self.open_idle[r.session] = pages
-            self.open_idle_pages += pages
+            kv.protect(r.session, list(r.pinned) + new)
         r.in_run = False
         res = self.res
         res.done[r.i] = t
@@ -394,6 +409,7 @@ class _Replica:
                      if tr.arrival_s is not None]
         heapq.heapify(self.heap)
         self.waiting, self.running = [], []
+        self.kept = {}  # waiting requests of sessions that keep their context: see _kept
         self.seq = 0
         self.n_done = 0
         t = 0.0
@@ -409,7 +425,10 @@ class _Replica:
                         self.progress(1)
                     self._after(i, a)
                     continue
-                self.waiting.append(_Req(i, tr, a))
+                req = _Req(i, tr, a)
+                self.waiting.append(req)
+                if tr.session in kv.owner_dev:
+                    self.kept[i] = req
                 dirty = True
             if not self.running and not self.waiting:
                 if not self.heap:

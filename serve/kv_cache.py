@@ -30,12 +30,13 @@ CHANNELS = ("hbf_write", "hbf_read", "link_in", "link_out", "ssd")
 
 
 class Block:
-    """One cached prefix block: its hash, tier and how many running sequences pin it."""
+    """One cached prefix block: its hash, tier, how many running sequences pin it, and the
+    open session that keeps it for its next turn (``owner``; see :meth:`KVCache.protect`)."""
 
-    __slots__ = ("h", "tier", "ref")
+    __slots__ = ("h", "tier", "ref", "owner")
 
     def __init__(self, h, tier):
-        self.h, self.tier, self.ref = h, tier, 0
+        self.h, self.tier, self.ref, self.owner = h, tier, 0, None
 
 
 class KVCache:
@@ -63,6 +64,9 @@ class KVCache:
         Tokens moved since the last :meth:`take_pending`, per channel: ``hbf_write``,
         ``hbf_read``, ``link_in`` (host -> device over PCIe), ``link_out`` (device -> host),
         ``ssd`` (reads and writes of the drive).
+    protected_dev : int
+        Device pages of the contexts that sessions between two turns keep for their next
+        turn (:meth:`protect`), kept exact as blocks move.
     """
 
     def __init__(self, caps, page_tokens: int = 16, block_tokens: int = 16):
@@ -82,6 +86,9 @@ class KVCache:
         self.moved_out = [0, 0, 0, 0]
         self.dropped_blocks = 0
         self.pending = dict.fromkeys(CHANNELS, 0)
+        self.owner_dev: dict = {}
+        self.owner_blocks: dict = {}
+        self.protected_dev = 0
 
     # ------------------------------------------------------------------ queries
     @property
@@ -126,6 +133,10 @@ class KVCache:
         src, n, bt = b.tier, self.bp, self.B
         self.used[src] -= n
         self.moved_out[src] += bt
+        if b.owner is not None and (dest is None or dest > HBF):
+            # Part of a kept context left the device: the session will reload it anyway, so
+            # it keeps nothing (what it still has on the device is no longer protected).
+            self.unprotect(b.owner)
         if dest is None:
             del self.blocks[b.h]
             self.dropped_blocks += 1
@@ -238,6 +249,31 @@ class KVCache:
                 if b.tier <= HBF:
                     self.dev_busy -= bp
 
+    def protect(self, owner, blocks) -> None:
+        """Mark ``blocks`` as the context open session ``owner`` keeps for its next turn and
+        count their pages in ``protected_dev``, if they are all on the device (a context
+        partly on the host is reloaded anyway and keeps nothing). A block another open
+        session already keeps, such as a shared system prompt, stays that session's. The
+        protection ends with :meth:`unprotect` or when one of the blocks leaves the device."""
+        self.unprotect(owner)
+        if any(b.tier > HBF for b in blocks):
+            return
+        mine, pages = [], 0
+        for b in blocks:
+            if b.owner is None:
+                b.owner = owner
+                mine.append(b)
+                pages += self.bp
+        self.owner_blocks[owner] = mine
+        self.owner_dev[owner] = pages
+        self.protected_dev += pages
+
+    def unprotect(self, owner) -> None:
+        """``owner``'s next turn was admitted (its blocks are pinned) or it closed."""
+        for b in self.owner_blocks.pop(owner, ()):
+            b.owner = None
+        self.protected_dev -= self.owner_dev.pop(owner, 0)
+
     def check(self) -> None:
         """Assert the accounting invariants (tests call this after every step)."""
         for t in range(4):
@@ -256,4 +292,11 @@ class KVCache:
         own = self.used[HBM] + self.used[HBF] - blk[HBM] - blk[HBF]
         assert own >= 0
         assert self.dev_busy == own + pinned_dev, (self.dev_busy, own, pinned_dev)
+        prot = dict.fromkeys(self.owner_dev, 0)
+        for b in self.blocks.values():
+            if b.owner is not None:
+                assert b.tier <= HBF, "a kept context is partly on the host"
+                prot[b.owner] += self.bp
+        assert prot == self.owner_dev, "protected pages drifted"
+        assert self.protected_dev == sum(prot.values())
         assert self.dev_busy <= self.dev_cap

@@ -58,24 +58,30 @@ class Scheduler:
             return f"cache-aware, {self.headroom:.0%} headroom"
         return self.name
 
-    def candidates(self, waiting, resident):
+    def candidates(self, waiting, resident, kept=()):
         """Waiting requests in the order to try; ``resident(req)`` says whether a request's
-        prefix is on the device."""
+        prefix is on the device; ``kept`` yields waiting requests (arrival order) whose
+        session's whole context is known to be on the device, wherever they wait in the
+        queue (the cache-aware orders try them first)."""
         if self.name == "fcfs":
             return iter(waiting)
-        head = list(islice(waiting, self.window))
+        first = list(islice(kept, self.window))
+        seen = {r.i for r in first}
+        head = [r for r in islice(waiting, self.window + len(first)) if r.i not in seen]
+        head = head[:self.window]
         flags = [resident(r) for r in head]
         hot = [r for r, f in zip(head, flags) if f]
-        if not hot:
-            return iter(head)
-        return iter(hot + [r for r, f in zip(head, flags) if not f])
+        return iter(first + hot + [r for r, f in zip(head, flags) if not f])
 
-    def admits(self, req, need: int, busy: int, protected: int, cap: int) -> bool:
+    def admits(self, req, need: int, busy: int, protected: int, cap: int,
+               lost: bool = False) -> bool:
         """May ``req`` (needing ``need`` more busy device pages) be admitted now?
 
         ``busy``: device pages held by running requests; ``protected``: context pages of the
-        sessions between two turns; ``cap``: device KV pages available."""
-        if self.name == "buffered" and req.index == 0:
+        other sessions between two turns; ``cap``: device KV pages available; ``lost``: a
+        returning turn whose context is no longer all on the device (``buffered`` treats it
+        as a new session)."""
+        if self.name == "buffered" and (req.index == 0 or lost):
             return busy + protected + need <= int(cap * (1.0 - self.headroom))
         return busy + need <= cap
 

@@ -52,6 +52,27 @@ def test_tail_of_a_prefix_cools_first():
     kv.check()
 
 
+def test_a_kept_context_counts_while_it_is_all_on_the_device():
+    """``protect`` counts a session's context while every block of it is on the device; the
+    first block to reach the host ends the protection (the session reloads anyway)."""
+    kv = KVCache([2, 1, 4, 0], page_tokens=16, block_tokens=16)
+    ctx = [idle_block(kv, h) for h in ("a", "b", "c")]  # a: HBF, b and c: HBM
+    kv.protect("s", ctx)
+    assert kv.protected_dev == 3 and kv.owner_dev == {"s": 3}
+    kv.check()
+    idle_block(kv, "x")  # cools "b" from HBM to HBF, so "a" from HBF to DRAM
+    assert ctx[0].tier == DRAM
+    assert kv.protected_dev == 0 and kv.owner_dev == {} and ctx[1].owner is None
+    kv.check()
+    kv.protect("s", ctx)  # partly on the host: keeps nothing
+    assert kv.protected_dev == 0
+    kv.protect("t", ctx[1:])  # the device part alone
+    assert kv.protected_dev == 2
+    kv.unprotect("t")
+    assert kv.protected_dev == 0 and all(b.owner is None for b in ctx)
+    kv.check()
+
+
 def test_new_pages_spill_to_hbf_when_hbm_is_busy():
     kv = KVCache([4, 8, 0, 0], page_tokens=16, block_tokens=16)
     assert kv.alloc(10) == (4, 6)

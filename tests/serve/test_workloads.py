@@ -110,11 +110,27 @@ def test_window_ends_a_session_and_shortens_a_first_turn():
     (dict(think_s=(-1, 0)), "think_s"),
     (dict(system_prompt_tokens=200_000), "max_context"),
     (dict(block_tokens=0), "block_tokens"),
+    (dict(turns_sigma=-0.1), "turns_sigma"),
+    (dict(turns_sigma=5.0), "turns_sigma"),
+    (dict(turns_sigma="wide"), "turns_sigma"),
 ])
 def test_bad_generator_parameter_is_named(kw, field):
     args = dict(dict(sessions=10, seed=0), **kw)
     with pytest.raises(WorkloadError, match=f"'{field}'"):
         generate(args.pop("sessions"), **args)
+
+
+def test_turn_count_spread():
+    """``turns_sigma`` 0: every session has the mean count; a positive sigma keeps the mean
+    (lognormal) and spreads less than the geometric default (coefficient of variation ~1)."""
+    cv = {}
+    for sigma in (None, 0.0, 0.3):
+        w = generate(3000, seed=4, turns_per_session=20, turns_sigma=sigma,
+                     max_context=10 ** 7)
+        n = np.bincount(columns(w)[0])
+        assert abs(n.mean() - 20) < 1.0, (sigma, n.mean())
+        cv[sigma] = n.std() / n.mean()
+    assert cv[0.0] == 0 and 0.25 < cv[0.3] < 0.35 and 0.9 < cv[None] < 1.05
 
 
 def test_zero_think_time_is_allowed():
