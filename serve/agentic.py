@@ -1,9 +1,10 @@
 """The seeded generator of multi-turn agentic sessions, and its presets (docs/serving-workloads.md).
 
 The model (serving paper §1 and Table 3: "agentic workloads ... repeated interactions over
-growing contexts"): sessions arrive as a Poisson process; a session runs a geometric number of
-turns; every turn re-sends the whole conversation, so turn ``k``'s input is turn ``k-1``'s
-input, plus turn ``k-1``'s output, plus a new prompt (a user message or a tool result).
+growing contexts"): sessions arrive as a Poisson process; a session runs a geometric (or
+lognormal, ``turns_sigma``) number of turns; every turn re-sends the whole conversation, so
+turn ``k``'s input is turn ``k-1``'s input, plus turn ``k-1``'s output, plus a new prompt (a
+user message or a tool result).
 Prompt and output lengths are lognormal; between turns the session thinks (a tool runs, a
 user reads) for a lognormal time, measured from the completion of the previous turn (closed
 loop). An optional system prompt, one of a few shared by all sessions, gives cross-session
@@ -64,8 +65,9 @@ def _draw_tokens(rng, median, sigma, size, cap):
 
 
 def generate(sessions: int, *, seed: int, turns_per_session: float = 25.0,
-             turns_sigma: float | None = None, max_turns_per_session: int = 1000, first_prompt=(4000.0, 0.8),
-             followup_prompt=(250.0, 1.2), output=(200.0, 1.0), think_s=(2.0, 1.0),
+             turns_sigma: float | None = None, max_turns_per_session: int = 1000,
+             first_prompt=(4000.0, 0.8), followup_prompt=(250.0, 1.2), output=(200.0, 1.0),
+             think_s=(2.0, 1.0),
              arrival_rate: float | None = 0.5, block_tokens: int = 512,
              system_prompt_tokens: int = 0, system_prompts: int = 1,
              max_context: int = 131072, max_turns: int | None = None,
