@@ -4,7 +4,7 @@
     python bench/bench_layout.py --full     # full size on 6 flashaccel stacks (minutes)
     python bench/bench_layout.py --full --scale 4 --channel-bw 10000 --issue hyperpage
 
-Runs the ``layout-decode`` workload (model/workloads.py) closed loop under ``declaration``
+Runs the ``layout-decode`` workload (model/workloads_layout.py) closed loop under ``declaration``
 and ``execution`` order and prints, from the runs, the step's span and fraction of planes
 busy, and per large kernel its pages, the most pages on one plane (from the layout), its
 span, the planes it used and its fraction of planes busy (docs/flashaccel.md).

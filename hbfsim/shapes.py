@@ -5,7 +5,7 @@ costs to run: dense or Mixture-of-Experts MLPs (routed, active and shared expert
 dense layers), grouped-query attention (GQA) or DeepSeek's multi-head latent attention (MLA,
 with an optional DeepSeek-Sparse-Attention indexer), weight and KV-cache dtypes. From those it
 derives weight bytes, parameter counts, KV bytes per token, FLOPs and the expected weight bytes
-a forward pass over a batch reads. ``model/workloads.py`` (the device-level ``llm_decode``
+a forward pass over a batch reads. ``model/workloads_llm.py`` (the device-level ``llm_decode``
 workload) and ``serve/`` (the serving level of issue 9 and the serving paper) share it.
 
 Plain Python: this module imports no simulator. docs/models.md gives every equation and the

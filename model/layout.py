@@ -7,7 +7,7 @@ it names lands on the plane the controller will use.
 
 * ``declaration``: the tensors one after another in the order the model declares them,
   from the HBF base, each aligned to ``align`` bytes (as ``decode_layout`` in
-  ``model/workloads.py`` stores a dense model).
+  ``model/workloads_llm.py`` stores a dense model).
 * ``execution``: the tensors in the order a decode step reads them, cut into megapages (one
   page on each of the M planes of a megaplane), megapage ``j`` on megaplane ``j mod K``
   (K megaplanes, stacks fastest, then channels, then a die's megaplane groups) at row
@@ -153,7 +153,7 @@ def _check_shape(shape: ModelShape) -> None:
 
 def attention_tensors(s: ModelShape, L: str) -> list[tuple[str, int]]:
     """One layer's norms and attention tensors, ``(name, bytes)`` in Hugging Face storage
-    order under the prefix ``L`` (also the dense llm-decode layout of model/workloads.py)."""
+    order under the prefix ``L`` (also the dense llm-decode layout of model/workloads_llm.py)."""
     d = s.dtype_bytes
     qd, kvd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     out = [(L + "input_layernorm.weight", s.hidden * d),
@@ -182,7 +182,7 @@ def _expert(prefix: str, s: ModelShape) -> list[tuple[str, int]]:
 def weight_tensors(shape: ModelShape, order: str = "declaration") -> list[tuple[str, int]]:
     """Every weight tensor as ``(name, bytes)`` (Hugging Face names) in ``order``.
 
-    For a dense model both orders are ``_tensors()`` of ``model/workloads.py``: the forward
+    For a dense model both orders are ``_tensors()`` of ``model/workloads_llm.py``: the forward
     pass. An MoE layer (past the leading ``dense_layers``) declares its router, shared
     experts and experts ``0..E-1`` (gate, up, down each); executed, the router and shared
     experts come first, then every expert's gate and up, then every expert's down.

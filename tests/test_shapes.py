@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import hbfsim.model.workloads as workloads
+from hbfsim.model.workloads_llm import _tensors
 from hbfsim.shapes import (MODEL_PRESETS, ModelShape, ShapeError, mean_causal_context,
                            model_shape)
 
@@ -77,7 +78,7 @@ def test_gqa_closed_forms():
 def test_weight_bytes_equal_the_device_layout(shape):
     """The serving level and the decode workload's tensor list count the same bytes."""
     s = model_shape(shape)
-    assert s.weight_bytes == sum(nb for _, nb in workloads._tensors(s))
+    assert s.weight_bytes == sum(nb for _, nb in _tensors(s))
 
 
 def test_qwen3_1_7b_matches_the_reference_decode_bytes():

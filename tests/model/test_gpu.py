@@ -247,7 +247,7 @@ def test_media_saturation_reaches_the_array_ceiling():
 
 
 # --------------------------------------------------------------------------- the driver
-# run_stepped (model/gpu.py) drives a GpuPort against an HbfSystem one tick at a time, with
+# run_stepped (model/gpu_port.py) drives a GpuPort against an HbfSystem one tick at a time, with
 # no horizon and no lookahead: the reference ClosedLoop's chunked driver must equal. The
 # co-simulation drives the same GpuPort against the RTL.
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,8 @@ from hbfsim.config import PAGE_BYTES, load_config
 from hbfsim.model.layout import (KvLayout, LayoutError, PlaneMap, decode_phases,
                                  touched_experts, weight_layout, weight_tensors)
 from hbfsim.model.planes import run_with_planes
-from hbfsim.model.workloads import LAYOUT_GEOMETRY, _tensors, layout_decode
+from hbfsim.model.workloads import LAYOUT_GEOMETRY, layout_decode
+from hbfsim.model.workloads_llm import _tensors
 from hbfsim.shapes import model_shape
 
 SMALL = dict(channels=2, subarrays_per_channel=6, planes_per_die=6, megaplane_planes=3,
