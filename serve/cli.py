@@ -101,9 +101,11 @@ def register(subparsers):
     s.add_argument("--headroom", type=_float_arg, default=0.10, metavar="F",
                    help="admission headroom of the buffered scheduler (default 0.10)")
     s.add_argument("--max-batch", type=_int_arg, default=256, metavar="N",
-                   help="running sequences at most (default 256)")
+                   help="running sequences at most, per attention rank under --dpa "
+                        "(default 256)")
     s.add_argument("--max-tokens", type=_int_arg, default=8192, metavar="N",
-                   help="query tokens per iteration (default 8192)")
+                   help="query tokens per iteration, per attention rank under --dpa "
+                        "(default 8192)")
     s.add_argument("--page-tokens", type=_int_arg, default=16, metavar="N",
                    help="tokens per KV page (default 16)")
     s.add_argument("--compute-efficiency", type=_float_arg, default=0.7, metavar="F",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,9 +43,13 @@ class EngineConfig:
     Members
     -------
     max_batch : int
-        Running sequences at most [max_num_seqs = 256].
+        Running sequences at most, per scheduler [max_num_seqs = 256]. Under data-parallel
+        attention every attention rank schedules its own batch (vLLM runs one engine core
+        per data-parallel rank), so a replica of ``tp`` DPA ranks runs up to
+        ``tp * max_batch`` (:func:`simulate`).
     max_tokens : int
-        Query tokens per iteration, decode + prefill chunks [max_num_batched_tokens = 8192].
+        Query tokens per iteration, decode + prefill chunks, per scheduler
+        [max_num_batched_tokens = 8192]; ``tp * max_tokens`` per replica under DPA.
     page_tokens : int
         Tokens per KV page [block_size = 16].
     activation_reserve_bytes : float
@@ -644,6 +648,8 @@ def simulate(workload: Workload, node: Node, model: ModelCosts, scheduler: Sched
     """
     cfg = config or EngineConfig()
     cost = CostModel(node, model, tp=tp, ep=ep, weights=weights, params=params, dpa=dpa)
+    if cost.dpa:  # one scheduler per attention rank (EngineConfig)
+        cfg = replace(cfg, max_batch=cfg.max_batch * tp, max_tokens=cfg.max_tokens * tp)
     pages = kv_pages(node, cost, cfg)
     replicas = node.gpus // tp
     groups = [[] for _ in range(replicas)]

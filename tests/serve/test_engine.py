@@ -133,6 +133,18 @@ def test_replicas_split_sessions(qwen32):
     assert sum(len(r.turns) for r in run.replicas) == len(wl.turns)
 
 
+def test_each_dpa_rank_schedules_its_own_batch(tiny):
+    """Under DPA the batch limits are per attention rank: a TP2 DPA replica runs up to
+    2 x max_batch sequences, a TP2 replica without DPA max_batch."""
+    wl = generate(40, seed=2, turns_per_session=1, arrival_rate=None, first_prompt=(200, 0.2),
+                  output=(300, 0.2))
+    node = make_node(gpus=2, hbm_stacks=8)
+    cfg = EngineConfig(max_batch=3, max_tokens=512)
+    runs = {d: simulate(wl, node, tiny, Scheduler("fcfs"), tp=2, dpa=d, config=cfg,
+                        check=True).replicas[0] for d in (False, True)}
+    assert runs[False].max_running == 3 and runs[True].max_running == 6
+
+
 def test_model_that_does_not_fit_is_rejected(qwen32):
     with pytest.raises(ValueError, match="does not fit"):
         simulate(generate(2, seed=0), make_node(hbm_stacks=2), qwen32, Scheduler("fcfs"))
