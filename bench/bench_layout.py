@@ -3,6 +3,7 @@
     python bench/bench_layout.py            # Qwen3-235B-A22B / 8, the scaled geometry (~2 s)
     python bench/bench_layout.py --full     # full size on 6 flashaccel stacks (minutes)
     python bench/bench_layout.py --full --scale 4 --channel-bw 10000 --issue hyperpage
+    python bench/bench_layout.py --replicate   # with straggler replication (model/replication.py)
 
 Runs the ``layout-decode`` workload (model/workloads_layout.py) closed loop under ``declaration``
 and ``execution`` order and prints, from the runs, the step's span and fraction of planes
@@ -17,6 +18,7 @@ import time
 
 from hbfsim.config import load_config
 from hbfsim.model.planes import run_with_planes
+from hbfsim.model.replication import replicate_program
 from hbfsim.model.workloads import LAYOUT_GEOMETRY, layout_decode
 
 
@@ -30,6 +32,8 @@ def main() -> None:
                     help="order of a kernel's page loads (default stream)")
     ap.add_argument("--channel-bw", type=float, help="channel_bw_gbps override")
     ap.add_argument("--megaplane", type=int, help="megaplane_planes override")
+    ap.add_argument("--replicate", action="store_true",
+                    help="copy the megapages above each kernel's average load to HBM")
     a = ap.parse_args()
     over = {}
     if a.channel_bw is not None:
@@ -51,15 +55,21 @@ def main() -> None:
     for layout in ("declaration", "execution"):
         t0 = time.perf_counter()
         prog = layout_decode(cfg, scale=scale, layout=layout, batch=a.batch, issue=a.issue)
+        if a.replicate:
+            prog = replicate_program(cfg, prog)
         res, act = run_with_planes(cfg, prog)
         whole = act.window(res.start_tick, res.end_tick)
         print(f"{layout}: span {res.span_us:,.1f} us, planes busy {whole['busy_fraction']:.3f}, "
               f"{res.requests:,} page reads ({time.perf_counter() - t0:.1f} s host)")
-        for k, e in zip(res.kernels, prog.expected["kernels"]):
+        if a.replicate:
+            print(f"  replicated into HBM: {prog.expected['hbm_bytes']:,} B")
+        reps = prog.expected.get("replication", [None] * len(res.kernels))
+        for k, e, r in zip(res.kernels, prog.expected["kernels"], reps):
             if e["pages"] * 20 < res.requests:
                 continue
             w = act.window(k["launch"], k["end"])
-            print(f"  {k['name']:<36} {e['pages']:>8,} pages, max {e['max_plane_pages']:>4} "
+            most = e["max_plane_pages"] if r is None else r["max_plane_pages_after"]
+            print(f"  {k['name']:<36} {e['pages']:>8,} pages, max {most:>4} "
                   f"on a plane, span {w['span_us']:>8,.1f} us, planes used "
                   f"{w['planes_used']:>5,} / {act.planes:,}, busy {w['busy_fraction']:.3f}")
 

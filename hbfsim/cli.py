@@ -455,8 +455,8 @@ def _cmd_replay(a) -> int:
 _SHOW_NOTES = {
     "megaplane_planes": "  # grouping only: no timing effect until hyperpage commands "
                         "(docs/flashaccel.md)",
-    "plane_sram_bytes": "  # recorded, not used yet (docs/flashaccel.md)",
-    "base_die_sram_bytes": "  # recorded, not used yet (docs/flashaccel.md)",
+    "plane_sram_bytes": "  # the SRAM prefetch queue's plane staging (model/prefetch.py)",
+    "base_die_sram_bytes": "  # the SRAM prefetch queue's capacity per stack (model/prefetch.py)",
 }
 
 

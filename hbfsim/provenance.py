@@ -36,10 +36,10 @@ DEFAULT_SOURCES = {
                              "name no die size"),
     "megaplane_planes": (OURS, "1: every plane alone; grouping only, no timing effect until "
                                "hyperpage commands (docs/flashaccel.md)"),
-    "plane_sram_bytes": (OURS, "0: no per-plane SRAM in the HBF-Sim sources; recorded, "
-                               "unused"),
+    "plane_sram_bytes": (OURS, "0: no per-plane SRAM in the HBF-Sim sources (the "
+                               "SRAM prefetch queue refuses it)"),
     "base_die_sram_bytes": (OURS, "0: the HBF-Sim base die has only the page cache "
-                                  "(page_cache_pages); recorded, unused"),
+                                  "(page_cache_pages); no SRAM prefetch"),
     "active_per_channel": (PAPER, "§5.4: 32 active slots per channel"),
     "active_total": (OURS, "no stack-wide cap; the HBF-Sim configuration has 64 "
                            "(hbf_max_active = 64)"),
@@ -117,8 +117,8 @@ PROFILE_SOURCES = {
         "channel_bw_gbps": (FLASHACCEL, "768 GB/s per stack over 8 channels"),
         "capacity_bytes": (FLASHACCEL, "192 GB NAND per stack, read as 192 GiB (256 MiB "
                                        "per plane)"),
-        "plane_sram_bytes": (FLASHACCEL, "32 KB SRAM per plane (recorded, unused)"),
-        "base_die_sram_bytes": (FLASHACCEL, "32 MB base-die SRAM (recorded, unused)"),
+        "plane_sram_bytes": (FLASHACCEL, "32 KB SRAM per plane (model/prefetch.py)"),
+        "base_die_sram_bytes": (FLASHACCEL, "32 MB base-die SRAM (model/prefetch.py)"),
         "admission": (OURS, "two waves of page reads (2 x 768 planes)"),
         "mshr_entries": (OURS, "two waves of page reads (2 x 768 planes)"),
         "queue_depth": (OURS, "each channel queue sees all of its 96 planes"),

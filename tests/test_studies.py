@@ -31,7 +31,7 @@ def quick(tmp_path_factory):
 
 def test_every_study_writes_csv_plot_and_summaries(quick):
     assert set(quick) == {"media-saturation", "mshr-feedback", "placement", "rw-isolation",
-                          "page-service", "serving"}
+                          "page-service", "serving", "flashaccel"}
     for name, s in quick.items():
         files = s["files"]
         with open(files["csv"], newline="") as f:
@@ -355,3 +355,42 @@ def test_python_m_runs_the_subcommand(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "growth C1/burst: 896.000" in r.stdout and (tmp_path / "summary.json").is_file()
+
+
+# ---------------------------------------------------------------- flashaccel
+@pytest.fixture(scope="module")
+def flashaccel(tmp_path_factory):
+    """The quick FlashAccel study alone (one model, one mix, both SLOs)."""
+    return run_study("flashaccel", tmp_path_factory.mktemp("fa"), quick=True, workers=1)
+
+
+def test_flashaccel_bars_meet_their_slo_and_the_checks_follow_the_rows(flashaccel):
+    s = flashaccel
+    with open(s["files"]["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["config"] for r in rows} == {"baseline", "csi", "cli"}
+    assert {r["variant"] for r in rows if r["config"] == "csi"} == \
+        {"full", "no-prefetch", "no-weight-layout", "no-kv-layout", "plain"}
+    for r in rows:
+        if int(r["batch"]):
+            assert float(r["step_ms"]) <= float(r["slo_ms"]) + 1e-9
+        if r["config"] == "baseline":
+            assert not r["hbf_read_tb_s"] or float(r["hbf_read_tb_s"]) == 0.0
+    # the relative figures are the rows' own ratios
+    by = {(r["slo_ms"], r["config"], r["variant"]): r for r in rows}
+    csi, base = by["100.0", "csi", "full"], by["100.0", "baseline", "full"]
+    ratio = float(csi["tokens_per_s"]) / float(base["tokens_per_s"])
+    assert s["csi_100ms"] == pytest.approx(ratio)
+    c = s["checks"]
+    cli = float(by["100.0", "cli", "full"]["tokens_per_s"]) / float(base["tokens_per_s"])
+    assert c["csi_gt_cli_gt_baseline_100ms"] == (ratio > cli > 1.0)
+    loss = {v: 1 - float(by["100.0", "csi", v]["tokens_per_s"]) / float(csi["tokens_per_s"])
+            for v in ("no-prefetch", "no-weight-layout", "no-kv-layout")}
+    assert c["ablation_order"] == sorted(loss, key=lambda v: -loss[v])
+    # the HBF read bandwidth is the device model's: at most the characterized stacks'
+    from hbfsim.serve.flashaccel.efficiency import stack_timing
+
+    t, _ = stack_timing()
+    assert 0 < float(csi["hbf_read_tb_s"]) <= 6 * t.read_bw / 1e12 + 1e-9
+    text = read(s["files"]["summary_md"])
+    assert "CSI > CLI > baseline at 100 ms" in text and "paper 2.49x" in text

@@ -20,6 +20,7 @@ _MODULES = {
     "rw-isolation": "rw_isolation",
     "page-service": "page_service",
     "serving": "serving",
+    "flashaccel": "flashaccel",
 }
 
 
