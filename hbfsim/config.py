@@ -54,6 +54,8 @@ STACK_SELECTS = ("interleave", "contiguous")
 READ_MODES = ("demand", "aggregation")
 TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
+CONTRACTS = (1, 2)
+HOST_PORTS = ("stack", "channel")
 
 
 class ConfigError(ValueError):
@@ -117,7 +119,15 @@ class HbfConfig:
     write_drain_high_water, write_drain_window_ticks : int
         Write-drain trigger (occupied write-buffer entries) and window length.
     channel_bw_gbps, link_burst_bytes
-        Host-link credit per channel (L2): refill rate and bucket size.
+        Host-link credit per channel (L2): refill rate and bucket size (the bucket is
+        contract 1's; contract 2 has no bucket key, docs/timing-contract-v2.md §8).
+    contract : int
+        The cycle contract the golden model follows: 1 (docs/timing-contract.md, in force)
+        or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL and
+        the co-simulation implement contract 1 only.
+    host_ports : str
+        Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
+        each, v1's shape); ``channel`` (one per host channel) is not implemented yet.
     memory_clock_mhz, gpu_clock_mhz : float
         Controller/media clock and GPU core clock (C1).
     t_read_us, t_prog_us, t_erase_us : float
@@ -168,6 +178,8 @@ class HbfConfig:
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
     link_burst_bytes: int = 4096
+    contract: int = 1
+    host_ports: str = "stack"
     memory_clock_mhz: float = 850.0
     gpu_clock_mhz: float = 1132.0
     t_read_us: float = 15.0
@@ -517,6 +529,13 @@ def _validate(c: HbfConfig) -> None:
     need(0 <= c.overprovisioning < 1,
          f"overprovisioning must be in [0, 1), not {c.overprovisioning!r}")
     need(c.trace_level in (0, 1, 2), f"trace_level must be 0, 1 or 2, not {c.trace_level!r}")
+    need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
+    need(c.host_ports in HOST_PORTS,
+         f"host_ports must be stack or channel, not {c.host_ports!r}")
+    # timing-contract-v2.md §18: step 1 builds the stack shape only; the channel shape is
+    # step 5
+    need(c.contract == 1 or c.host_ports == "stack", f"host_ports must be stack with "
+         f"contract = 2 (the channel shape is not implemented yet), not {c.host_ports!r}")
     need(c.link_burst_bytes >= PAGE_BYTES, f"link_burst_bytes must be at least {PAGE_BYTES} "
          f"(one response of any size must fit), not {c.link_burst_bytes!r}")
     need(c.base_address % PAGE_BYTES == 0,
