@@ -120,7 +120,8 @@ class HbfConfig:
         Write-drain trigger (occupied write-buffer entries) and window length.
     channel_bw_gbps, link_burst_bytes
         Host-link credit per channel (L2): refill rate and bucket size (the bucket is
-        contract 1's; contract 2 has no bucket key, docs/timing-contract-v2.md §8).
+        contract 1's; contract 2's deficit credit has none and refuses another value,
+        docs/timing-contract-v2.md §8).
     contract : int
         The cycle contract the golden model follows: 1 (docs/timing-contract.md, in force)
         or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL and
@@ -224,6 +225,23 @@ class HbfConfig:
     @property
     def link_cap(self) -> int:
         return self.link_burst_bytes * self.memory_clock_khz
+
+    # contract 2's deficit credit in gcd-reduced units (timing-contract-v2.md §8)
+    @property
+    def link_unit(self) -> int:
+        """``g = gcd(link_gain_per_tick, memory_clock_khz)``: the credit unit of contract 2."""
+        return math.gcd(self.link_gain_per_tick, self.memory_clock_khz)
+
+    @property
+    def link_byte_cost(self) -> int:
+        """``b = memory_clock_khz / g``: what one response byte costs under contract 2."""
+        return self.memory_clock_khz // self.link_unit
+
+    @property
+    def link_gain(self) -> int:
+        """``γ = link_gain_per_tick / g``: the credit a tick adds, and the cap, under
+        contract 2 (the link carries ``γ / b`` bytes per tick)."""
+        return self.link_gain_per_tick // self.link_unit
 
     @property
     def pages(self) -> int:
@@ -536,6 +554,11 @@ def _validate(c: HbfConfig) -> None:
     # step 5
     need(c.contract == 1 or c.host_ports == "stack", f"host_ports must be stack with "
          f"contract = 2 (the channel shape is not implemented yet), not {c.host_ports!r}")
+    # v2 §8: the deficit credit has no bucket; a bucket given for contract 2 would be
+    # silently ignored
+    need(c.contract == 1 or c.link_burst_bytes == HbfConfig.link_burst_bytes,
+         f"link_burst_bytes is not used by contract = 2 (its link credit has no bucket), "
+         f"not {c.link_burst_bytes!r}")
     need(c.link_burst_bytes >= PAGE_BYTES, f"link_burst_bytes must be at least {PAGE_BYTES} "
          f"(one response of any size must fit), not {c.link_burst_bytes!r}")
     need(c.base_address % PAGE_BYTES == 0,

@@ -1,6 +1,7 @@
 """The HBF stack controller under timing contract 2, stack shape: ingress queue and dispatch
 register, command register with completion forwarding, and the response stages choose /
-launch / egress (docs/timing-contract-v2.md §4a, §7, §8; implementation plan §18 step 1).
+launch / egress with the deficit link credit (docs/timing-contract-v2.md §4a, §7, §8;
+implementation plan §18 steps 1 and 2).
 
 Every decision rule is contract 1's and is inherited from
 :class:`hbfsim.model.controller.StackController` (when a read merges, which entry is chosen,
@@ -19,7 +20,7 @@ from collections import deque
 
 from hbfsim.config import HbfConfig
 from hbfsim.model.controller import Request, StackController
-from hbfsim.model.link import BucketCredit
+from hbfsim.model.link import DeficitCredit
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR
 
 __all__ = ["EGRESS_DEPTH", "INGRESS_DEPTH", "PipelinedStackController"]
@@ -67,7 +68,7 @@ class PipelinedStackController(StackController):
         self.egress: deque[Request] = deque()
         self._hs_t = -1             # cycle of the last handshake (E's start-of-cycle count)
         self._delivered: list = []  # completions released in this cycle (v2 §7)
-        self.link = BucketCredit(cfg)
+        self.link = DeficitCredit(cfg)
 
     # ============================================================ v2 §4.1 ingress, Q, M
     def ready(self) -> bool:

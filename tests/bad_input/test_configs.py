@@ -66,6 +66,7 @@ CONFIG_BAD = [
     ("contract = '2'", r"contract must be an integer, not '2'"),
     ("host_ports = 'bank'", r"host_ports must be stack or channel, not 'bank'"),
     ("contract = 2\nhost_ports = 'channel'", r"host_ports must be stack with contract = 2"),
+    ("contract = 2\nlink_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
     ("memory_clock_mhz = 0", r"memory_clock_mhz must be positive"),
     ("memory_clock_mhz = -850", r"memory_clock_mhz must be positive"),
     ("memory_clock_mhz = inf", r"memory_clock_mhz must be a finite number"),

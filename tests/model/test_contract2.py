@@ -101,6 +101,19 @@ def v2(**kw):
     return load_config(contract=2, **kw)
 
 
+def credit_launches(first, sizes, cfg):
+    """Launch cycles of consecutive waiters of one channel by §8's rule: the first in
+    ``first`` with full credit, each next one in the first later cycle with ``x > 0``."""
+    b, g = cfg.link_byte_cost, cfg.link_gain
+    x, t, out = g, first, []
+    for n in sizes:
+        while x <= 0:
+            x, t = min(g, x + g), t + 1
+        out.append(t)
+        x, t = min(g, x - n * b + g), t + 1
+    return out
+
+
 # ------------------------------------------------------------------ configuration
 def test_contract_keys_default_and_validation():
     cfg = load_config()
@@ -143,6 +156,15 @@ def test_isolated_full_page_write(contract, extra):
     assert (w.t_map, tq, ti) == (101 + k, 103 + k, 104 + 2 * k)
     assert tc == ti + cfg.t_prog_ticks
     assert w.t_done - w.t_accept == cfg.t_prog_ticks + extra
+
+
+@pytest.mark.parametrize("contract,extra", [(1, 2), (2, 5)])
+def test_isolated_page_cache_hit(contract, extra):
+    """A page-cache hit issues no command: dispatch +1 and response +2 only, so +3 (§4a)."""
+    cfg = load_config(contract=contract, page_cache_pages=4)
+    system, _ = run(cfg, [("R", 0, 0, 32, 0), ("R", 0, 0, 32, 20_000)])
+    r = system.completed[1]
+    assert r.cache_hit and r.t_done - r.t_accept == cfg.cache_hit_ticks + extra
 
 
 def _serial_chain(contract, t_read_us, n):
@@ -193,10 +215,10 @@ def test_isolated_read_through_two_stacks(contract, extra):
 
 @pytest.mark.parametrize("contract,writes,read_map,read_done",
                          [(1, [1708, 1709, 1710, 1711], 1712, 2565),
-                          (2, [1712, 1713, 1714, 1715], 1715, 2571)])
+                          (2, [1712, 1716, 1721, 1725], 1725, 2581)])
 def test_raw_worked_example(contract, writes, read_map, read_done):
     """§10's last row: 4 x 1024 B writes fill page q at ta..ta+3, a read of q at ta+4, with
-    tR 850 and tPROG 1,700 ticks, ta = 0."""
+    tR 850 and tPROG 1,700 ticks, ta = 0 (v2: the acknowledgements paced by §8's credit)."""
     cfg = load_config(contract=contract, t_read_us=1.0, t_prog_us=2.0)
     assert (cfg.t_read_ticks, cfg.t_prog_ticks) == (850, 1700)
     spec = [("W", 0, 1024 * k, 1024, k) for k in range(4)] + [("R", 0, 0, 32, 4)]
@@ -265,24 +287,28 @@ def test_diagram_11_3_raw():
     want |= {(ta + 2 + k, "M", f"w{k + 1}") for k in range(4)}
     want |= {(ta + 4, "A", "r"), (ta + 6, "flush", "b0:full"),
              (ta + 8, "dec", "b0"), (ta + 9, "cmd", "b0"), (tc, "cpl", "b0")}
-    want |= {(tc + 1 + k, "R", f"w{k + 1}") for k in range(4)}
-    want |= {(tc + 2 + k, "K", f"w{k + 1}") for k in range(4)}
-    want |= {(tc + 3 + k, "resp", f"w{k + 1}") for k in range(4)}
-    want |= {(tc + 6, "free", "b0"), (tc + 6, "M", "r"),
-             (tc + 8, "dec", "m0"), (tc + 9, "cmd", "m0"), (tc + 9 + tr, "cpl", "m0"),
-             (tc + 10 + tr, "R", "r"), (tc + 11 + tr, "K", "r"), (tc + 12 + tr, "resp", "r"),
-             (tc + 12 + tr, "free", "m0")}
+    # the 1024 B acknowledgements cost more than a tick's refill: paced by the credit
+    k1, k2, k3, k4 = credit_launches(tc + 2, [1024] * 4, cfg)
+    assert (k1, k2) == (tc + 2, tc + 6)         # the diagram's rows
+    want |= {(tc + 1, "R", "w1"), (tc + 2, "R", "w2"), (tc + 3, "R", "w3"), (k2, "R", "w4")}
+    want |= {(k, "K", f"w{i + 1}") for i, k in enumerate((k1, k2, k3, k4))}
+    want |= {(k + 1, "resp", f"w{i + 1}") for i, k in enumerate((k1, k2, k3, k4))}
+    f = k4 + 1                                  # b FREE, r dispatched
+    want |= {(f, "free", "b0"), (f, "M", "r"),
+             (f + 2, "dec", "m0"), (f + 3, "cmd", "m0"), (f + 3 + tr, "cpl", "m0"),
+             (f + 4 + tr, "R", "r"), (f + 5 + tr, "K", "r"), (f + 6 + tr, "resp", "r"),
+             (f + 6 + tr, "free", "m0")}
     # the reads behind r: n1, n2 accepted behind the stall (Q full from ta + 7), n3 once
-    # r has left M and n1 moved up (Q's occupancy is 1 again at the start of tc + 7)
-    want |= {(ta + 5, "A", "n1"), (ta + 6, "A", "n2"), (tc + 7, "A", "n3"),
-             (tc + 7, "M", "n1"), (tc + 8, "M", "n2"), (tc + 9, "M", "n3")}
+    # r has left M and n1 moved up (Q's occupancy is 1 again at the start of f + 1)
+    want |= {(ta + 5, "A", "n1"), (ta + 6, "A", "n2"), (f + 1, "A", "n3"),
+             (f + 1, "M", "n1"), (f + 2, "M", "n2"), (f + 3, "M", "n3")}
     got_main = {e for e in got if e[2] in names.values() or e[2] in ("b0", "m0", "b0:full")}
     got_main -= {e for e in got_main
                  if e[2] in ("n1", "n2", "n3") and e[1] not in ("A", "M")}
     assert got_main == want
     assert system.completed[0].entry_info[0] == ta + 7      # b enqueued
     r = system.completed[4]
-    assert r.entry_info[0] == tc + 7 and not r.buffer_hit
+    assert r.entry_info[0] == f + 1 and not r.buffer_hit
     # r's stall counts a read-after-write event, but the flush reports the prior cause
     assert system.stats["flush_full"] == 1 and system.stats["flush_raw"] == 0
     assert system.stats["raw_events"] == 1
@@ -317,17 +343,47 @@ def test_diagram_11_4_two_stacks_competing():
     assert after == want
 
 
-def test_diagram_11_5_credit_slow_link_v1_bucket():
-    """§11.5's link (1 B/tick) under step 1's interim credit (v1's bucket, charged at
-    launch): two 128 B waiters launch in consecutive cycles (the v1 behaviour §11.5 names)."""
+def test_diagram_11_5_credit_slow_link():
+    """1 B/tick: two 128 B waiters of one entry launch 128 ticks apart (HBF-Sim's unit
+    test); contract 1's bucket sends them in consecutive cycles."""
     cfg = v2(channel_bw_gbps=0.85)
-    system, log = run(cfg, [("R", 0, 0, 128, 0), ("R", 0, 128, 128, 0)])
-    w1, w2 = system.completed
+    assert (cfg.link_unit, cfg.link_byte_cost, cfg.link_gain) == (850_000, 1, 1)
+    system = HbfSystem(cfg)
+    log = record(system)
+    link = system.stacks[0].link
+    levels = []
+    orig = link.charge
+    link.charge = lambda ch, t, n: (levels.append((t, link.level(ch, t))), orig(ch, t, n))[1]
+    reqs = make_reqs([("R", 0, 0, 128, 0), ("R", 0, 128, 128, 0)], cfg)
+    system.run_requests(reqs)
+    w1, w2 = reqs
     u = w1.entry_info[2] + 1
     got = events(system, log, {0: "w1", 1: "w2"})
-    assert {(u, "R", "w1"), (u + 1, "R", "w2"), (u + 1, "K", "w1"),
-            (u + 2, "K", "w2")} <= got
-    assert (w1.t_done, w2.t_done) == (u + 2, u + 3)
+    assert {e for e in got if e[0] >= u and e[1] in ("R", "K", "resp")} == {
+        (u, "R", "w1"), (u + 1, "R", "w2"), (u + 1, "K", "w1"), (u + 129, "K", "w2"),
+        (u + 2, "resp", "w1"), (u + 130, "resp", "w2")}
+    assert levels == [(u + 1, 1), (u + 129, 1)]
+    assert link.level(0, u + 130) == 1 - 128 + 1
+    old, _ = run(load_config(channel_bw_gbps=0.85), [("R", 0, 0, 128, 0),
+                                                      ("R", 0, 128, 128, 0)])
+    v1_w1, v1_w2 = old.completed
+    assert v1_w2.t_done - v1_w1.t_done == 1
+
+
+@pytest.mark.parametrize("mhz,units", [(850.0, (50_000, 17, 3_840)),
+                                       (1512.0, (24_000, 63, 8_000))])
+def test_credit_units(mhz, units):
+    """§8's worked units at 192 GB/s: the defaults and the decode clock."""
+    cfg = v2(memory_clock_mhz=mhz)
+    assert (cfg.link_unit, cfg.link_byte_cost, cfg.link_gain) == units
+
+
+def test_link_burst_bytes_is_refused_under_contract_2():
+    assert v2(link_burst_bytes=4096).link_burst_bytes == 4096
+    with pytest.raises(ConfigError, match=r"^link_burst_bytes is not used by contract = 2 "
+                                          r".*, not 8192$"):
+        v2(link_burst_bytes=8192)
+    assert load_config(link_burst_bytes=8192).link_burst_bytes == 8192
 
 
 # ------------------------------------------------------------------ stalls
@@ -392,7 +448,7 @@ def test_stall_resp_ready_low_with_egress_full():
 
 def test_stall_credit_is_charged_at_launch_not_while_held():
     """A waiter held in K by a full E is charged nothing until it launches (v2 §11.4)."""
-    cfg = v2(channel_bw_gbps=0.85)          # 1 B per tick
+    cfg = v2()              # 32 B responses cost less than one tick's refill: never wait
     spec = [("R", 5, 32 * i, 32, i) for i in range(3)]
     system = HbfSystem(cfg)
     link = system.stacks[0].link
@@ -402,8 +458,7 @@ def test_stall_credit_is_charged_at_launch_not_while_held():
     system.resp_ready = lambda t: t >= 30_000
     system.run_requests(make_reqs(spec, cfg))
     tc = system.completed[0].entry_info[2]
-    # v1's bucket (4096 B) covers the three 32 B responses: r1, r2 launch at once, r3 only
-    # after the first handshake made room in E
+    # r1, r2 launch at once and fill E; r3 only after the first handshake made room
     assert charges == [tc + 2, tc + 3, 30_001]
 
 
@@ -462,3 +517,108 @@ def test_serial_chain_media_pacing_equal(n, waiters, t_read_us, gap, buffers):
     assert [r.entry_info[1] + 2 for r in s1.completed] == [r.entry_info[1] for r in s2.completed]
     assert [r.t_done + 4 for r in s1.completed] == [r.t_done for r in s2.completed]
     assert [r.mshr_hit for r in s1.completed] == [r.mshr_hit for r in s2.completed]
+
+
+# ------------------------------------------------------------------ §8 credit, step 2
+def _launches(system):
+    """Wrap every stack's credit: record each launch as ``(stack, channel, tick, bytes)``."""
+    out = []
+    for s in system.stacks:
+        link = s.link
+
+        def charge(ch, t, n, orig=link.charge, k=s.stack):
+            out.append((k, ch, t, n))
+            return orig(ch, t, n)
+
+        link.charge = charge
+    return out
+
+
+credit_runs = st.fixed_dictionaries({
+    "bw": st.sampled_from([0.85, 3.0, 8.0, 192.0]),
+    "channels": st.sampled_from([1, 2]),
+    "reqs": st.lists(st.tuples(st.sampled_from("RRRW"), st.integers(0, 15),
+                               st.sampled_from([1, 32, 128, 1000, PAGE_BYTES]),
+                               st.integers(0, 40)), min_size=1, max_size=40),
+})
+
+
+def _credit_system(run_kw):
+    cfg = v2(channels=run_kw["channels"], subarrays_per_channel=4,
+             channel_bw_gbps=run_kw["bw"], t_read_us=0.2, t_prog_us=0.5,
+             write_timeout_policy="partial", pages_per_block=4)
+    reqs, t = [], 0
+    for i, (op, page, n, gap) in enumerate(run_kw["reqs"]):
+        t += gap
+        reqs.append((op, page, 0 if n == PAGE_BYTES else (i * 64) % (PAGE_BYTES - n), n, t))
+    return cfg, make_reqs(reqs, cfg)
+
+
+@settings(max_examples=40, deadline=None)
+@given(run_kw=credit_runs)
+def test_credit_bounds_launched_bytes_over_every_window(run_kw):
+    """§15 (3): over any interval [t0, t1] the bytes launched on a channel are at most
+    ``γ/b * (t1 - t0 + 1) + 4096``."""
+    cfg, reqs = _credit_system(run_kw)
+    system = HbfSystem(cfg, keep=False)
+    log = _launches(system)
+    system.run_requests(reqs)
+    assert len(log) == len(reqs)
+    b, g = cfg.link_byte_cost, cfg.link_gain
+    for ch in range(cfg.channels):
+        ts = [(t, n) for _, c, t, n in log if c == ch]
+        for i in range(len(ts)):
+            total = 0
+            for j in range(i, len(ts)):
+                total += ts[j][1]
+                # b * bytes <= γ * len + 4096 * b, in integers
+                assert b * total <= g * (ts[j][0] - ts[i][0] + 1) + PAGE_BYTES * b
+
+
+@pytest.mark.parametrize("bw", [8.0, 192.0])
+def test_credit_rate_under_saturation(bw):
+    """32 page reads completing one per cycle on one channel saturate the link: every
+    launch is in the first tick with positive credit (x of §8, recomputed here), and the
+    bytes before the last launch are the rate ``γ / b`` times the span to within one tick's
+    refill (``b * bytes - γ * span = γ - x`` with ``0 < x <= γ``)."""
+    cfg = v2(channels=1, channel_bw_gbps=bw)
+    system = HbfSystem(cfg, keep=False)
+    log = _launches(system)
+    system.run_requests(make_reqs([("R", p, 0, PAGE_BYTES, 0) for p in range(32)], cfg))
+    b, g = cfg.link_byte_cost, cfg.link_gain
+    x, tx, prev = g, 0, None        # x at the start of cycle tx; no launch in between
+
+    def level(u):
+        return min(g, x + g * (u - tx))
+
+    for _, _, t, n in log:
+        assert level(t) > 0
+        if prev is not None and t - 1 > prev:   # K waited: for credit alone
+            assert level(t - 1) <= 0
+        x, tx, prev = min(g, level(t) - n * b + g), t + 1, t
+    span = log[-1][2] - log[0][2]
+    before_last = sum(n for *_, n in log[:-1])
+    assert 0 <= b * before_last - g * span < g
+    assert span > 31 * PAGE_BYTES * b // g - 1      # the link, not the media, set the pace
+
+
+@settings(max_examples=25, deadline=None)
+@given(run_kw=credit_runs)
+def test_event_skipping_equals_stepping_every_cycle(run_kw):
+    """The loop skips cycles in which nothing can change (C3), credit waits included: the
+    same run stepped one cycle per call gives the same events."""
+    out = []
+    for step in (False, True):
+        cfg, reqs = _credit_system(run_kw)
+        system = HbfSystem(cfg)
+        log = _launches(system)
+        for r in reqs:
+            system.submit(r)
+        system.close_input()
+        if step:
+            while system.n_done < system.submitted:
+                system.run(until=system.t)
+        else:
+            system.run()
+        out.append(([(r.t_accept, r.t_map, r.t_done, r.entry_info) for r in reqs], log))
+    assert out[0] == out[1]
