@@ -54,6 +54,8 @@ STACK_SELECTS = ("interleave", "contiguous")
 READ_MODES = ("demand", "aggregation")
 TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
+CONTRACTS = (1, 2)
+HOST_PORTS = ("stack", "channel")
 
 
 class ConfigError(ValueError):
@@ -117,7 +119,16 @@ class HbfConfig:
     write_drain_high_water, write_drain_window_ticks : int
         Write-drain trigger (occupied write-buffer entries) and window length.
     channel_bw_gbps, link_burst_bytes
-        Host-link credit per channel (L2): refill rate and bucket size.
+        Host-link credit per channel (L2): refill rate and bucket size (the bucket is
+        contract 1's; contract 2's deficit credit has none and refuses another value,
+        docs/timing-contract-v2.md §8).
+    contract : int
+        The cycle contract the golden model follows: 1 (docs/timing-contract.md, in force)
+        or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL and
+        the co-simulation implement contract 1 only.
+    host_ports : str
+        Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
+        each, v1's shape); ``channel`` (one per host channel) is not implemented yet.
     memory_clock_mhz, gpu_clock_mhz : float
         Controller/media clock and GPU core clock (C1).
     t_read_us, t_prog_us, t_erase_us : float
@@ -168,6 +179,8 @@ class HbfConfig:
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
     link_burst_bytes: int = 4096
+    contract: int = 1
+    host_ports: str = "stack"
     memory_clock_mhz: float = 850.0
     gpu_clock_mhz: float = 1132.0
     t_read_us: float = 15.0
@@ -212,6 +225,23 @@ class HbfConfig:
     @property
     def link_cap(self) -> int:
         return self.link_burst_bytes * self.memory_clock_khz
+
+    # contract 2's deficit credit in gcd-reduced units (timing-contract-v2.md §8)
+    @property
+    def link_unit(self) -> int:
+        """``g = gcd(link_gain_per_tick, memory_clock_khz)``: the credit unit of contract 2."""
+        return math.gcd(self.link_gain_per_tick, self.memory_clock_khz)
+
+    @property
+    def link_byte_cost(self) -> int:
+        """``b = memory_clock_khz / g``: what one response byte costs under contract 2."""
+        return self.memory_clock_khz // self.link_unit
+
+    @property
+    def link_gain(self) -> int:
+        """``γ = link_gain_per_tick / g``: the credit a tick adds, and the cap, under
+        contract 2 (the link carries ``γ / b`` bytes per tick)."""
+        return self.link_gain_per_tick // self.link_unit
 
     @property
     def pages(self) -> int:
@@ -517,6 +547,18 @@ def _validate(c: HbfConfig) -> None:
     need(0 <= c.overprovisioning < 1,
          f"overprovisioning must be in [0, 1), not {c.overprovisioning!r}")
     need(c.trace_level in (0, 1, 2), f"trace_level must be 0, 1 or 2, not {c.trace_level!r}")
+    need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
+    need(c.host_ports in HOST_PORTS,
+         f"host_ports must be stack or channel, not {c.host_ports!r}")
+    # timing-contract-v2.md §18: step 1 builds the stack shape only; the channel shape is
+    # step 5
+    need(c.contract == 1 or c.host_ports == "stack", f"host_ports must be stack with "
+         f"contract = 2 (the channel shape is not implemented yet), not {c.host_ports!r}")
+    # v2 §8: the deficit credit has no bucket; a bucket given for contract 2 would be
+    # silently ignored
+    need(c.contract == 1 or c.link_burst_bytes == HbfConfig.link_burst_bytes,
+         f"link_burst_bytes is not used by contract = 2 (its link credit has no bucket), "
+         f"not {c.link_burst_bytes!r}")
     need(c.link_burst_bytes >= PAGE_BYTES, f"link_burst_bytes must be at least {PAGE_BYTES} "
          f"(one response of any size must fit), not {c.link_burst_bytes!r}")
     need(c.base_address % PAGE_BYTES == 0,

@@ -69,6 +69,10 @@ DEFAULT_SOURCES = {
     "channel_bw_gbps": (OCP, "grade 3: 3.072 TB/s over 16 channels; also the HBF-Sim "
                              "configuration and paper §5.3"),
     "link_burst_bytes": (OURS, "one page: any response fits the credit bucket"),
+    "contract": (OURS, "1: docs/timing-contract.md, in force; 2 (the pipelined controller, "
+                       "docs/timing-contract-v2.md) is proposed, model only"),
+    "host_ports": (OURS, "stack: one request and one response port per stack (v1's shape); "
+                         "used by contract 2 only"),
     "memory_clock_mhz": (CONF, "850 MHz DRAM clock; paper §5.2 (0.850 GHz)"),
     "gpu_clock_mhz": (CONF, "1132 MHz core clock; paper §5.2 (1.132 GHz)"),
     "t_read_us": (PAPER, "§4.2: default profile tR 15 us"),

@@ -143,6 +143,9 @@ class StackController:
         self.active_sum = 0
         self.qdepth = cfg.queue_depth
         self.issue_check: set[int] = set()
+        # cycles from the issue decision to the command on cmd[c]: 0 under contract 1 (§7),
+        # 1 under contract 2's command register (timing-contract-v2.md §7)
+        self.cmd_delay = 0
         self.issued_at = [-1] * C                    # cycle of each channel's last issue
         self.queued_programs = 0
         self.policy = cfg.scheduler
@@ -306,14 +309,15 @@ class StackController:
             self.active[ch] += 1
             room -= 1
             pick.state = ISSUED
-            pick.ti = t
+            ti = t + self.cmd_delay
+            pick.ti = ti
             self.active_sum += 1
             self.ch_ops[ch] += 1
             if pick.kind == 1:
                 self.queued_programs -= 1
-                media.issue(t, ch, pick.sub, PROGRAM, pick.local, pick.idx * 2 + 1)
+                media.issue(ti, ch, pick.sub, PROGRAM, pick.local, pick.idx * 2 + 1)
             else:
-                media.issue(t, ch, pick.sub, READ, pick.local, pick.idx * 2)
+                media.issue(ti, ch, pick.sub, READ, pick.local, pick.idx * 2)
             self.issued_at[ch] = t
             changed = True
         for ch in done:
@@ -557,27 +561,30 @@ class StackController:
             self.active[ch] -= 1
             self.active_sum -= 1
             self.issue_check.add(ch)
-            if tag & 1:
-                e = self.wb[tag >> 1]
-                e.state = RETURN
-                e.tc = t
-                e.flags = flags
-                if not flags & FLAG_ERROR:
-                    self.data[e.q] = bytes(e.data)
-                    self.st["page_programs_ok"] += 1
-                else:
-                    self.st["media_errors"] += 1
-                if self.pc_size:
-                    self.page_cache.pop(e.q, None)
-                heapq.heappush(self.ret_w, e.idx)
-            else:
-                e = self.mshr[tag >> 1]
-                self._read_done(e, t, flags)
+            self._cpl_entry(t, tag, flags)
         while cd and cd[0][0] <= t:
             _, idx = heapq.heappop(cd)
             self._read_done(self.mshr[idx], t, 0)
             changed = True
         return changed
+
+    def _cpl_entry(self, t: int, tag: int, flags: int) -> None:
+        """The entry side of a completion delivered in ``t``: RETURN from ``t + 1`` (§4)."""
+        if tag & 1:
+            e = self.wb[tag >> 1]
+            e.state = RETURN
+            e.tc = t
+            e.flags = flags
+            if not flags & FLAG_ERROR:
+                self.data[e.q] = bytes(e.data)
+                self.st["page_programs_ok"] += 1
+            else:
+                self.st["media_errors"] += 1
+            if self.pc_size:
+                self.page_cache.pop(e.q, None)
+            heapq.heappush(self.ret_w, e.idx)
+        else:
+            self._read_done(self.mshr[tag >> 1], t, flags)
 
     def _read_done(self, e: _Entry, t: int, flags: int) -> None:
         e.state = RETURN

@@ -15,8 +15,10 @@ from collections import Counter, deque
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import (FREE, FULL_MASK, ISSUED, QUEUED, RETURN, WAIT, Request,
                                      StackController)
+from hbfsim.model.controller_v2 import PipelinedStackController
 from hbfsim.model.media import PROGRAM, READ
 from hbfsim.model.mapping import Mapper
+from hbfsim.model.system_v2 import run_pipelined
 
 __all__ = ["DeadlockError", "HbfSystem"]
 
@@ -44,11 +46,12 @@ class HbfSystem:
         self.cfg = cfg
         self.mapper = Mapper(cfg)
         self.stats = Counter()
-        self.stacks = [StackController(cfg, s, self.mapper, self.stats)
-                       for s in range(cfg.stacks)]
+        ctrl = PipelinedStackController if cfg.contract == 2 else StackController
+        self.stacks = [ctrl(cfg, s, self.mapper, self.stats) for s in range(cfg.stacks)]
         for s in self.stacks:
             s.on_response = self._responded
         self.ingress: deque[Request] = deque()
+        self.route: deque[Request] = deque()    # contract 2, S >= 2: the route stage (v2 §2)
         self._span = cfg.capacity_bytes
         self._map_key = None
         self._map_val = None
@@ -150,8 +153,11 @@ class HbfSystem:
 
         Returns the tick the simulation stopped at. A single-stack system runs the fused
         loop :meth:`_run_fused`; ``engine = "reference"`` forces the phase-by-phase loop
-        :meth:`_run_reference`, which the fused loop must match event for event.
+        :meth:`_run_reference`, which the fused loop must match event for event. Contract 2
+        runs its own reference loop, :func:`hbfsim.model.system_v2.run_pipelined`.
         """
+        if self.cfg.contract == 2:
+            return run_pipelined(self, until)
         if len(self.stacks) == 1 and self.engine == "fused" and self.resp_ready is None:
             return self._run_fused(until)
         return self._run_reference(until)

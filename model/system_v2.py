@@ -1,0 +1,124 @@
+"""The system layer and run loop under timing contract 2, stack shape (docs/timing-contract-v2.md
+§2, §16; implementation plan §18 step 1).
+
+:meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_pipelined` when ``cfg.contract ==
+2``. It is a reference loop: every phase of every evaluated cycle runs through the stack
+controllers' methods, and a cycle in which no phase changed state is followed by the next
+tick at which one can (C3), as in contract 1's ``_run_reference``. A fused version is step
+5 of the plan.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ROUTE_DEPTH", "run_pipelined"]
+
+#: Entries of the system's ingress queue in front of the route stage (v2 §2, ``S >= 2``).
+ROUTE_DEPTH = 2
+
+
+def run_pipelined(system, until: int | None) -> int:
+    """Advance ``system`` (an :class:`~hbfsim.model.system.HbfSystem` of
+    :class:`~hbfsim.model.controller_v2.PipelinedStackController`) until every submitted
+    request has completed (or through tick ``until``); return the tick it stopped at."""
+    stacks = system.stacks
+    t = system.t
+    while True:
+        if until is not None and t > until:
+            break
+        system.steps += 1
+        # (a) E handshakes, one per system response port (v2 §2, §8)
+        busy = _egress(system, t)
+        for s in stacks:
+            # (b) K launches then R choices; (c) completions free their subarrays for
+            # (d) the issue decisions of this cycle (v2 §7); (e) enqueue (v1 §6)
+            busy |= s.respond_stages(t)
+            busy |= s.release_media(t)
+            busy |= s.issue(t)
+            busy |= s.enqueue(t)
+        drain = system.drain_at is not None and t >= system.drain_at
+        # (f) dispatch from M (v1 §4.2 rules, from the start-of-cycle state)
+        for s in stacks:
+            busy |= s.dispatch(t, drain)
+        # (g) accepts from start-of-cycle occupancy, then queue heads into M (v2 §4.1)
+        busy |= _ingress(system, t)
+        for s in stacks:
+            busy |= s.advance(t)
+        # drain from the cycle after the last request left M with every ingress queue
+        # empty and nothing left to present (v2 §1)
+        if system.inputs_done and system.drain_at is None and not system.ingress \
+                and not system.route and not any(s.holds_requests() for s in stacks):
+            system.drain_at = t + 1
+        # (h) write-buffer triggers, (i) completions into RETURN, (j) end of cycle
+        for s in stacks:
+            busy |= s.wb_triggers(t, drain)
+            busy |= s.complete_entries(t)
+            s.end_cycle()
+        if busy:
+            t += 1
+            continue
+        nxt = system._next_tick(t)
+        if nxt is None:
+            break
+        if until is not None and nxt > until:
+            t = until + 1
+            break
+        t = nxt
+    system.t = t
+    return t
+
+
+def _ingress(system, t: int) -> bool:
+    """The request side of the system in cycle ``t`` (v2 §2, §4.1).
+
+    One stack: the system port is the stack's port (a wire). Several stacks: the system's
+    2-entry ingress queue; its head, accepted in ``ts``, is presented to its stack from
+    ``ts + 1`` (the route stage) and waits there in order until that stack accepts it."""
+    ingress = system.ingress
+    stacks = system.stacks
+    if len(stacks) == 1:
+        if ingress and ingress[0].arrival <= t and stacks[0].ready():
+            req = ingress.popleft()
+            req.t_accept = t
+            stacks[0].accept(req, t)
+            return True
+        return False
+    route = system.route
+    changed = False
+    ready = len(route) < ROUTE_DEPTH        # occupancy at the start of the cycle
+    if route:
+        s = stacks[route[0].stack]
+        if s.ready():
+            s.accept(route.popleft(), t)
+            changed = True
+    if ready and ingress and ingress[0].arrival <= t:
+        req = ingress.popleft()
+        req.t_accept = t
+        route.append(req)
+        changed = True
+    return changed
+
+
+def _egress(system, t: int) -> bool:
+    """The response side of the system in cycle ``t``: the head of an egress queue E
+    handshakes while ``resp.ready`` is high; with several stacks, the round robin of v1 §2
+    over the stacks whose E is not empty (zero cycles: it selects among registers)."""
+    stacks = system.stacks
+    n = len(stacks)
+    if n == 1:
+        if not stacks[0].egress:
+            return False
+        if system.resp_ready is not None and not system.resp_ready(t):
+            return True     # held by the consumer: look again in the next cycle
+        stacks[0].handshake(t)
+        return True
+    if not any(s.egress for s in stacks):
+        return False
+    if system.resp_ready is not None and not system.resp_ready(t):
+        return True
+    for k in range(n):
+        i = (system.rr + k) % n
+        if stacks[i].egress:
+            stacks[i].handshake(t)
+            system.rr = (i + 1) % n
+            return True
+    return False
