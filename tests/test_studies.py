@@ -322,7 +322,7 @@ def test_registry_names_studies_without_importing_them():
     assert json.loads(out) == ["hbfsim.studies.base", "hbfsim.studies.cli",
                                "hbfsim.studies.registry", "hbfsim.studies.runner"]
     assert "page-service" in STUDIES and "nope" not in STUDIES
-    assert len(STUDIES) == len(study_names()) == 6
+    assert len(STUDIES) == len(study_names()) == 7
 
 
 def test_every_study_implements_the_interface():
@@ -332,6 +332,9 @@ def test_every_study_implements_the_interface():
         if name == "serving":
             assert s.cites() == f"the serving paper {s.source}"
             assert s.results_page == "docs/results-serving.md"
+        elif name == "flashaccel":
+            assert s.cites() == f"the FlashAccel paper {s.source}"
+            assert s.results_page == "docs/results-flashaccel.md"
         else:
             assert s.cites() == (f"the HBF-Sim paper {s.source} and docs/sources.md (figures "
                                  "to compare against)")
