@@ -4,8 +4,8 @@
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_pipelined` when ``cfg.contract ==
 2``. It is a reference loop: every phase of every evaluated cycle runs through the stack
 controllers' methods, and a cycle in which no phase changed state is followed by the next
-tick at which one can (C3), as in contract 1's ``_run_reference``. A fused version is step
-5 of the plan.
+tick at which one can (C3), as in contract 1's ``loop_reference.run_reference``. A fused
+version is step 5 of the plan.
 """
 
 from __future__ import annotations
