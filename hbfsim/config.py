@@ -128,7 +128,8 @@ class HbfConfig:
         the co-simulation implement contract 1 only.
     host_ports : str
         Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
-        each, v1's shape); ``channel`` (one per host channel) is not implemented yet.
+        each, v1's shape) or ``channel`` (one per host channel; golden model only, §18 step
+        5).
     memory_clock_mhz, gpu_clock_mhz : float
         Controller/media clock and GPU core clock (C1).
     t_read_us, t_prog_us, t_erase_us : float
@@ -550,10 +551,6 @@ def _validate(c: HbfConfig) -> None:
     need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
-    # timing-contract-v2.md §18: step 1 builds the stack shape only; the channel shape is
-    # step 5
-    need(c.contract == 1 or c.host_ports == "stack", f"host_ports must be stack with "
-         f"contract = 2 (the channel shape is not implemented yet), not {c.host_ports!r}")
     # v2 §8: the deficit credit has no bucket; a bucket given for contract 2 would be
     # silently ignored
     need(c.contract == 1 or c.link_burst_bytes == HbfConfig.link_burst_bytes,

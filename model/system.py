@@ -17,6 +17,7 @@ from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import Request, StackController
+from hbfsim.model.controller_ports import ChannelStackController
 from hbfsim.model.controller_v2 import PipelinedStackController
 from hbfsim.model.loop_fused import run_fused
 from hbfsim.model.loop_reference import run_reference
@@ -49,12 +50,20 @@ class HbfSystem:
         self.cfg = cfg
         self.mapper = Mapper(cfg)
         self.stats = Counter()
-        ctrl = PipelinedStackController if cfg.contract == 2 else StackController
+        # contract 2's channel shape: S * C system ports k = stack * C + channel (v2 §2)
+        self.ports = cfg.contract == 2 and cfg.host_ports == "channel"
+        if self.ports:
+            ctrl = ChannelStackController
+        else:
+            ctrl = PipelinedStackController if cfg.contract == 2 else StackController
         self.stacks = [ctrl(cfg, s, self.mapper, self.stats) for s in range(cfg.stacks)]
         for s in self.stacks:
             s.on_response = self._responded
         self.ingress: deque[Request] = deque()
         self.route: deque[Request] = deque()    # contract 2, S >= 2: the route stage (v2 §2)
+        # the channel shape's per-port ingress (the requests presented on req[k], in order)
+        self.port_in: list[deque[Request]] = \
+            [deque() for _ in range(cfg.stacks * cfg.channels)] if self.ports else []
         self._span = cfg.capacity_bytes
         self._map_key = None
         self._map_val = None
@@ -82,15 +91,21 @@ class HbfSystem:
         self.resp_ready = None  # f(tick) -> bool: the consumer's resp.ready (default: high)
 
     # ------------------------------------------------------------------ request side
-    def submit(self, req: Request) -> None:
+    def submit(self, req: Request, port: int | None = None) -> None:
         """Queue a request for ingress (arrival order; arrivals may not go backwards).
+
+        In the channel shape (contract 2, ``host_ports = "channel"``) the request is
+        presented on system port ``stack * C + channel`` of its mapping (v2 §1, §2); a
+        ``port`` given is checked against it. Elsewhere there is one port and ``port`` must
+        be None or 0.
 
         Raises
         ------
         AddressError
             The address or size is outside the HBF range or crosses a page.
         ValueError
-            The arrival tick is earlier than the previous request's.
+            The arrival tick is earlier than the previous request's, or ``port`` is not the
+            port the request's page maps to.
         """
         op = req.op
         if op != "R" and op != "W":
@@ -108,7 +123,6 @@ class HbfSystem:
         if op == "W" and req.data is not None and len(req.data) != req.nbytes:
             raise ValueError(f"request {req.id}: {len(req.data)} data bytes for a "
                              f"{req.nbytes}-byte write")
-        self.last_arrival = req.arrival
         req.off = off
         # Consecutive requests usually share a page (sectors of one line, lines of one
         # page): remember the last page's mapping.
@@ -120,13 +134,25 @@ class HbfSystem:
             ch, local, sub = self.mapper.channel_of(q, op == "W")
             req.stack, req.q, req.ch, req.local, req.sub = val = (stack, q, ch, local, sub)
             self._map_key, self._map_val = key, val
+        if self.ports:
+            k = req.stack * self.cfg.channels + req.ch
+            if port is not None and port != k:
+                raise ValueError(f"request {req.id}: presented on port {port}, but its page "
+                                 f"maps to port {k} (stack {req.stack}, channel {req.ch})")
+        elif port:
+            raise ValueError(f"request {req.id}: presented on port {port} of a system with "
+                             f"one request port")
+        self.last_arrival = req.arrival
         if self.first_arrival is None:
             self.first_arrival = req.arrival
         self.requested[op] += req.nbytes
         self.n_req[op] += 1
         self.stacks[req.stack].ch_requests[req.ch] += 1
         self.submitted += 1
-        self.ingress.append(req)
+        if self.ports:
+            self.port_in[k].append(req)
+        else:
+            self.ingress.append(req)
 
     def close_input(self) -> None:
         """No more requests will come: assert ``drain`` after the last accept (§1, W2)."""
@@ -179,10 +205,19 @@ class HbfSystem:
         ingress = self.ingress
         if ingress and ingress[0].arrival > t and (nxt is None or ingress[0].arrival < nxt):
             nxt = ingress[0].arrival
+        C = self.cfg.channels
+        for k, q in enumerate(self.port_in):
+            if not q:
+                continue
+            # a head that has arrived waits for its port's admission rank (v2 §4.1)
+            a = q[0].arrival if q[0].arrival > t else self.stacks[k // C].rank_tick(t, k % C)
+            if a is not None and (nxt is None or a < nxt):
+                nxt = a
         if self.drain_at is not None and self.drain_at > t and (nxt is None
                                                                 or self.drain_at < nxt):
             nxt = self.drain_at
-        if nxt is None and (ingress or self.n_done < self.submitted):
+        if nxt is None and (ingress or self.n_done < self.submitted
+                            or any(self.port_in)):
             raise DeadlockError(self._describe(t))
         return nxt
 

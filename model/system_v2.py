@@ -1,5 +1,9 @@
-"""The system layer and run loop under timing contract 2, stack shape (docs/timing-contract-v2.md
-§2, §16; implementation plan §18 step 1).
+"""The system layer and run loop under timing contract 2 (docs/timing-contract-v2.md §2, §16;
+implementation plan §18 steps 1 and 5).
+
+Stack shape: the route stage in front of several stacks and the round robin over their egress
+queues. Channel shape: ``S * C`` request and response ports, ``k = stack * C + channel``,
+wired straight to the stacks' ports (no routing, no arbitration, no cycle).
 
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_pipelined` when ``cfg.contract ==
 2``. It is a reference loop: every phase of every evaluated cycle runs through the stack
@@ -46,7 +50,8 @@ def run_pipelined(system, until: int | None) -> int:
         # drain from the cycle after the last request left M with every ingress queue
         # empty and nothing left to present (v2 §1)
         if system.inputs_done and system.drain_at is None and not system.ingress \
-                and not system.route and not any(s.holds_requests() for s in stacks):
+                and not system.route and not any(system.port_in) \
+                and not any(s.holds_requests() for s in stacks):
             system.drain_at = t + 1
         # (h) write-buffer triggers, (i) completions into RETURN, (j) end of cycle
         for s in stacks:
@@ -73,6 +78,8 @@ def _ingress(system, t: int) -> bool:
     One stack: the system port is the stack's port (a wire). Several stacks: the system's
     2-entry ingress queue; its head, accepted in ``ts``, is presented to its stack from
     ``ts + 1`` (the route stage) and waits there in order until that stack accepts it."""
+    if system.ports:
+        return _ingress_ports(system, t)
     ingress = system.ingress
     stacks = system.stacks
     if len(stacks) == 1:
@@ -102,6 +109,8 @@ def _egress(system, t: int) -> bool:
     """The response side of the system in cycle ``t``: the head of an egress queue E
     handshakes while ``resp.ready`` is high; with several stacks, the round robin of v1 §2
     over the stacks whose E is not empty (zero cycles: it selects among registers)."""
+    if system.ports:
+        return _egress_ports(system, t)
     stacks = system.stacks
     n = len(stacks)
     if n == 1:
@@ -122,3 +131,42 @@ def _egress(system, t: int) -> bool:
             system.rr = (i + 1) % n
             return True
     return False
+
+
+def _ingress_ports(system, t: int) -> bool:
+    """The channel shape's request side in cycle ``t``: system port ``k = stack * C + p`` is
+    port ``p`` of its stack (v2 §2); each accepts its head if it has arrived and the port's
+    ``ready``, taken from start-of-cycle state for all ports of the stack, is high (§4.1)."""
+    C = system.cfg.channels
+    port_in = system.port_in
+    changed = False
+    for s in system.stacks:
+        base = s.stack * C
+        ready = None
+        for p in range(C):
+            q = port_in[base + p]
+            if not q or q[0].arrival > t:
+                continue
+            if ready is None:
+                ready = s.ready_ports(t)
+            if ready[p]:
+                req = q.popleft()
+                req.t_accept = t
+                s.accept(req, t, p)
+                changed = True
+    return changed
+
+
+def _egress_ports(system, t: int) -> bool:
+    """The channel shape's response side in cycle ``t``: every port whose E holds a response
+    handshakes it while ``resp.ready`` is high (one response per port per cycle, v2 §12)."""
+    changed = False
+    held = None
+    for s in system.stacks:
+        for p in s.egress_heads():
+            if held is None:
+                held = system.resp_ready is not None and not system.resp_ready(t)
+            if not held:
+                s.handshake(t, p)
+            changed = True      # a held response is looked at again in the next cycle
+    return changed

@@ -65,7 +65,6 @@ CONFIG_BAD = [
     ("contract = 3", r"contract must be 1 or 2, not 3"),
     ("contract = '2'", r"contract must be an integer, not '2'"),
     ("host_ports = 'bank'", r"host_ports must be stack or channel, not 'bank'"),
-    ("contract = 2\nhost_ports = 'channel'", r"host_ports must be stack with contract = 2"),
     ("contract = 2\nlink_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
     ("memory_clock_mhz = 0", r"memory_clock_mhz must be positive"),
     ("memory_clock_mhz = -850", r"memory_clock_mhz must be positive"),
