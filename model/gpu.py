@@ -18,7 +18,8 @@ Structure (what the hardware has, in the order a request passes it):
 * the port arbiter - round-robin over non-empty partition FIFOs, at most one grant per
   controller tick (so at most one admission per partition per tick); a granted request is
   submitted with ``arrival`` = the grant tick and waits in the system's ingress FIFO while
-  admission is full (L1).
+  admission is full (L1). In contract 2's channel shape (G5') every system port grants at
+  most one request per tick, from the partition heads that map to it.
 
 This module is the public entry point: it holds the closed-loop driver
 (:class:`ClosedLoop`) and the open-loop replay, and re-exports the rest of the GPU model
@@ -142,6 +143,9 @@ class ClosedLoop(_GpuCore):
         sysrun = system.run
         queued = 0          # requests waiting in partition FIFOs
         rr = 0              # arbiter pointer: the partition to look at first
+        ports = system.ports
+        prr = self.prr      # G5': each port's pointer (channel shape)
+        port_of = self._port_of
         rid = 0             # next request id (creation order)
         reads = writes = 0
         lg = -1             # tick of the last grant
@@ -165,8 +169,28 @@ class ClosedLoop(_GpuCore):
                     self._issue(p, kind, x)
                     rid, reads, writes, queued = \
                         self.next_id, self.reads, self.writes, self.queued
+                if queued and ports:
+                    # G5' (timing-contract-v2.md §14): one grant per port per tick; each
+                    # port takes the first partition at or after its own pointer whose
+                    # head maps to it (a partition offers only its head)
+                    cand: dict[int, list[int]] = {}
+                    for i in range(nparts):
+                        if parts[i]:
+                            cand.setdefault(port_of(parts[i][0]), []).append(i)
+                    for k in sorted(cand):
+                        ptr = prr[k]
+                        i = min(cand[k], key=lambda j, ptr=ptr: (j - ptr) % nparts)
+                        r = parts[i].popleft()
+                        queued -= 1
+                        prr[k] = i + 1 if i + 1 < nparts else 0
+                        r.arrival = lg = x
+                        w = x - r.created
+                        pw_sum += w
+                        if w > pw_max:
+                            pw_max = w
+                        submit(r, k)
                 # the port arbiter: one grant per tick, round-robin over the partitions
-                if queued:
+                elif queued:
                     i = rr
                     while not parts[i]:
                         i = i + 1 if i + 1 < nparts else 0
@@ -196,7 +220,9 @@ class ClosedLoop(_GpuCore):
                 break
             g0 = heap[0][0] if heap else None
             k = self.cur
-            direct = not queued and k is not None and k.ucticks >= 0
+            # no direct chunks in the channel shape: its S * C response ports may respond
+            # several times in one tick, which the direct rule excludes (docs/gpu.md §2)
+            direct = not queued and not ports and k is not None and k.ucticks >= 0
             if queued:
                 h = x
             elif direct:

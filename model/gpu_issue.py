@@ -153,6 +153,10 @@ class _GpuCore:
         self.parts = [deque() for _ in range(g.partitions)]
         self.queued = 0
         self.rr = 0
+        # G5' (channel shape, timing-contract-v2.md §14): one pointer per system port
+        self.prr = [0] * (cfg.stacks * cfg.channels)
+        self._C = cfg.channels
+        self._mapper = None
         self.next_id = 0
         self.kernels_done: list[Kernel] = []
         self.cur: Kernel | None = None
@@ -178,6 +182,14 @@ class _GpuCore:
         self.pb = g.partition_bytes
         self.nparts = g.partitions
         self.submit = None
+
+    def _port_of(self, req) -> int:
+        """The system port ``stack * C + channel`` a request's page maps to (v2 §1, §2)."""
+        m = self._mapper
+        if m is None:
+            m = self._mapper = self.system.mapper
+        stack, q = m.stack_of((req.addr - self.base) // PAGE_BYTES)
+        return stack * self._C + m.channel_of(q, req.op == "W")[0]
 
     # ---------------------------------------------------------------- response callback
     def _on_response(self, req, t: int) -> None:

@@ -51,6 +51,11 @@ class GpuPort(_GpuCore):
 
     def __init__(self, cfg: HbfConfig, program, gpu: GpuConfig | None = None,
                  record: bool = False, start: int = 0):
+        if cfg.contract == 2 and cfg.host_ports == "channel":
+            # one grant per tick: G5, not the channel shape's G5' (docs/gpu.md)
+            raise GpuError("host_ports must be stack for the stepped GPU port (the channel "
+                           "shape's per-port grants are not implemented there), not "
+                           "'channel'")
         super().__init__(cfg, program, gpu, record)
         self.start_tick = start
         self.t = start - 1                 # the last tick handled

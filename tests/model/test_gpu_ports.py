@@ -1,0 +1,65 @@
+"""The GPU side of contract 2's channel shape: the G5' port arbiter (docs/gpu.md G5',
+docs/timing-contract-v2.md §14): one grant per system port per tick, each port taking the
+first partition at or after its own pointer whose FIFO head maps to it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hbfsim.config import PAGE_BYTES, load_config
+from hbfsim.model.gpu import GpuConfig, GpuError, GpuPort, run_closed_loop
+from tests.model.test_gpu import FAST, mixed_program
+
+
+def cfg2(host_ports, **kw):
+    base = dict(contract=2, host_ports=host_ports, channels=2, subarrays_per_channel=4,
+                active_per_channel=4, capacity_bytes=2 * 4 * 256 * PAGE_BYTES * 16, **FAST)
+    base.update(kw)
+    return load_config(**base)
+
+
+def port_of(cfg, system, rec):
+    stack, q = system.mapper.stack_of((rec.addr - cfg.base_address) // PAGE_BYTES)
+    return stack * cfg.channels + system.mapper.channel_of(q, rec.op == "W")[0]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 50), ret=st.sampled_from([0, 6]), adm=st.sampled_from([4, 64]),
+       compute=st.sampled_from([(0,), (0, 3, 40)]))
+def test_one_channel_equals_stack_shape(seed, ret, adm, compute):
+    """With one channel per stack and one stack the channel shape has one port: G5' is G5,
+    and the closed loop (horizon chunks only in the channel shape, direct chunks in the
+    stack shape) gives the same records."""
+    gpu = GpuConfig(return_cycles=ret, partitions=3)
+    out = []
+    for hp in ("stack", "channel"):
+        cfg = cfg2(hp, channels=1, admission=adm)
+        res = run_closed_loop(cfg, mixed_program(cfg, seed=seed, compute=compute, per=4),
+                              gpu=gpu, record=True)
+        out.append((res.records, res.kernels))
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("stacks", [1, 2])
+def test_one_grant_per_port_and_per_partition_per_tick(stacks):
+    """G5': ingress is several requests per tick, never two of one port or one partition."""
+    cfg = cfg2("channel", channels=4, stacks=stacks, admission=64)
+    res = run_closed_loop(cfg, mixed_program(cfg, producers=12, per=8, bounds=(4,)),
+                          gpu=GpuConfig(partitions=8), record=True)
+    recs = res.records
+    per_port = Counter((r.arrival, port_of(cfg, res.system, r)) for r in recs)
+    per_part = Counter((r.arrival, r.source) for r in recs)
+    per_tick = Counter(r.arrival for r in recs)
+    assert max(per_port.values()) == 1 and max(per_part.values()) == 1
+    assert max(per_tick.values()) > 1
+    assert all(r.t_accept >= r.arrival for r in recs)
+
+
+def test_stepped_port_refuses_the_channel_shape():
+    cfg = cfg2("channel")
+    with pytest.raises(GpuError, match=r"^host_ports must be stack for the stepped GPU port"):
+        GpuPort(cfg, mixed_program(cfg))
