@@ -19,7 +19,7 @@ import heapq
 from collections import deque
 
 from hbfsim.config import HbfConfig
-from hbfsim.model.controller import Request
+from hbfsim.model.controller import OPEN, Request
 from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH, PipelinedStackController
 
 __all__ = ["ChannelStackController"]
@@ -82,6 +82,7 @@ class ChannelStackController(PipelinedStackController):
         self.inp = [_ReqPort() for _ in range(self.P)]
         self.outp = [_RespPort() for _ in range(self.P)]
         self.ap_r = self.ap_w = 0
+        self._raw_more: list = []   # raw flushes of this cycle beyond the first (§4.2.4)
 
     # ============================================================ v2 §4.1 ingress, Q, M
     def ready_ports(self, t: int) -> list[bool]:
@@ -146,6 +147,7 @@ class ChannelStackController(PipelinedStackController):
         P = self.P
         inp = self.inp
         changed = False
+        raws = []       # every port's read may flush an OPEN entry of its page (§4.2, §5)
         for kind in ("R", "W"):
             ap = self.ap_r if kind == "R" else self.ap_w
             free = self.mshr_free if kind == "R" else self.wb_free
@@ -160,16 +162,33 @@ class ChannelStackController(PipelinedStackController):
                 self.m = m
                 if super().dispatch(t, drain):
                     changed = True
+                if self.raw_now is not None:
+                    raws.append(self.raw_now)
+                    self.raw_now = None
                 port.m = self.m
                 if len(free) < n_free:
                     last = p
             self.m = None
+            self.raw_now = raws[0] if raws else None
+            self._raw_more = raws[1:]
             if last >= 0:
                 if kind == "R":
                     self.ap_r = (last + 1) % P
                 else:
                     self.ap_w = (last + 1) % P
         return changed
+
+    def wb_triggers(self, t: int, drain: bool) -> bool:
+        """The stack shape's triggers, and the raw flushes of a cycle in which several ports'
+        reads found an OPEN entry of their page (cause by v1 §4.4's priority: an entry whose
+        coverage was complete at the start of the cycle reports ``full``)."""
+        changed = False
+        for e in self._raw_more:
+            if e.state == OPEN and not 0 <= e.full_at <= t:
+                self._flush(e, "raw")
+                changed = True
+        self._raw_more = []
+        return super().wb_triggers(t, drain) or changed
 
     # ============================================================ v2 §8 responses
     def respond_stages(self, t: int) -> bool:

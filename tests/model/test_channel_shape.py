@@ -208,6 +208,19 @@ def test_read_stalls_behind_an_earlier_write_on_another_port():
     assert r.t_map > w.t_done - 4 and r.data == data[:32]
 
 
+def test_two_ports_flush_raw_in_one_cycle():
+    """§4.2 read step 1 on two ports in one cycle: each read flushes its page's OPEN entry
+    with cause ``raw`` (counted once per entry), both in that cycle."""
+    cfg = v2(host_ports="channel", channels=2, write_timeout_policy="partial",
+             t_prog_us=0.5)
+    spec = [("W", 0, 0, 1024, 0), ("W", 1, 0, 1024, 0), ("R", 0, 0, 32, 1), ("R", 1, 0, 32, 1)]
+    system, cmds = run(cfg, spec)
+    assert system.stats["raw_events"] == system.stats["flush_raw"] == 2
+    assert cmds[0][0] == cmds[1][0] and cmds[0][4] == cmds[1][4]   # both PROGRAMs at once
+    _w0, _w1, r0, r1 = system.completed
+    assert r0.t_map == r1.t_map
+
+
 # ------------------------------------------------------------------ §1, §2 ports
 def test_request_on_the_wrong_port_is_refused():
     cfg = v2(host_ports="channel", channels=4, stacks=2)
