@@ -1,7 +1,8 @@
 """``hbfsim serve``: serve a workload on an HBM-HBF-host node and print the run's figures.
 
     hbfsim serve [--model M] [--gpu h100|h200] [--gpus N] [--hbm N] [--hbf N]
-                 [--packaging shared|h3] [--tp N] [--ep N] [--dpa] [--weights hbm|hbf|split]
+                 [--packaging shared|beside|h3] [--hbm-stack table1|hbm3e]
+                 [--tp N] [--ep N] [--dpa] [--weights hbm|hbf|split]
                  [--scheduler fcfs|cache-aware|buffered] [--headroom F]
                  [--hbf-model constant|device] [--hbf-config F.toml] [--hbf-profile P]
                  [--no-cache] [--workload SPEC] [--format F] [...]
@@ -45,7 +46,7 @@ def register(subparsers):
     Bad input raises ValueError naming the option and value (the caller prints one line
     and exits 2)."""
     from hbfsim.serve.cost import WEIGHT_PLACEMENTS
-    from hbfsim.serve.hardware import GPU_PRESETS, PACKAGINGS
+    from hbfsim.serve.hardware import GPU_PRESETS, HBM_STACKS, PACKAGINGS
     from hbfsim.serve.scheduler import SCHEDULERS
 
     p = subparsers.add_parser(
@@ -66,7 +67,12 @@ def register(subparsers):
     g.add_argument("--hbf", type=_int_arg, default=4, metavar="N",
                    help="HBF stacks per GPU (default 4; 0 = HBM only)")
     g.add_argument("--packaging", default="shared", choices=PACKAGINGS,
-                   help="shared: HBM+HBF divide 8 sites; h3: HBF behind HBM (default shared)")
+                   help="shared: HBM+HBF divide 8 sites; beside: a site per stack, up to 16 "
+                        "(FlashAccel's CSI); h3: HBF behind HBM (default shared)")
+    g.add_argument("--hbm-stack", default="table1", choices=sorted(HBM_STACKS),
+                   help="HBM stack preset: table1 (24 GB, 1 TB/s, 3.4 pJ/bit; the serving "
+                        "paper) or hbm3e (an H200's: 23.5 GB, 0.8 TB/s, 2.99 pJ/bit) "
+                        "(default table1)")
     g.add_argument("--tp", type=_int_arg, default=None, metavar="N",
                    help="tensor-parallel degree of one replica (default: all GPUs)")
     g.add_argument("--ep", type=_int_arg, default=None, metavar="N",

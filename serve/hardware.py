@@ -6,6 +6,10 @@ assumptions (the source gives none). Both packaging architectures of the source'
 
 - ``shared``: HBM and HBF stacks divide ``SITES`` (8) stack sites of a GPU (8+0, 6+2, 4+4, ...);
   each stack has its own link to the GPU, so HBM and HBF transfers proceed in parallel.
+- ``beside``: every stack has a site and a link of its own, with no shared budget of sites
+  (FlashAccel's CSI, "cascaded integration": 6 FlashAccel stacks beside an H200's 6 HBM3e
+  stacks; at most ``BESIDE_SITES`` (16) stacks). Timing as ``shared``: HBM and HBF transfers
+  proceed in parallel.
 - ``h3``: HBF stacks sit *behind* HBM stacks (8+8 at most: one HBF stack behind each HBM
   stack); HBF data reaches the GPU through the HBM stacks' links, so HBM and HBF bytes of one
   operator share the HBM link bandwidth. A latency-hiding buffer on the HBF read path (its
@@ -22,12 +26,15 @@ from dataclasses import dataclass, field
 
 from hbfsim.serve.tier_timing import TABLE1_HBF, TABLE1_HBM, TierTiming
 
-__all__ = ["SITES", "PACKAGINGS", "GPU_PRESETS", "GpuSpec", "MemoryTier", "Interconnect",
-           "Node", "check_packaging", "make_node", "hbm_tier", "hbf_tier"]
+__all__ = ["SITES", "BESIDE_SITES", "PACKAGINGS", "HBM_STACKS", "GPU_PRESETS", "GpuSpec",
+           "MemoryTier", "Interconnect", "Node", "check_packaging", "make_node", "hbm_tier",
+           "hbf_tier"]
 
 #: Stack sites around one GPU (the serving paper's Figure 2).
 SITES = 8
-PACKAGINGS = ("shared", "h3")
+#: Most stacks of the ``beside`` packaging (FlashAccel's CSI has 12; an assumption beyond).
+BESIDE_SITES = 16
+PACKAGINGS = ("shared", "beside", "h3")
 
 
 def _pos(name, v, allow_zero=False):
@@ -145,10 +152,28 @@ class MemoryTier:
         return t.read_latency_s if t.kv_read_latency_s is None else t.kv_read_latency_s
 
 
-def hbm_tier(stacks: int, timing: TierTiming = TABLE1_HBM) -> MemoryTier:
-    """HBM stacks per the serving paper's Table 1: 24 GB, 3.4 pJ/bit read; writes assumed
-    at the read cost."""
-    return MemoryTier("hbm", stacks, 24e9, timing, 3.4, 3.4)
+#: HBM3e of an H200 as FlashAccel reads it: 141 GB at 4.8 TB/s over 6 stacks (NVIDIA's H200
+#: datasheet), 100 ns startup (the FlashAccel paper: "roughly 100ns for HBM"), and 8 / 2.68
+#: pJ/bit (the FlashAccel paper: HBF reads at 8 pJ/bit, 2.68x HBM3e); writes at the read cost.
+HBM3E_TIMING = TierTiming("hbm3e-h200", read_bw=4.8e12 / 6, read_latency_s=100e-9,
+                          write_bw=4.8e12 / 6, write_latency_s=100e-9,
+                          source="NVIDIA H200 datasheet / 6 stacks; the FlashAccel paper")
+#: HBM stack presets: ``(capacity bytes, timing, pJ/bit)``.
+HBM_STACKS = {
+    "table1": (24e9, TABLE1_HBM, 3.4),
+    "hbm3e": (141e9 / 6, HBM3E_TIMING, 8.0 / 2.68),
+}
+
+
+def hbm_tier(stacks: int, timing: TierTiming | None = None,
+             stack: str = "table1") -> MemoryTier:
+    """HBM stacks of preset ``stack``: ``table1``, the serving paper's Table 1 (24 GB,
+    1,000 GB/s, 0.1 us, 3.4 pJ/bit read), or ``hbm3e``, an H200's (:data:`HBM3E_TIMING`).
+    ``timing`` replaces the preset's timing; writes are assumed at the read cost."""
+    if stack not in HBM_STACKS:
+        raise ValueError(f"hbm stack must be one of {', '.join(HBM_STACKS)}, not {stack!r}")
+    nbytes, t, pj = HBM_STACKS[stack]
+    return MemoryTier("hbm", stacks, nbytes, timing or t, pj, pj)
 
 
 #: HBF stack capacity of the serving paper's Table 1 (decimal GB).
@@ -216,14 +241,19 @@ class Interconnect:
 
 def check_packaging(hbm: int, hbf: int, packaging: str) -> None:
     """Raise ValueError unless ``hbm`` + ``hbf`` stacks fit ``packaging`` (the serving
-    paper's Figure 2: 8 shared sites, or H3's one HBF stack behind each HBM stack)."""
+    paper's Figure 2: 8 shared sites, or H3's one HBF stack behind each HBM stack; or a site
+    per stack, ``beside``)."""
     if packaging not in PACKAGINGS:
         raise ValueError(f"packaging must be one of {', '.join(PACKAGINGS)}, not {packaging!r}")
     if hbm < 1:
         raise ValueError(f"hbm stacks must be at least 1 (activations live in HBM), not {hbm}")
     if packaging == "shared" and hbm + hbf > SITES:
         raise ValueError(f"shared-site packaging divides {SITES} sites: hbm + hbf stacks "
-                         f"must be <= {SITES}, not {hbm} + {hbf}")
+                         f"must be <= {SITES}, not {hbm} + {hbf} (beside: a site per stack)")
+    if packaging == "beside" and hbm + hbf > BESIDE_SITES:
+        raise ValueError(f"beside packaging gives every stack its own site, at most "
+                         f"{BESIDE_SITES}: hbm + hbf stacks must be <= {BESIDE_SITES}, "
+                         f"not {hbm} + {hbf}")
     if packaging == "h3" and (hbm > SITES or hbf > hbm):
         raise ValueError(f"h3 packaging puts one HBF stack behind each HBM stack: hbm <= "
                          f"{SITES} and hbf <= hbm, not {hbm} + {hbf}")
@@ -240,7 +270,7 @@ class Node:
     hbm, hbf, dram, ssd : MemoryTier
         Per-GPU tiers (``hbf.stacks == 0``: no HBF).
     packaging : str
-        ``"shared"`` or ``"h3"`` (module docstring).
+        ``"shared"``, ``"beside"`` or ``"h3"`` (module docstring).
     link : Interconnect
     """
 
@@ -263,20 +293,22 @@ class Node:
 
     @property
     def label(self) -> str:
-        """``"4+4 shared"``-style name."""
-        return f"{self.hbm.stacks}+{self.hbf.stacks} {self.packaging}"
+        """``"4+4 shared"``-style name (``"6+6 beside, hbm3e"`` with H200 HBM3e stacks)."""
+        extra = ", hbm3e" if self.hbm.timing.name == HBM3E_TIMING.name else ""
+        return f"{self.hbm.stacks}+{self.hbf.stacks} {self.packaging}{extra}"
 
 
 def make_node(gpu: str = "h100", gpus: int = 1, hbm_stacks: int = 8, hbf_stacks: int = 0,
               packaging: str = "shared", hbf_timing: TierTiming = TABLE1_HBF,
-              hbm_timing: TierTiming = TABLE1_HBM, dram_bytes_per_gpu: float = 250e9,
+              hbm_timing: TierTiming | None = None, dram_bytes_per_gpu: float = 250e9,
               ssd_bytes_per_gpu: float = 3.84e12,
               link: Interconnect | None = None,
-              hbf_stack_bytes: float = TABLE1_HBF_STACK_BYTES) -> Node:
+              hbf_stack_bytes: float = TABLE1_HBF_STACK_BYTES,
+              hbm_stack: str = "table1") -> Node:
     """Build a :class:`Node` from preset names and stack counts (validated)."""
     if gpu not in GPU_PRESETS:
         raise ValueError(f"gpu must be one of {', '.join(GPU_PRESETS)}, not {gpu!r}")
-    return Node(GPU_PRESETS[gpu], gpus, hbm_tier(hbm_stacks, hbm_timing),
+    return Node(GPU_PRESETS[gpu], gpus, hbm_tier(hbm_stacks, hbm_timing, hbm_stack),
                 hbf_tier(hbf_stacks, hbf_timing, hbf_stack_bytes),
                 host_dram_tier(dram_bytes_per_gpu),
                 host_ssd_tier(ssd_bytes_per_gpu), packaging, link or Interconnect())

@@ -26,7 +26,8 @@ DEVICE_PROFILE = "hbf-serving"
 #: Every setting and its default (docs/serving.md explains each).
 DEFAULTS = {
     "model": "qwen3-32b", "gpu": "h100", "gpus": 1, "hbm": 4, "hbf": 4,
-    "packaging": "shared", "tp": None, "ep": None, "dpa": False, "weights": "hbm",
+    "hbm_stack": "table1", "packaging": "shared", "tp": None, "ep": None, "dpa": False,
+    "weights": "hbm",
     "split_fraction": 0.5, "dtype": "bf16", "dram_gb": 250.0, "ssd_tb": 3.84,
     "hbf_model": "device", "hbf_config": None, "hbf_profile": None, "cache": True,
     "scheduler": "buffered", "headroom": 0.10, "max_batch": 256, "max_tokens": 8192,
@@ -36,7 +37,8 @@ DEFAULTS = {
 _INTS = ("gpus", "hbm", "hbf", "tp", "ep", "max_batch", "max_tokens", "page_tokens")
 _FLOATS = ("split_fraction", "dram_gb", "ssd_tb", "headroom", "compute_efficiency")
 _BOOLS = ("dpa", "cache")
-_CHOICES = {"packaging": ("shared", "h3"), "weights": ("hbm", "hbf", "split"),
+_CHOICES = {"packaging": ("shared", "beside", "h3"), "hbm_stack": ("table1", "hbm3e"),
+            "weights": ("hbm", "hbf", "split"),
             "dtype": ("bf16", "fp8"), "hbf_model": ("device", "constant"),
             "scheduler": ("fcfs", "cache-aware", "buffered"),
             "format": (None, "mooncake", "azure", "burstgpt")}
@@ -178,7 +180,7 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
     try:
         node = make_node(s["gpu"], s["gpus"], s["hbm"], s["hbf"], s["packaging"],
                          **({"hbf_timing": timing} if timing else {}), **stack_kw,
-                         dram_bytes_per_gpu=s["dram_gb"] * 1e9,
+                         hbm_stack=s["hbm_stack"], dram_bytes_per_gpu=s["dram_gb"] * 1e9,
                          ssd_bytes_per_gpu=s["ssd_tb"] * 1e12)
     except ValueError as e:
         raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
