@@ -292,6 +292,35 @@ def test_bad_input_names_the_value(tmp_path, capsys):
     assert err.count("\n") == 1 and "nope" in err
 
 
+def test_set_runs_a_device_study_on_another_configuration(tmp_path, capsys):
+    """``--set`` reaches every run: the channel shape of contract 2 lifts the single
+    request port's loss at 16 channels (docs/timing-contract-v2.md §17); a key the study
+    sweeps, an unknown key, a malformed item and a serving study are refused before work."""
+    base = run_study("media-saturation", tmp_path / "a", quick=True, workers=1)
+    v2 = run_study("media-saturation", tmp_path / "b", quick=True, workers=1,
+                   config_set={"contract": 2, "host_ports": "channel"})
+    bw = {k: {(r["channels"], r["producers"], r["active_total"]): r["array_bandwidth_gbs"]
+              for r in csv.DictReader(read(s["files"]["csv"]).splitlines())} for k, s in
+          (("v1", base), ("v2", v2))}
+    key = ("16", "1024", "0")
+    assert float(bw["v2"][key]) > float(bw["v1"][key]) * 1.01
+    assert v2["config_set"] == {"contract": 2, "host_ports": "channel"}
+    assert "`contract = 2`" in read(v2["files"]["summary_md"])
+    for kw, word in ((dict(channels=4), "sets channels itself"),
+                     (dict(nope=1), "unknown configuration key 'nope'")):
+        with pytest.raises(ValueError, match=word):
+            run_study("media-saturation", tmp_path / "c", quick=True, workers=1,
+                      config_set=kw)
+    with pytest.raises(ValueError, match="device studies"):
+        run_study("serving", tmp_path / "d", quick=True, workers=1,
+                  config_set={"contract": 2})
+    capsys.readouterr()
+    assert main(["page-service", "--quick", "--out", str(tmp_path / "e"),
+                 "--set", "contract"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "c" / "runs.csv").exists()
+
+
 def test_register_adds_the_study_subcommand(tmp_path, capsys):
     ap = argparse.ArgumentParser(prog="hbfsim")
     register(ap.add_subparsers(dest="cmd"))

@@ -63,6 +63,11 @@ class Study(ABC):
     headline(summary) -> list[str]
         The few lines the command prints after a run (the summary here is the JSON-ready
         one :func:`~hbfsim.studies.runner.run_study` returns); default none.
+    config_kwargs(task) -> dict or None
+        The ``load_config`` keywords of a task's device configuration, so that the runner
+        can apply ``hbfsim study --set KEY=VALUE`` and refuse, before any work, a key the
+        study sets itself (its sweep or its workload); ``None`` (the default): the study
+        runs no ``HbfConfig`` of its own and takes no ``--set``.
     """
 
     name: str
@@ -100,3 +105,7 @@ class Study(ABC):
         """Return the published sources as ``summary.md`` names them."""
         also = f" and {self.reference}" if self.reference else ""
         return f"{self.document} {self.source}{also}"
+
+    def config_kwargs(self, task: dict) -> dict | None:
+        """The task's ``load_config`` keywords (device studies), or None (no ``--set``)."""
+        return None

@@ -25,6 +25,36 @@ def _add_arguments(p) -> None:
     p.add_argument("--workers", metavar="N", type=int, default=None,
                    help="worker processes (default: one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="config_set",
+                   help="HbfConfig key for every run of a device study (repeatable), e.g. "
+                        "--set contract=2 --set host_ports=channel; refused for a key the "
+                        "study sets itself")
+
+
+def _config_set(items) -> dict:
+    """``KEY=VALUE`` strings as a dict (values as TOML-like scalars: true/false, integers,
+    floats, else text); a malformed or repeated item is a one-line error naming it."""
+    out: dict = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not eq or not key or not text:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        if key in out:
+            raise ValueError(f"--set {key}: given twice")
+        low = text.lower()
+        if low in ("true", "false"):
+            out[key] = low == "true"
+            continue
+        for conv in (int, float):
+            try:
+                out[key] = conv(text)
+                break
+            except ValueError:
+                pass
+        else:
+            out[key] = text
+    return out
 
 
 def register(subparsers):
@@ -49,7 +79,7 @@ def run_cli(a) -> int:
     if a.workers is not None and a.workers < 1:
         raise ValueError(f"--workers must be a positive integer, not {a.workers}")
     s = run_study(a.name, a.out, quick=a.quick, workers=a.workers,
-                  progress=not a.no_progress)
+                  progress=not a.no_progress, config_set=_config_set(a.config_set))
     print(f"hbfsim study {a.name}{' --quick' if a.quick else ''}: {s['runs']} runs, "
           f"{s['workers']} worker(s), {s['host_seconds']:.1f} s")
     for line in STUDIES[a.name].headline(s):

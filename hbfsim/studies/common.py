@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["GB", "figure", "fmt", "md_table", "p95", "pct", "run_closed"]
+__all__ = ["GB", "figure", "fmt", "md_table", "p95", "pct", "run_closed", "study_config"]
 
 GB = 1e9
 
@@ -58,3 +58,12 @@ def run_closed(cfg, program, record=False):
 
     res = run_closed_loop(cfg, program, gpu=program.gpu, record=record)
     return res, collect_stats(res.system)
+
+
+def study_config(study, task: dict):
+    """The task's :class:`~hbfsim.config.HbfConfig`: the study's own keywords
+    (``study.config_kwargs(task)``) and the user's ``hbfsim study --set`` values, which the
+    runner put in ``task["config_set"]`` after checking that none is a key the study sets."""
+    from hbfsim.config import load_config
+
+    return load_config(**study.config_kwargs(task), **(task.get("config_set") or {}))

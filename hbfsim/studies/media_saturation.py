@@ -7,7 +7,7 @@ fixed 32-slot control (``active_total = 32`` for the whole stack).
 from __future__ import annotations
 
 from hbfsim.studies.base import Study
-from hbfsim.studies.common import GB, figure, fmt, md_table, pct, run_closed
+from hbfsim.studies.common import GB, figure, fmt, md_table, pct, run_closed, study_config
 
 __all__ = ["MediaSaturation", "STUDY"]
 
@@ -40,12 +40,18 @@ class MediaSaturation(Study):
         tasks += [dict(channels=c, producers=1024, active_total=32) for c in chans]
         return tasks
 
+    def config_kwargs(self, task: dict) -> dict:
+        from hbfsim.model.workloads import media_saturation
+
+        return dict(media_saturation().config, channels=task["channels"],
+                    active_total=task["active_total"])
+
     def run(self, task: dict) -> list:
-        from hbfsim.config import PAGE_BYTES, load_config
+        from hbfsim.config import PAGE_BYTES
         from hbfsim.model.workloads import media_saturation
 
         c, p, at = task["channels"], task["producers"], task["active_total"]
-        cfg = load_config(**media_saturation().config, channels=c, active_total=at)
+        cfg = study_config(self, task)
         w = media_saturation(cfg, producers=p)
         res, s = run_closed(cfg, w)
         stat_slots = cfg.channels * min(cfg.subarrays_per_channel, cfg.active_per_channel)

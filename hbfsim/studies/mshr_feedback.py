@@ -20,8 +20,7 @@ PUBLISHED = {
 }
 
 
-def _mf_config(task, merge: bool):
-    from hbfsim.config import load_config
+def _mf_kwargs(task, merge: bool) -> dict:
     from hbfsim.model.workloads import mshr_grid
 
     kw = dict(mshr_grid().config, t_read_us=task["t_read_us"], mshr_merge=merge)
@@ -29,7 +28,13 @@ def _mf_config(task, merge: bool):
         kw.update(mshr_entries=task["slots"], admission=4096)
     else:                                # our request-counting admission (L1, docs/sources.md)
         kw.update(admission=task["slots"], mshr_entries=4096)
-    return load_config(**kw)
+    return kw
+
+
+def _mf_config(task, merge: bool):
+    from hbfsim.config import load_config
+
+    return load_config(**_mf_kwargs(task, merge), **(task.get("config_set") or {}))
 
 
 def _mf_key(r):
@@ -51,6 +56,9 @@ class MshrFeedback(Study):
         return [dict(entries=e, slots=s, t_read_us=tr, slot_kind=k)
                 for k in ("mshr", "admission") for tr in (15.0, 1.0) for e in (32, 1)
                 for s in (32, 128, 4096)]
+
+    def config_kwargs(self, task: dict) -> dict:
+        return _mf_kwargs(task, True)  # merging on and off set the same keys
 
     def run(self, task: dict) -> list:
         from hbfsim.model.gpu import run_open_loop

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from hbfsim.studies.base import Study
-from hbfsim.studies.common import figure, fmt, md_table, pct
+from hbfsim.studies.common import figure, fmt, md_table, pct, study_config
 
 __all__ = ["PageService", "STUDY"]
 
@@ -36,15 +36,19 @@ class PageService(Study):
         return [dict(channels=c, t_read_us=tr, arrivals=a) for a in arr for c in (1, 4)
                 for tr in (15.0, 1.0)]
 
+    def config_kwargs(self, task: dict) -> dict:
+        from hbfsim.model.workloads import burst_page_service
+
+        return dict(burst_page_service().config, channels=task["channels"],
+                    t_read_us=task["t_read_us"])
+
     def run(self, task: dict) -> list:
-        from hbfsim.config import load_config
         from hbfsim.model.stats import collect_stats
         from hbfsim.model.system import HbfSystem
         from hbfsim.model.workloads import burst_page_service
 
         gap = 0.01 if task["arrivals"] == "burst" else 50.0
-        cfg = load_config(**burst_page_service().config, channels=task["channels"],
-                          t_read_us=task["t_read_us"])
+        cfg = study_config(self, task)
         w = burst_page_service(cfg, gap_us=gap)
         system = HbfSystem(cfg, keep=False)
         system.run_requests(iter(w))

@@ -7,7 +7,7 @@ built-in interleave at page strides 1, 4 and 32.
 from __future__ import annotations
 
 from hbfsim.studies.base import Study
-from hbfsim.studies.common import figure, fmt, md_table, run_closed
+from hbfsim.studies.common import figure, fmt, md_table, run_closed, study_config
 
 __all__ = ["Placement", "STUDY"]
 
@@ -16,6 +16,11 @@ PUBLISHED = {
     "B_64_1": {32: {"interleave": 1092373, "striping": 277353},
                4: {"interleave": 141530, "striping": 277353}},
 }
+
+
+def _placement_kw(task: dict) -> dict:
+    return dict(pages=task["pages"], entries=task["entries"], stride=task["stride"],
+                mapping=task["mapping"])
 
 
 class Placement(Study):
@@ -39,18 +44,21 @@ class Placement(Study):
                   for m in ("interleave", "modulo", "striping")]
         return tasks
 
-    def run(self, task: dict) -> list:
-        from hbfsim.config import load_config
-        from hbfsim.model.mapping import Mapper
+    def config_kwargs(self, task: dict) -> dict:
         from hbfsim.model.workloads import placement
 
-        kw = dict(pages=task["pages"], entries=task["entries"], stride=task["stride"],
-                  mapping=task["mapping"])
-        conf = dict(placement(None, **kw).config)
+        conf = dict(placement(None, **_placement_kw(task)).config)
         conf["active_total"] = 8            # the source's cap: eight operations controller-wide
         if task["part"] == "A":             # the diagnostic: tR/tPROG/tBERS 20/40/80 ticks
             conf.update(admission=256, hbf_tR=20, hbf_tPROG=40, hbf_tBERS=80)
-        cfg = load_config(**conf)
+        return conf
+
+    def run(self, task: dict) -> list:
+        from hbfsim.model.mapping import Mapper
+        from hbfsim.model.workloads import placement
+
+        kw = _placement_kw(task)
+        cfg = study_config(self, task)
         w = placement(cfg, **kw)
         res, s = run_closed(cfg, w)
         m = Mapper(cfg)

@@ -70,8 +70,31 @@ def write_plot(path, draw) -> None:
 
 
 # ============================================================================ the runner
+def _apply_config_set(study, tasks: list, config_set: dict) -> None:
+    """Check ``hbfsim study --set`` values before any work and put them in every task: the
+    study must run device configurations, every key and value must be valid, and none may
+    be a key the study sets itself (the user's value would not be what ran)."""
+    from hbfsim.config import ALIASES, ConfigError, load_config
+
+    if study.config_kwargs(tasks[0]) is None:
+        raise ValueError(f"--set applies to the device studies; {study.name} takes no "
+                         f"HbfConfig of its own (see its command's options)")
+    try:
+        load_config(**config_set)
+    except ConfigError as e:
+        raise ValueError(f"--set: {e}") from None
+    mine = {ALIASES.get(k, k): k for k in config_set}
+    for task in tasks:
+        own = {ALIASES.get(k, k) for k in study.config_kwargs(task)}
+        clash = sorted(set(mine) & own)
+        if clash:
+            raise ValueError(f"--set {mine[clash[0]]}: study {study.name} sets {clash[0]} "
+                             f"itself (its sweep or its workload); choose another key")
+        task["config_set"] = dict(config_set)
+
+
 def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None = None,
-              progress: bool = False) -> dict:
+              progress: bool = False, config_set: dict | None = None) -> dict:
     """Run study ``name`` and write its results; return the summary dictionary.
 
     Parameters
@@ -86,6 +109,9 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         Worker processes (default: one per core; 1 runs in this process).
     progress : bool
         Show a tqdm progress bar on stderr.
+    config_set : dict, optional
+        ``HbfConfig`` keys and values applied to every run of a device study (``hbfsim
+        study --set``), e.g. ``{"contract": 2}``; refused for keys the study sets itself.
 
     Returns
     -------
@@ -120,6 +146,8 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     # found now, not after minutes of simulation
     targets = resolve_outputs({k: out / v for k, v in names.items()})
     tasks = study.tasks(quick)
+    if config_set:
+        _apply_config_set(study, tasks, config_set)
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0            # no monitor thread (the pool forks workers)
@@ -158,10 +186,14 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     summary["files"] = files
     write_csv(targets["csv"], rows)
     write_plot(targets["plot"], lambda tmp: study.plot(rows, raw, tmp))
+    if config_set:
+        summary["config_set"] = dict(config_set)
+    setting = ("" if not config_set else " Every run with " + ", ".join(
+        f"`{k} = {v!r}`" for k, v in config_set.items()) + " (`--set`).")
     md = [f"# {study.title} ({name}; {study.document} {study.source})", "",
           f"{'Quick (reduced) sweep' if quick else 'Full sweep'}: {len(rows)} simulations in "
-          f"{len(tasks)} tasks, {n} worker process(es), {wall:.1f} s host time. Published "
-          f"figures: {study.cites()}; discussion in {study.results_page}.", "",
+          f"{len(tasks)} tasks, {n} worker process(es), {wall:.1f} s host time.{setting} "
+          f"Published figures: {study.cites()}; discussion in {study.results_page}.", "",
           study.report(rows, raw), "",
           "Files: `runs.csv` (every run), `plot.png`, `summary.json`.", ""]
     write_text(targets["summary_md"], "\n".join(md))

@@ -7,7 +7,8 @@ delay, with read-only, extended-deadline and request-counting-admission controls
 from __future__ import annotations
 
 from hbfsim.studies.base import Study
-from hbfsim.studies.common import figure, fmt, md_table, p95, pct, run_closed
+from hbfsim.studies.common import figure, fmt, md_table, p95, pct, run_closed, \
+    study_config
 
 __all__ = ["RwIsolation", "STUDY"]
 
@@ -54,13 +55,16 @@ class RwIsolation(Study):
                        deadline_ticks=10000, admission=256) for p in POLICIES]
         return tasks
 
-    def run(self, task: dict) -> list:
-        from hbfsim.config import load_config
+    def config_kwargs(self, task: dict) -> dict:
         from hbfsim.model.workloads import rw_isolation
 
-        conf = dict(rw_isolation().config, scheduler=task["scheduler"],
+        return dict(rw_isolation().config, scheduler=task["scheduler"],
                     write_deadline_ticks=task["deadline_ticks"], admission=task["admission"])
-        cfg = load_config(**conf)
+
+    def run(self, task: dict) -> list:
+        from hbfsim.model.workloads import rw_isolation
+
+        cfg = study_config(self, task)
         w = rw_isolation(cfg, write_pages=task["write_pages"], read_delay_us=task["read_delay_us"])
         res, s = run_closed(cfg, w, record=True)
         rl = [r.t_done - r.created for r in res.records if r.op == "R"]
