@@ -37,6 +37,7 @@ class PlaneActivity:
         """Record the media commands of every stack of ``system`` (before it runs)."""
         for st in system.stacks:
             st.media.issue = self._recorder(st.media.issue, st.stack)
+            st.media.issue_group = self._group_recorder(st.media.issue_group, st.stack)
 
     def _recorder(self, issue, stack):
         base = stack * self.cfg.subarrays_per_stack
@@ -47,6 +48,22 @@ class PlaneActivity:
             lat = issue(t, ch, s, op, local, tag)
             ops.append((t, base + ch * sub + s, lat))
             return lat
+
+        return recorded
+
+    def _group_recorder(self, issue_group, stack):
+        """A multi-plane command is one record per used plane, each with its own service
+        ticks (docs/timing-contract-multiplane.md MP6: a plane that finishes before the
+        slowest is idle, though its megaplane is held; unused planes draw nothing, MP5)."""
+        base = stack * self.cfg.subarrays_per_stack
+        sub = self.cfg.subarrays_per_channel
+        ops = self.ops
+
+        def recorded(t, ch, g, group):
+            lats = issue_group(t, ch, g, group)
+            for (s, _op, _local, _tag), lat in zip(group, lats):
+                ops.append((t, base + ch * sub + s, lat))
+            return lats
 
         return recorded
 
