@@ -32,6 +32,7 @@ class PlaneActivity:
         self.cfg = cfg
         self.planes = cfg.stacks * cfg.subarrays_per_stack
         self.ops: list[tuple[int, int, int]] = []
+        self.commands = 0
 
     def attach(self, system) -> None:
         """Record the media commands of every stack of ``system`` (before it runs)."""
@@ -47,6 +48,7 @@ class PlaneActivity:
         def recorded(t, ch, s, op, local, tag):
             lat = issue(t, ch, s, op, local, tag)
             ops.append((t, base + ch * sub + s, lat))
+            self.commands += 1
             return lat
 
         return recorded
@@ -63,6 +65,7 @@ class PlaneActivity:
             lats = issue_group(t, ch, g, group)
             for (s, _op, _local, _tag), lat in zip(group, lats):
                 ops.append((t, base + ch * sub + s, lat))
+            self.commands += 1
             return lats
 
         return recorded
