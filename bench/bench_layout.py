@@ -4,6 +4,7 @@
     python bench/bench_layout.py --full     # full size on 6 flashaccel stacks (minutes)
     python bench/bench_layout.py --full --scale 4 --channel-bw 10000 --issue hyperpage
     python bench/bench_layout.py --replicate   # with straggler replication (model/replication.py)
+    python bench/bench_layout.py --multiplane megaplane   # hyperpage commands (contract 2)
 
 Runs the ``layout-decode`` workload (model/workloads_layout.py) closed loop under ``declaration``
 and ``execution`` order and prints, from the runs, the step's span and fraction of planes
@@ -32,6 +33,12 @@ def main() -> None:
                     help="order of a kernel's page loads (default stream)")
     ap.add_argument("--channel-bw", type=float, help="channel_bw_gbps override")
     ap.add_argument("--megaplane", type=int, help="megaplane_planes override")
+    ap.add_argument("--contract", type=int, choices=(1, 2), help="cycle contract (default 1; "
+                    "2 with --multiplane)")
+    ap.add_argument("--host-ports", choices=("stack", "channel"),
+                    help="contract 2's host ports (default stack)")
+    ap.add_argument("--multiplane", choices=("off", "page", "megaplane"),
+                    help="hyperpage commands (docs/timing-contract-multiplane.md; contract 2)")
     ap.add_argument("--replicate", action="store_true",
                     help="copy the megapages above each kernel's average load to HBM")
     a = ap.parse_args()
@@ -40,6 +47,13 @@ def main() -> None:
         over["channel_bw_gbps"] = a.channel_bw
     if a.megaplane is not None:
         over["megaplane_planes"] = a.megaplane
+    if a.multiplane is not None:
+        over["multiplane"] = a.multiplane
+        over["contract"] = 2
+    if a.contract is not None:
+        over["contract"] = a.contract
+    if a.host_ports is not None:
+        over["host_ports"] = a.host_ports
     if a.full:
         cfg = load_config(profile="flashaccel", stacks=6, capacity_bytes=6 * (192 << 30),
                           **over)
@@ -51,7 +65,9 @@ def main() -> None:
           f"planes = {cfg.stacks * cfg.subarrays_per_stack} planes, megaplanes of "
           f"{cfg.megaplane_planes}, {cfg.channel_bw_gbps:g} GB/s per channel, tR "
           f"{cfg.t_read_us} us; qwen3-235b-a22b/{scale}, 1 layer, batch {a.batch}, "
-          f"{a.issue} issue")
+          f"{a.issue} issue; contract {cfg.contract}"
+          + (f" ({cfg.host_ports} ports), multiplane {cfg.multiplane}" if cfg.contract == 2
+             else ""))
     for layout in ("declaration", "execution"):
         t0 = time.perf_counter()
         prog = layout_decode(cfg, scale=scale, layout=layout, batch=a.batch, issue=a.issue)
@@ -61,6 +77,9 @@ def main() -> None:
         whole = act.window(res.start_tick, res.end_tick)
         print(f"{layout}: span {res.span_us:,.1f} us, planes busy {whole['busy_fraction']:.3f}, "
               f"{res.requests:,} page reads ({time.perf_counter() - t0:.1f} s host)")
+        if act.commands != len(act.ops):
+            print(f"  {act.commands:,} media commands, {len(act.ops) / act.commands:.2f} "
+                  f"planes per command")
         if a.replicate:
             print(f"  replicated into HBM: {prog.expected['hbm_bytes']:,} B")
         reps = prog.expected.get("replication", [None] * len(res.kernels))

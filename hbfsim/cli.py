@@ -451,10 +451,11 @@ def _cmd_replay(a) -> int:
     return _simulate(cfg, reqs, outs, a.trace_level, f"replay {a.file}")
 
 
-#: Trailing comments ``config show`` prints after a key whose value has no effect yet.
+#: Trailing comments ``config show`` prints after a key whose value has no effect yet (or
+#: only under another key).
 _SHOW_NOTES = {
-    "megaplane_planes": "  # grouping only: no timing effect until hyperpage commands "
-                        "(docs/flashaccel.md)",
+    "megaplane_planes": "  # a name only under multiplane = off; shared command logic "
+                        "otherwise (docs/timing-contract-multiplane.md)",
     "plane_sram_bytes": "  # the SRAM prefetch queue's plane staging (model/prefetch.py)",
     "base_die_sram_bytes": "  # the SRAM prefetch queue's capacity per stack (model/prefetch.py)",
 }

@@ -56,6 +56,7 @@ TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
 CONTRACTS = (1, 2)
 HOST_PORTS = ("stack", "channel")
+MULTIPLANE = ("off", "page", "megaplane")
 
 
 class ConfigError(ValueError):
@@ -83,8 +84,8 @@ class HbfConfig:
         channel ``c`` is its subarrays ``d*P .. d*P + P - 1`` (docs/flashaccel.md).
     megaplane_planes : int
         Planes per megaplane (FlashAccel: 32), the group of ``M`` consecutive subarrays of a
-        die that shares command logic; 1 = every plane alone. Grouping only: no timing
-        effect until hyperpage commands exist (timing contract v2).
+        die that shares command logic; 1 = every plane alone. A name only under
+        ``multiplane = "off"``; the unit of shared command logic otherwise.
     plane_sram_bytes, base_die_sram_bytes : int
         SRAM beside each plane and on the base die (FlashAccel: 32 KiB, 32 MiB); recorded,
         used by nothing yet (0 = none).
@@ -130,6 +131,15 @@ class HbfConfig:
         Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
         each, v1's shape) or ``channel`` (one per host channel; golden model only, §18 step
         5).
+    multiplane : str
+        Hyperpage commands under contract 2 (docs/timing-contract-multiplane.md): ``off``
+        (every subarray has its own command logic), ``page`` (megaplanes share command
+        logic, one plane per command: MP1) or ``megaplane`` (MP1 and grouped commands,
+        MP2-MP7).
+    hyperpage_window_ticks : int
+        How long a queued operation waits for the rest of its megapage under ``multiplane =
+        "megaplane"`` (MP4); -1, the default, is ``megaplane_planes`` ticks
+        (:attr:`hyperpage_window`).
     memory_clock_mhz, gpu_clock_mhz : float
         Controller/media clock and GPU core clock (C1).
     t_read_us, t_prog_us, t_erase_us : float
@@ -182,6 +192,8 @@ class HbfConfig:
     link_burst_bytes: int = 4096
     contract: int = 1
     host_ports: str = "stack"
+    multiplane: str = "off"
+    hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
     gpu_clock_mhz: float = 1132.0
     t_read_us: float = 15.0
@@ -260,6 +272,13 @@ class HbfConfig:
     def die_planes(self) -> int:
         """Planes of one die: ``planes_per_die``, or the channel's subarrays when 0."""
         return self.planes_per_die or self.subarrays_per_channel
+
+    @property
+    def hyperpage_window(self) -> int:
+        """The gather window of MP4 in ticks: ``hyperpage_window_ticks``, or
+        ``megaplane_planes`` when it is -1 (docs/timing-contract-multiplane.md)."""
+        w = self.hyperpage_window_ticks
+        return self.megaplane_planes if w < 0 else w
 
     @property
     def dies_per_stack(self) -> int:
@@ -438,7 +457,8 @@ _INT_MAX = {
     "base_address": MAX_ADDRESS - PAGE_BYTES, "capacity_bytes": MAX_ADDRESS,
     "read_agg_window_ticks": MAX_TICK, "buffer_hit_ticks": MAX_TICK,
     "cache_hit_ticks": MAX_TICK, "write_deadline_ticks": MAX_TICK,
-    "write_drain_window_ticks": MAX_TICK, "link_burst_bytes": MAX_COUNT * PAGE_BYTES,
+    "write_drain_window_ticks": MAX_TICK, "hyperpage_window_ticks": MAX_TICK,
+    "link_burst_bytes": MAX_COUNT * PAGE_BYTES,
     "plane_sram_bytes": MAX_COUNT * PAGE_BYTES, "base_die_sram_bytes": MAX_COUNT * PAGE_BYTES,
 }
 #: Upper bounds of float keys (finite, and below these).
@@ -551,6 +571,18 @@ def _validate(c: HbfConfig) -> None:
     need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
+    # docs/timing-contract-multiplane.md, Configuration: hyperpage commands extend contract 2
+    need(c.multiplane in MULTIPLANE,
+         f"multiplane must be off, page or megaplane, not {c.multiplane!r}")
+    need(c.multiplane == "off" or c.contract == 2,
+         f"multiplane requires contract = 2 (docs/timing-contract-multiplane.md), not "
+         f"{c.multiplane!r} under contract = {c.contract!r}")
+    need(c.hyperpage_window_ticks >= -1, f"hyperpage_window_ticks must be a tick count >= 0 "
+         f"(or -1: megaplane_planes ticks), not {c.hyperpage_window_ticks!r}")
+    # MP4's window exists only under megaplane; a value given otherwise would be ignored
+    need(c.multiplane == "megaplane" or c.hyperpage_window_ticks == -1,
+         f"hyperpage_window_ticks is used by multiplane = 'megaplane' only, not "
+         f"{c.hyperpage_window_ticks!r} under multiplane = {c.multiplane!r}")
     # v2 §8: the deficit credit has no bucket; a bucket given for contract 2 would be
     # silently ignored
     need(c.contract == 1 or c.link_burst_bytes == HbfConfig.link_burst_bytes,

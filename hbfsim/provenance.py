@@ -34,8 +34,8 @@ DEFAULT_SOURCES = {
     "subarrays_per_channel": (PAPER, "§5.4: 32 subarrays per channel"),
     "planes_per_die": (OURS, "0: one die per channel (its subarrays); the HBF-Sim sources "
                              "name no die size"),
-    "megaplane_planes": (OURS, "1: every plane alone; grouping only, no timing effect until "
-                               "hyperpage commands (docs/flashaccel.md)"),
+    "megaplane_planes": (OURS, "1: every plane alone; a name only under multiplane = off "
+                               "(docs/flashaccel.md)"),
     "plane_sram_bytes": (OURS, "0: no per-plane SRAM in the HBF-Sim sources (the "
                                "SRAM prefetch queue refuses it)"),
     "base_die_sram_bytes": (OURS, "0: the HBF-Sim base die has only the page cache "
@@ -73,6 +73,11 @@ DEFAULT_SOURCES = {
                        "docs/timing-contract-v2.md) is proposed, model only"),
     "host_ports": (OURS, "stack: one request and one response port per stack (v1's shape); "
                          "used by contract 2 only"),
+    "multiplane": (OURS, "off: every subarray has its own command logic, as contract 1 "
+                         "(docs/timing-contract-multiplane.md); contract 2 only"),
+    "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "
+                                     "for one megapage (docs/timing-contract-multiplane.md, "
+                                     "MP4)"),
     "memory_clock_mhz": (CONF, "850 MHz DRAM clock; paper §5.2 (0.850 GHz)"),
     "gpu_clock_mhz": (CONF, "1132 MHz core clock; paper §5.2 (1.132 GHz)"),
     "t_read_us": (PAPER, "§4.2: default profile tR 15 us"),
@@ -116,7 +121,7 @@ PROFILE_SOURCES = {
         "subarrays_per_channel": (FLASHACCEL, "96 planes per die, one die per channel"),
         "planes_per_die": (FLASHACCEL, "a die is split into 96 planes"),
         "megaplane_planes": (FLASHACCEL, "planes grouped 32-wide into a megaplane (M = 32); "
-                                         "no timing effect until hyperpage commands"),
+                                         "a name only under multiplane = off"),
         "active_per_channel": (FLASHACCEL, "all planes fire together (hyperpage read)"),
         "channel_bw_gbps": (FLASHACCEL, "768 GB/s per stack over 8 channels"),
         "capacity_bytes": (FLASHACCEL, "192 GB NAND per stack, read as 192 GiB (256 MiB "

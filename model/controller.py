@@ -147,6 +147,9 @@ class StackController:
         # 1 under contract 2's command register (timing-contract-v2.md §7)
         self.cmd_delay = 0
         self.issued_at = [-1] * C                    # cycle of each channel's last issue
+        # operations that issue took from the queue (1; a multi-plane command's group size,
+        # docs/timing-contract-multiplane.md MP3): the enqueue arbiter's start-of-cycle count
+        self.issued_k = [1] * C
         self.queued_programs = 0
         self.policy = cfg.scheduler
         self.drain_open = False
@@ -375,7 +378,7 @@ class StackController:
         chans = self.enq_chans | wb_cand.keys() if wb_cand else self.enq_chans
         for ch in sorted(chans) if len(chans) > 1 else list(chans):
             heap = self.enq_ready[ch]
-            occ = len(self.queue[ch]) + (1 if self.issued_at[ch] == t else 0)
+            occ = len(self.queue[ch]) + (self.issued_k[ch] if self.issued_at[ch] == t else 0)
             if occ >= self.qdepth:
                 continue
             if heap:

@@ -11,6 +11,9 @@ steps it in the phase order of v2 §16: (a) egress handshakes, (b) launch then c
 (c) :meth:`release_media`, (d) issue decisions, (e) enqueue, (f) dispatch from M, (g) ingress
 accepts then queue heads into M, (h) write-buffer triggers, (i) :meth:`complete_entries`,
 (j) end of cycle.
+
+With ``multiplane`` not ``off`` the issue decision and the media side of the completions
+are :class:`hbfsim.model.megaplane.Megaplanes`'s (docs/timing-contract-multiplane.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from hbfsim.config import HbfConfig
 from hbfsim.model.controller import Request, StackController
 from hbfsim.model.link import DeficitCredit
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR
+from hbfsim.model.megaplane import Megaplanes
 
 __all__ = ["EGRESS_DEPTH", "INGRESS_DEPTH", "PipelinedStackController"]
 
@@ -56,6 +60,11 @@ class PipelinedStackController(StackController):
         entry and its index in the entry's waiter list.
     egress : deque of Request
         E: launched responses in launch order, on ``resp`` from the cycle after launch.
+    drain_in : bool
+        The ``drain`` input's level in the current cycle (v2 §1), set by the run loop
+        before the issue phase; it ends a multi-plane gather window (MP4).
+    mp : Megaplanes or None
+        The multi-plane command state (MP1-MP7), None under ``multiplane = "off"``.
     """
 
     def __init__(self, cfg: HbfConfig, stack: int, mapper, stats):
@@ -69,6 +78,8 @@ class PipelinedStackController(StackController):
         self._hs_t = -1             # cycle of the last handshake (E's start-of-cycle count)
         self._delivered: list = []  # completions released in this cycle (v2 §7)
         self.link = DeficitCredit(cfg)
+        self.drain_in = False
+        self.mp = Megaplanes(self) if cfg.multiplane != "off" else None
 
     # ============================================================ v2 §4.1 ingress, Q, M
     def ready(self) -> bool:
@@ -103,10 +114,27 @@ class PipelinedStackController(StackController):
         """``m_valid``: Q or M holds a request (v2 §1, for ``drain``)."""
         return self.m is not None or bool(self.qin)
 
-    # ================================================== v2 §7 completion forwarding
+    # ================================================== v2 §7 issue and its forwarding
+    def issue(self, t: int) -> bool:
+        """The issue decisions of cycle ``t`` (v2 §7; with ``multiplane``, MP1-MP5)."""
+        if self.mp is not None:
+            return self.mp.issue(t, self.drain_in)
+        return super().issue(t)
+
+    def next_timer(self, t: int) -> int | None:
+        """Contract 1's timers and the end of a multi-plane gather window (MP4)."""
+        n = super().next_timer(t)
+        w = self.mp.next_wake() if self.mp is not None else None
+        if w is None:
+            return n
+        w = max(w, t + 1)
+        return w if n is None or w < n else n
+
     def release_media(self, t: int) -> bool:
         """Deliver the completions of cycle ``t`` and free their subarrays and active slots
         for the issue decision of the same cycle (v2 §7, the media side's forwarding)."""
+        if self.mp is not None:
+            return self.mp.release(t)
         due = self.media._due
         if not due or due[0][0] > t:
             return False
@@ -120,7 +148,7 @@ class PipelinedStackController(StackController):
 
     def complete_entries(self, t: int) -> bool:
         """The entry side of this cycle's completions: RETURN from ``t + 1`` (v2 §4b)."""
-        changed = False
+        changed = self.mp.complete(t) if self.mp is not None else False
         for _ch, _sub, tag, flags in self._delivered:
             self._cpl_entry(t, tag, flags)
             changed = True

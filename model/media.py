@@ -93,6 +93,32 @@ class Media:
     # ---- the command interface --------------------------------------------------------
     def issue(self, t: int, ch: int, sub: int, op: int, local: int, tag: int) -> int:
         """Accept a command issued in cycle ``t``; return its service latency in ticks."""
+        lat, flags = self._serve(ch, sub, op, local)
+        heapq.heappush(self._due, (t + lat, ch, sub, tag, flags))
+        return lat
+
+    def issue_group(self, t: int, ch: int, megaplane: int, ops) -> list[int]:
+        """Accept a multi-plane command on megaplane ``megaplane`` of channel ``ch`` in
+        cycle ``t`` (docs/timing-contract-multiplane.md MP2); return each plane's latency.
+
+        ``ops`` lists ``(subarray, op, local, tag)`` per used plane. Each plane is served as
+        a command of its own would be (page buffers, block allocation, erase: MP8); the
+        command is due at ``t`` plus the slowest plane's latency (MP6) and completes as one
+        (MP7): :meth:`deliver` returns it as ``(channel, megaplane, tags, flags)`` with one
+        tag and one flag word per used plane, in the order of ``ops``. A megaplane holds one
+        command at a time (MP1), so ``(due, channel, megaplane)`` orders the due heap: ties
+        by lowest megaplane."""
+        lats, tags, flags = [], [], []
+        for sub, op, local, tag in ops:
+            lat, f = self._serve(ch, sub, op, local)
+            lats.append(lat)
+            tags.append(tag)
+            flags.append(f)
+        heapq.heappush(self._due, (t + max(lats), ch, megaplane, tuple(tags), tuple(flags)))
+        return lats
+
+    def _serve(self, ch: int, sub: int, op: int, local: int) -> tuple[int, int]:
+        """One plane's service of one page: its latency (R3, W5) and completion flags."""
         s = self._subs.get((ch, sub))
         if s is None:
             s = self._subs[(ch, sub)] = _Subarray()
@@ -117,8 +143,7 @@ class Media:
             if not ok:
                 flags = FLAG_ERROR
         self.busy_ticks += lat
-        heapq.heappush(self._due, (t + lat, ch, sub, tag, flags))
-        return lat
+        return lat, flags
 
     def next_due(self) -> int | None:
         """Earliest due tick of an undelivered completion, or None."""
@@ -126,7 +151,8 @@ class Media:
 
     def deliver(self, t: int) -> list[tuple[int, int, int, int]]:
         """Completions delivered in cycle ``t``: at most one per channel, as
-        ``(channel, subarray, tag, flags)``, earliest due first, ties by lowest subarray."""
+        ``(channel, subarray, tag, flags)``, earliest due first, ties by lowest subarray (a
+        multi-plane command's: ``(channel, megaplane, tags, flags)``, :meth:`issue_group`)."""
         due = self._due
         if not due or due[0][0] > t:
             return []

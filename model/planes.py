@@ -32,11 +32,13 @@ class PlaneActivity:
         self.cfg = cfg
         self.planes = cfg.stacks * cfg.subarrays_per_stack
         self.ops: list[tuple[int, int, int]] = []
+        self.commands = 0
 
     def attach(self, system) -> None:
         """Record the media commands of every stack of ``system`` (before it runs)."""
         for st in system.stacks:
             st.media.issue = self._recorder(st.media.issue, st.stack)
+            st.media.issue_group = self._group_recorder(st.media.issue_group, st.stack)
 
     def _recorder(self, issue, stack):
         base = stack * self.cfg.subarrays_per_stack
@@ -46,7 +48,25 @@ class PlaneActivity:
         def recorded(t, ch, s, op, local, tag):
             lat = issue(t, ch, s, op, local, tag)
             ops.append((t, base + ch * sub + s, lat))
+            self.commands += 1
             return lat
+
+        return recorded
+
+    def _group_recorder(self, issue_group, stack):
+        """A multi-plane command is one record per used plane, each with its own service
+        ticks (docs/timing-contract-multiplane.md MP6: a plane that finishes before the
+        slowest is idle, though its megaplane is held; unused planes draw nothing, MP5)."""
+        base = stack * self.cfg.subarrays_per_stack
+        sub = self.cfg.subarrays_per_channel
+        ops = self.ops
+
+        def recorded(t, ch, g, group):
+            lats = issue_group(t, ch, g, group)
+            for (s, _op, _local, _tag), lat in zip(group, lats):
+                ops.append((t, base + ch * sub + s, lat))
+            self.commands += 1
+            return lats
 
         return recorded
 

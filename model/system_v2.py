@@ -32,14 +32,17 @@ def run_pipelined(system, until: int | None) -> int:
         system.steps += 1
         # (a) E handshakes, one per system response port (v2 §2, §8)
         busy = _egress(system, t)
+        # the drain input of this cycle (v2 §1): raised at the end of an earlier cycle
+        drain = system.drain_at is not None and t >= system.drain_at
         for s in stacks:
             # (b) K launches then R choices; (c) completions free their subarrays for
-            # (d) the issue decisions of this cycle (v2 §7); (e) enqueue (v1 §6)
+            # (d) the issue decisions of this cycle (v2 §7; drain ends a multi-plane gather
+            # window, docs/timing-contract-multiplane.md MP4); (e) enqueue (v1 §6)
+            s.drain_in = drain
             busy |= s.respond_stages(t)
             busy |= s.release_media(t)
             busy |= s.issue(t)
             busy |= s.enqueue(t)
-        drain = system.drain_at is not None and t >= system.drain_at
         # (f) dispatch from M (v1 §4.2 rules, from the start-of-cycle state)
         for s in stacks:
             busy |= s.dispatch(t, drain)

@@ -236,14 +236,15 @@ def test_the_flashaccel_profile_runs(capsys, argv):
     assert "profile flashaccel" in out and "8 channels x 96 subarrays" in out
 
 
-def test_config_show_says_megaplanes_have_no_timing_effect(capsys):
+def test_config_show_says_megaplanes_act_only_under_multiplane(capsys):
     from hbfsim.cli import main
 
     assert main(["config", "show", "--profile", "flashaccel"]) == 0
     out = capsys.readouterr().out
-    assert "megaplane_planes = 32  # grouping only: no timing effect until hyperpage " \
-           "commands" in out
+    assert "megaplane_planes = 32  # a name only under multiplane = off; shared command " \
+           "logic otherwise" in out
+    assert "multiplane = 'off'" in out or 'multiplane = "off"' in out
     assert main(["config", "show", "--provenance", "--profile", "flashaccel"]) == 0
     line = [ln for ln in capsys.readouterr().out.splitlines()
             if ln.startswith("megaplane_planes")][0]
-    assert "FlashAccel paper" in line and "no timing effect until hyperpage commands" in line
+    assert "FlashAccel paper" in line and "a name only under multiplane = off" in line
