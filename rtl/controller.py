@@ -44,6 +44,10 @@ def check_supported(cfg: HbfConfig) -> None:
     if cfg.media_mode != "hbf":
         raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
                          "media_mode = 'hbf'")
+    if cfg.contract != 1:
+        # timing-contract-v2.md §18 step 3: refused until the contract-2 RTL exists
+        raise ValueError(f"contract = {cfg.contract}: the RTL implements only contract = 1 "
+                         "(timing contract v2 is model-only so far)")
 
 
 class Controller(wiring.Component):
