@@ -3,15 +3,18 @@
 Implements docs/timing-contract.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
 ``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
 composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
-:mod:`.scheduler` and :mod:`.response`.
+:mod:`.scheduler` and :mod:`.response`. Under ``contract = 2`` (stack shape) it implements
+docs/timing-contract-v2.md §4.1 and §4a instead: the two-entry ingress queue Q
+(:mod:`.stage_queue`) whose head is mapped (stage X) and moves into M, M dispatching from
+``ta + 2``.
 """
 
 from __future__ import annotations
 
 __all__ = ["Controller", "check_supported"]
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -19,12 +22,13 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
 from hbfsim.rtl.checks import check_mode
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
-                                resp_layout)
+                                resp_layout, target_layout)
 from hbfsim.rtl.mapper import Mapper
 from hbfsim.rtl.mshr import Mshr
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
+from hbfsim.rtl.stage_queue import StageQueue
 from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
 
 
@@ -44,10 +48,10 @@ def check_supported(cfg: HbfConfig) -> None:
     if cfg.media_mode != "hbf":
         raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
                          "media_mode = 'hbf'")
-    if cfg.contract != 1:
-        # timing-contract-v2.md §18 step 3: refused until the contract-2 RTL exists
-        raise ValueError(f"contract = {cfg.contract}: the RTL implements only contract = 1 "
-                         "(timing contract v2 is model-only so far)")
+    if cfg.contract == 2 and cfg.stacks != 1:
+        # timing-contract-v2.md §18 step 3: refused until the contract-2 system layer exists
+        raise ValueError(f"contract = {cfg.contract}: the RTL implements contract 2 for one "
+                         f"stack only so far, not stacks = {cfg.stacks}")
 
 
 class Controller(wiring.Component):
@@ -140,6 +144,8 @@ class Controller(wiring.Component):
         return self._w
 
     def elaborate(self, platform):
+        if self._cfg.contract == 2:
+            return self._elaborate_v2()
         m = Module()
         cfg, w = self._cfg, self._w
         ids = dict(id_bits=w.id, source_bits=w.source)
@@ -251,5 +257,127 @@ class Controller(wiring.Component):
             arb.slot_hit.eq(adm.rd_hit),
             adm.release.valid.eq(self.resp.valid & self.resp.ready),
             adm.release.slot.eq(arb.slot),
+        ]
+        return m
+
+    def _elaborate_v2(self):
+        """Contract 2, stack shape: Q, X and M (v2 §3, §4.1, §4a), the command register
+        (v2 §7, in the scheduler) and R / K / E (v2 §8, in the response arbiter)."""
+        m = Module()
+        cfg, w = self._cfg, self._w
+        ids = dict(id_bits=w.id, source_bits=w.source)
+        opts = dict(checks=bool(self._checks), mutations=self._mutations)
+        m.submodules.admission = adm = Admission(cfg, **ids, **opts)
+        m.submodules.mapper = mapper = Mapper(cfg)
+        m.submodules.mshr = mshr = Mshr(cfg, **opts)
+        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector, **opts)
+        m.submodules.scheduler = sched = Scheduler(cfg, **opts)
+        m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
+        offset_bits = ceil_log2(PAGE_BYTES)
+        q_layout = data.StructLayout({
+            "slot": unsigned(w.slot), "op": ReqOp, "page": unsigned(w.page),
+            "offset": unsigned(offset_bits), "bytes": unsigned(w.bytes)})
+        m.submodules.ingress = q = StageQueue(q_layout, checks=bool(self._checks))
+
+        # ---- A: accept into Q; ready from Q's occupancy and the admission count (v2 §4.1) --
+        req = self.req
+        m.d.comb += [
+            req.ready.eq(q.inp.ready & adm.alloc_ready),
+            q.inp.valid.eq(req.valid & adm.alloc_ready),
+            q.inp.payload.slot.eq(adm.alloc_slot),
+            q.inp.payload.op.eq(req.payload.op),
+            q.inp.payload.page.eq(req.payload.addr[offset_bits:]),
+            q.inp.payload.offset.eq(req.payload.addr[:offset_bits]),
+            q.inp.payload.bytes.eq(req.payload.bytes),
+            adm.alloc.eq(req.valid & req.ready),
+            adm.alloc_data.id.eq(req.payload.id),
+            adm.alloc_data.op.eq(req.payload.op),
+            adm.alloc_data.source.eq(req.payload.source),
+            adm.alloc_data.bytes.eq(req.payload.bytes),
+        ]
+
+        # ---- X: the head of Q is mapped, and registered into M with it (v2 §3) ----
+        head = q.out.payload
+        m.d.comb += [mapper.page.eq(head.page), mapper.write.eq(head.op == ReqOp.WRITE)]
+
+        # ---- M: dispatch (v1 §4.2 rules, from the start-of-cycle state) ----
+        m_valid = Signal()
+        m_req = Signal(q_layout, name="m_req", reset_less=True)
+        m_target = Signal(target_layout(w), name="m_target", reset_less=True)
+        is_read = m_valid & (m_req.op == ReqOp.READ)
+        is_write = m_valid & (m_req.op == ReqOp.WRITE)
+        m.d.comb += [
+            self.m_valid.eq(m_valid | q.out.valid),
+            self.flushes.eq(wb.flushes),
+            wb.probe.valid.eq(is_read),
+            wb.probe.page.eq(m_req.page),
+            mshr.disp.valid.eq(is_read & ~wb.probe_block),
+            mshr.disp.payload.page.eq(m_req.page),
+            mshr.disp.payload.target.eq(m_target),
+            mshr.disp.payload.bytes.eq(m_req.bytes),
+            mshr.disp.payload.slot.eq(m_req.slot),
+            wb.disp.valid.eq(is_write),
+            wb.disp.payload.page.eq(m_req.page),
+            wb.disp.payload.target.eq(m_target),
+            wb.disp.payload.offset.eq(m_req.offset),
+            wb.disp.payload.bytes.eq(m_req.bytes),
+            wb.disp.payload.slot.eq(m_req.slot),
+        ]
+        read_fire = mshr.disp.valid & mshr.disp.ready
+        dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
+        m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_req.slot)]
+        # Q's head moves into M when M is empty at the start of the cycle or dispatches
+        m.d.comb += q.out.ready.eq(~m_valid | dispatch)
+        with m.If(q.out.valid & q.out.ready):
+            m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target)]
+        with m.Elif(dispatch):
+            m.d.sync += m_valid.eq(0)
+
+        # ---- tables, scheduler and media ports (§6, v2 §7) ----
+        m.d.comb += [
+            wb.mshr_tags.eq(mshr.tags),
+            wb.mshr_pending.eq(mshr.pending),
+            wb.drain.eq(self.drain),
+            sched.wb_occupied.eq(wb.occupied),
+        ]
+        for c in range(cfg.channels):
+            wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
+            wiring.connect(m, wb.enq[c], sched.wb_enq[c])
+            dec, cpl = sched.dec[c], self.cpl[c]
+            to_mshr = dec.tag.kind == EntryKind.MSHR
+            done_mshr = cpl.tag.kind == EntryKind.MSHR
+            m.d.comb += [
+                self.cmd[c].eq(sched.cmd[c]),
+                sched.cpl[c].eq(cpl),
+                # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
+                mshr.issue[c].valid.eq(dec.valid & to_mshr),
+                mshr.issue[c].index.eq(dec.tag.index),
+                wb.issue[c].valid.eq(dec.valid & ~to_mshr),
+                wb.issue[c].index.eq(dec.tag.index),
+                mshr.done[c].valid.eq(cpl.valid & done_mshr),
+                mshr.done[c].index.eq(cpl.tag.index),
+                mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
+                mshr.done[c].error.eq(cpl.error),
+                wb.done[c].valid.eq(cpl.valid & ~done_mshr),
+                wb.done[c].index.eq(cpl.tag.index),
+                wb.done[c].buffer_hit.eq(cpl.buffer_hit),
+                wb.done[c].error.eq(cpl.error),
+            ]
+
+        # ---- responses: R, K, E (v2 §8) ----
+        wiring.connect(m, mshr.ret, arb.mshr_ret)
+        wiring.connect(m, wb.ret, arb.wb_ret)
+        wiring.connect(m, arb.resp, wiring.flipped(self.resp))
+        m.d.comb += [
+            mshr.ret_sel.eq(arb.mshr_sel),
+            wb.ret_sel.eq(arb.wb_sel),
+            arb.mshr_locked.eq(mshr.ret_locked),
+            arb.wb_locked.eq(wb.ret_locked),
+            mshr.launched.eq(arb.mshr_launched),
+            wb.launched.eq(arb.wb_launched),
+            adm.rd_slot.eq(arb.slot),
+            arb.slot_data.eq(adm.rd_data),
+            arb.slot_hit.eq(adm.rd_hit),
+            adm.release.eq(arb.release),
         ]
         return m
