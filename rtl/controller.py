@@ -48,10 +48,6 @@ def check_supported(cfg: HbfConfig) -> None:
     if cfg.media_mode != "hbf":
         raise ValueError(f"media_mode = {cfg.media_mode!r}: the RTL implements only "
                          "media_mode = 'hbf'")
-    if cfg.contract == 2 and cfg.stacks != 1:
-        # timing-contract-v2.md §18 step 3: refused until the contract-2 system layer exists
-        raise ValueError(f"contract = {cfg.contract}: the RTL implements contract 2 for one "
-                         f"stack only so far, not stacks = {cfg.stacks}")
 
 
 class Controller(wiring.Component):

@@ -25,8 +25,6 @@ def test_build_is_cached_per_rtl_parameter_set():
 def test_unsupported_configuration_is_refused_by_name():
     with pytest.raises(ValueError, match="page_cache_pages"):
         runner.build(scenarios.config(page_cache_pages=16))
-    with pytest.raises(ValueError, match="contract"):
-        runner.build(scenarios.config(contract=2))
     with pytest.raises(ValueError, match="--sim must be one of"):
         runner.build(scenarios.config(), sim="xsim")
 

@@ -114,7 +114,7 @@ def test_raw_worked_example(contract, writes, read_done):
 
 
 @pytest.mark.parametrize("key,value", [("page_cache_pages", 16), ("media_mode", "ssd"),
-                                       ("stacks", 2), ("contract", 2)])
+                                       ("stacks", 2)])
 def test_unsupported_configuration_is_rejected(key, value):
     """Model-only keys are rejected; so is a several-stack configuration, which is a
     ``System`` of stack controllers (rtl/system.py), not one ``Controller``."""
