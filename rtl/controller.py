@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["Controller", "check_supported"]
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Assert, Cat, Module, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -23,6 +23,7 @@ from hbfsim.rtl.admission import Admission
 from hbfsim.rtl.checks import check_mode
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
                                 resp_layout, target_layout)
+from hbfsim.rtl.logic import named
 from hbfsim.rtl.mapper import Mapper
 from hbfsim.rtl.mshr import Mshr
 from hbfsim.rtl.mutations import check_mutations
@@ -302,6 +303,15 @@ class Controller(wiring.Component):
         m_target = Signal(target_layout(w), name="m_target", reset_less=True)
         is_read = m_valid & (m_req.op == ReqOp.READ)
         is_write = m_valid & (m_req.op == ReqOp.WRITE)
+        n_mshr, n_wb = cfg.mshr_entries, cfg.write_buffer_entries
+        # M's match vectors (v2 §4.2): mergeable MSHR entries, write-buffer entries in use
+        # and OPEN ones, for M's page; registered from L, then maintained (qualification
+        # here, forwarding below)
+        m_mshr = Signal(n_mshr, name="m_match_mshr")
+        m_used = Signal(n_wb, name="m_match_used")
+        m_open = Signal(n_wb, name="m_match_open")
+        m.d.comb += [mshr.disp_match.eq(m_mshr), wb.disp_open.eq(m_open),
+                     wb.probe_used.eq(m_used)]
         m.d.comb += [
             self.m_valid.eq(m_valid | q.out.valid),
             self.flushes.eq(wb.flushes),
@@ -322,12 +332,52 @@ class Controller(wiring.Component):
         read_fire = mshr.disp.valid & mshr.disp.ready
         dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
         m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_req.slot)]
+        # ---- L: the head of Q compares its page once with every entry (v2 §4.2, §14) ----
+        # Forwarding: an entry M allocates in this cycle for the head's page matches from the
+        # next cycle (entries become mergeable, in use or OPEN only by allocation).
+        same_page = named(m, m_valid & (m_req.page == head.page), "l_same_page")
+        mshr_alloc = mshr.disp.valid & mshr.disp.ready & ~mshr.disp_hit
+        wb_alloc = wb.disp.valid & wb.disp.ready & ~wb.disp_merge
+        l_mshr = Signal(n_mshr, name="l_match_mshr")
+        l_used = Signal(n_wb, name="l_match_used")
+        l_open = Signal(n_wb, name="l_match_open")
+        for i in range(n_mshr):
+            hit = mshr.pending[i] & (mshr.tags[i] == head.page) if cfg.mshr_merge else 0
+            fwd = same_page & mshr_alloc & (mshr.disp_index == i) if cfg.mshr_merge else 0
+            m.d.comb += l_mshr[i].eq(hit | fwd)
+        for j in range(n_wb):
+            page_eq = named(m, wb.tags[j] == head.page, f"l_page_eq{j}")
+            fwd = named(m, same_page & wb_alloc & (wb.disp_index == j), f"l_fwd_wb{j}")
+            m.d.comb += [l_used[j].eq((wb.in_use[j] & page_eq) | fwd),
+                         l_open[j].eq((wb.is_open[j] & page_eq) | fwd)]
+
         # Q's head moves into M when M is empty at the start of the cycle or dispatches
         m.d.comb += q.out.ready.eq(~m_valid | dispatch)
         with m.If(q.out.valid & q.out.ready):
-            m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target)]
-        with m.Elif(dispatch):
-            m.d.sync += m_valid.eq(0)
+            m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
+                         m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
+        with m.Else():
+            with m.If(dispatch):
+                m.d.sync += m_valid.eq(0)
+            # qualification: a bit is kept only while its entry is still mergeable / in use /
+            # OPEN; one that left drops out for good (v2 §4.2)
+            m.d.sync += [m_mshr.eq(m_mshr & mshr.pending), m_used.eq(m_used & wb.in_use),
+                         m_open.eq(m_open & wb.is_open)]
+        if self._checks:
+            # v2 §4.2: the maintained vectors equal a fresh lookup of the current state
+            fresh_mshr = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
+                               if cfg.mshr_merge else 0 for i in range(n_mshr)])
+            fresh_used = Cat(*[wb.in_use[j] & (wb.tags[j] == m_req.page) for j in range(n_wb)])
+            fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
+                               for j in range(n_wb)])
+            m.d.sync += [
+                Assert(~m_valid | ((m_mshr & mshr.pending) == fresh_mshr),
+                       "M's MSHR match vector differs from a fresh lookup (v2 §4.2)"),
+                Assert(~m_valid | ((m_used & wb.in_use) == fresh_used),
+                       "M's in-use match vector differs from a fresh lookup (v2 §4.2)"),
+                Assert(~m_valid | ((m_open & wb.is_open) == fresh_open),
+                       "M's OPEN match vector differs from a fresh lookup (v2 §4.2)"),
+            ]
 
         # ---- tables, scheduler and media ports (§6, v2 §7) ----
         m.d.comb += [

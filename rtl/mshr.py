@@ -105,6 +105,11 @@ class Mshr(wiring.Component):
         buffer's flush rule (§4.4).
     launched : ``In(event_layout)``
         Contract 2 only: the last waiter of the named entry was launched (v2 §8).
+    disp_match : ``In(mshr_entries)``
+        Contract 2 only: M's registered match vector (v2 §4.2, the lookup L of the request
+        on ``disp``): bit ``i`` when entry ``i`` held the page at the lookup or was
+        allocated for it since. The table qualifies it (kept only while the entry is
+        mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
@@ -113,7 +118,8 @@ class Mshr(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         n, c = cfg.mshr_entries, cfg.channels
-        v2 = {"launched": In(event_layout(w.mshr_index))} if cfg.contract == 2 else {}
+        v2 = {"launched": In(event_layout(w.mshr_index)),
+              "disp_match": In(n)} if cfg.contract == 2 else {}
         super().__init__(v2 | {
             "disp": In(stream.Signature(disp_layout(w))),
             "disp_hit": Out(1),
@@ -164,7 +170,10 @@ class Mshr(wiring.Component):
         joinable = mergeable
         if "mshr-merge-return" in self._mutations:
             joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
-        if cfg.mshr_merge:
+        if cfg.mshr_merge and cfg.contract == 2:
+            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
+            match = [joinable[i] & self.disp_match[i] for i in range(n)]
+        elif cfg.mshr_merge:
             match = [joinable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
         else:  # merging off: every read allocates its own entry (§4.2 read step 3)
             match = [Const(0, 1)] * n

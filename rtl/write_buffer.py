@@ -141,6 +141,13 @@ class WriteBuffer(wiring.Component):
         golden model's ``flush_<cause>`` counters.
     launched : ``In(event_layout)``
         Contract 2 only: the last waiter of the named entry was launched (v2 §8).
+    disp_open, probe_used : ``In(write_buffer_entries)``
+        Contract 2 only: M's registered match vectors (v2 §4.2, the lookup L) for the write on
+        ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use for
+        its page); the table qualifies them by the entries' states instead of comparing
+        pages.
+    tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
+        Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
 
     Raises
     ------
@@ -164,7 +171,9 @@ class WriteBuffer(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
-        v2 = {"launched": In(event_layout(w.wb_index))} if cfg.contract == 2 else {}
+        v2 = {"launched": In(event_layout(w.wb_index)), "disp_open": In(m), "probe_used": In(m),
+              "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
+              "is_open": Out(m)} if cfg.contract == 2 else {}
         super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),
@@ -228,7 +237,13 @@ class WriteBuffer(wiring.Component):
 
         # ---- dispatch of a write: merge into the OPEN entry or allocate (§4.2) ----
         d = self.disp.payload
-        match = [is_open[i] & (page[i] == d.page) for i in range(n)]
+        if cfg.contract == 2:
+            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
+            match = [is_open[i] & self.disp_open[i] for i in range(n)]
+            m.d.comb += [self.tags[i].eq(page[i]) for i in range(n)]
+            m.d.comb += [self.in_use.eq(Cat(*used)), self.is_open.eq(Cat(*is_open))]
+        else:
+            match = [is_open[i] & (page[i] == d.page) for i in range(n)]
         hit, hit_index = lowest_set(m, match, "hit_index")
         any_free, free_index = lowest_set(m, [~u for u in used], "free_index")
         m.d.comb += [
@@ -254,8 +269,12 @@ class WriteBuffer(wiring.Component):
         ]
 
         # ---- flush triggers (§4.4 first bullet) ----
-        probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
-                       for i in range(n)]
+        if cfg.contract == 2:
+            probe_match = [named(m, used[i] & self.probe_used[i], f"probe_match{i}")
+                           for i in range(n)]
+        else:
+            probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
+                           for i in range(n)]
         m.d.comb += self.probe_block.eq(Cat(*probe_match).any())
         pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
                               "pressure_live")
