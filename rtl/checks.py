@@ -65,8 +65,9 @@ def stream_protocol(m, checks, port, name: str) -> None:
     only at the port, not at the cycle in which the block takes the item."""
     if not checks:
         return
-    waiting = Signal(name=f"{name}_waiting")
-    held = Signal(len(Value.cast(port.payload)), name=f"{name}_held")
+    stem = "".join(ch if ch.isalnum() else "_" for ch in name)
+    waiting = Signal(name=f"{stem}_waiting")
+    held = Signal(len(Value.cast(port.payload)), name=f"{stem}_held")
     m.d.sync += [waiting.eq(port.valid & ~port.ready), held.eq(Value.cast(port.payload))]
     protocol(m, checks, ~waiting | port.valid, f"{name}: valid dropped before ready")
     protocol(m, checks, ~waiting | (Value.cast(port.payload) == held),

@@ -85,6 +85,16 @@ def _build(block: str, cfg, mutations):
         return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, **opts)
     if block == "admission":
         return Admission(cfg, id_bits=2, source_bits=1, **opts)
+    if block == "stage_queue":
+        from amaranth.lib import data
+
+        from hbfsim.rtl.stage_queue import StageQueue
+
+        return StageQueue(data.StructLayout({"item": 2}), checks="formal")
+    if block == "link_credit":
+        from hbfsim.rtl.link_credit import LinkCredit
+
+        return LinkCredit(cfg, checks="formal")
     if block == "response":
         return ResponseArbiter(cfg, id_bits=2, source_bits=1, **opts)
     raise ValueError(f"--block must be one of {', '.join(BLOCKS)}, not {block!r}")
@@ -129,7 +139,10 @@ BLOCKS = {b.name: b for b in (
     # The same under timing contract 2 (v2 §18 step 3): Q, M with its maintained match
     # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
     FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
-                                      contract=2, channel_bw_gbps=1.0), 10, 8, False),
+                                      contract=2, channel_bw_gbps=1.0), 14, 11, False),
+    # The stages contract 2 adds (v2 §2, §4.1, §8).
+    FormalBlock("stage_queue", dict(), 12, 8, True),
+    FormalBlock("link_credit", dict(channel_bw_gbps=1.0), 16, 10, True),
 )}
 
 
