@@ -113,6 +113,9 @@ class System(wiring.Component):
     flushes : ``Out(ArrayLayout(unsigned(32), 5))``
         Statistics (§5): the stacks' write-buffer flush counters summed per cause, as the
         golden model's system-wide ``flush_<cause>`` counters.
+    routed : ``Out(stacks)``
+        Contract 2 only (observability): bit ``s``, stack ``s`` accepts the route stage's
+        head in this cycle (its Ingress depth is counted then, as the golden model does).
 
     Raises
     ------
@@ -148,7 +151,7 @@ class System(wiring.Component):
             "rr": Out(range(cfg.stacks)),
             "offers": Out(cfg.stacks),
             "flushes": Out(flushes_layout()),
-        })
+        } | ({"routed": Out(cfg.stacks)} if cfg.contract == 2 else {}))
 
     @property
     def cfg(self) -> HbfConfig:
@@ -258,6 +261,8 @@ class System(wiring.Component):
             m.d.comb += [ctl.req.valid.eq(route.out.valid & (head.stack == s)),
                          ctl.req.payload.eq(head.req)]
         m.d.comb += route.out.ready.eq(Array(_pad([ctl.req.ready for ctl in stacks]))[head.stack])
+        m.d.comb += [self.routed[s].eq(ctl.req.valid & ctl.req.ready)
+                     for s, ctl in enumerate(stacks)]
         if self._checks:
             m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")
         return route.out.valid
