@@ -21,9 +21,10 @@ from hbfsim.rtl.checks import check_mode, cover, invariant
 class StageQueue(wiring.Component):
     """A first-in first-out queue of ``depth`` items between two pipeline stages.
 
-    ``inp.ready`` is ``occupancy < depth`` from the start of the cycle (v2 §4.1: a register
-    compare, independent of ``out.ready``); ``out.valid`` is ``occupancy > 0`` and
-    ``out.payload`` the head, both registers (v2 §0 "registered outputs"). An item taken on
+    ``inp.ready`` is ``occupancy < depth`` from the start of the cycle (v2 §4.1), kept in a
+    flip-flop of its own (computed from the next occupancy), independent of ``out.ready``;
+    ``out.valid`` is ``occupancy > 0`` and ``out.payload`` the head, both registers (v2 §0
+    "registered outputs"). An item taken on
     ``inp`` in ``t`` is visible on ``out`` from ``t + 1``; a full queue that hands its head
     on in ``t`` takes no new item in ``t`` (the occupancy at the start of ``t`` decides).
 
@@ -68,17 +69,21 @@ class StageQueue(wiring.Component):
         # Payload registers need no reset: payloads are defined only while valid (v2 §0).
         items = [Signal(self._layout, name=f"item{k}", reset_less=True) for k in range(depth)]
         occ = Signal(range(depth + 1))
+        # ``ready`` = occupancy below depth, kept as a flip-flop of its own (v2 §0, §4.1)
+        room = Signal(init=1)
         push = Signal()
         pop = Signal()
         m.d.comb += [
-            self.inp.ready.eq(occ < depth),
+            self.inp.ready.eq(room),
             self.out.valid.eq(occ != 0),
             self.out.payload.eq(items[0]),
             self.occupancy.eq(occ),
             push.eq(self.inp.valid & self.inp.ready),
             pop.eq(self.out.valid & self.out.ready),
         ]
-        m.d.sync += occ.eq(occ + push - pop)
+        occ_next = Signal(range(depth + 2))
+        m.d.comb += occ_next.eq(occ + push - pop)
+        m.d.sync += [occ.eq(occ_next), room.eq(occ_next < depth)]
         write_pos = occ - pop
         for k in range(depth):
             with m.If(push & (write_pos == k)):
@@ -88,6 +93,7 @@ class StageQueue(wiring.Component):
                     m.d.sync += items[k].eq(items[k + 1])
         checks = self._checks
         invariant(m, checks, occ <= depth, "stage queue occupancy beyond its depth")
+        invariant(m, checks, room == (occ < depth), "stage queue ready differs from occupancy")
         cover(m, checks, ~self.inp.ready, "stage queue full")
         cover(m, checks, push & pop, "stage queue takes and hands on in one cycle")
         return m
