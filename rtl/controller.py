@@ -61,6 +61,14 @@ class Controller(wiring.Component):
     also flushes an OPEN entry with cause ``raw``), a write goes to the write buffer. Mapping
     is combinational from M (§3).
 
+    Under ``contract = 2`` (stack shape, docs/timing-contract-v2.md §4a): ``req.ready`` is
+    the ingress queue Q's room and the admission room, both flip-flops (v2 §4.1); Q's head
+    is looked up (L: one page compare per table entry, plus forwarding of M's allocation in
+    the same cycle) and mapped (X), and both results move into M with it, so M dispatches
+    from ``ta + 2`` by the same rules, from match vectors kept by qualification while it
+    waits (v2 §4.2); the tables see the issue decision (v2 §7), and responses leave through
+    R / K / E (v2 §8, :class:`~hbfsim.rtl.response.ResponseArbiter`).
+
     Parameters
     ----------
     cfg : HbfConfig
@@ -93,7 +101,8 @@ class Controller(wiring.Component):
         End of workload: flush every OPEN write-buffer entry (W2).
     m_valid : ``Out(1)``
         M holds a request (observability: the co-simulation raises ``drain`` from the cycle
-        after the last request left M, as the golden run does).
+        after the last request left M, as the golden run does); under contract 2, Q or M
+        holds one (v2 §1).
     flushes : ``Out(ArrayLayout(unsigned(32), 5))``
         Statistics (§5): write-buffer entries flushed so far per cause (full, raw, pressure,
         deadline, drain), :attr:`WriteBuffer.flushes <hbfsim.rtl.write_buffer.WriteBuffer>`.
