@@ -139,7 +139,7 @@ BLOCKS = {b.name: b for b in (
     # The same under timing contract 2 (v2 §18 step 3): Q, M with its maintained match
     # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
     FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
-                                      contract=2, channel_bw_gbps=1.0), 14, 11, False),
+                                      contract=2, channel_bw_gbps=1.0), 12, 11, False),
     # The stages contract 2 adds (v2 §2, §4.1, §8).
     FormalBlock("stage_queue", dict(), 12, 8, True),
     FormalBlock("link_credit", dict(channel_bw_gbps=1.0), 16, 10, True),
