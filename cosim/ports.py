@@ -109,11 +109,14 @@ def media_ports(cfg: HbfConfig) -> int:
 
 def port_names(cfg: HbfConfig) -> list[str]:
     """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``); with
-    several stacks also the system layer's observability outputs ``rr`` and ``offers``."""
+    several stacks also the system layer's observability outputs ``rr`` and ``offers`` (and,
+    under contract 2, ``routed``)."""
     names = ["clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
              "resp__ready", "resp__payload", "drain", "m_valid", "flushes"]
     if cfg.stacks > 1:
         names += ["rr", "offers"]
+        if cfg.contract == 2:   # the route stage's hand-over (rtl/system.py, v2 §2)
+            names += ["routed"]
     for c in range(media_ports(cfg)):
         names += [f"cmd__{c}", f"cpl__{c}"]
     return names
@@ -228,6 +231,7 @@ class ControllerPorts(Codecs):
             g("resp__valid"), g("resp__ready"), g("resp__payload"))
         self.drain, self.m_valid = g("drain"), g("m_valid")
         self.flushes = g("flushes")
+        self.routed = g("routed") if self.system and cfg.contract == 2 else None
         self.cmds = [g(f"cmd__{c}") for c in range(media_ports(cfg))]
         self.cpls = [g(f"cpl__{c}") for c in range(media_ports(cfg))]
         for port, codec in ([(self.req_payload, self.req), (self.resp_payload, self.resp)]

@@ -428,14 +428,20 @@ for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 
 
-def make(name: str, seed: int = 1, n: int | None = None) -> Scenario:
+def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1) -> Scenario:
     """Build scenario ``name`` (``n`` requests where it has a size).
+
+    ``contract = 2`` gives the same requests, media and ``resp.ready`` pattern under timing
+    contract 2 (docs/timing-contract-v2.md, stack shape); the scenario is then named
+    ``<name>-v2`` (its own RTL build: the Verilog differs).
 
     Raises
     ------
     ValueError
-        Unknown name (the message lists the known ones) or a bad size.
+        Unknown name (the message lists the known ones), a bad size or contract.
     """
+    if contract not in (1, 2):
+        raise ValueError(f"contract must be 1 or 2, not {contract!r}")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -443,4 +449,7 @@ def make(name: str, seed: int = 1, n: int | None = None) -> Scenario:
     if n is not None and n < 1:
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
+    if contract == 2:
+        sc.config = dict(sc.config, contract=2)
+        sc.name = f"{sc.name}-v2"
     return sc

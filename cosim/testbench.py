@@ -248,18 +248,36 @@ class TraceRecorder:
         self.inflight: dict[int, Request] = {}
         self.inside = [0] * cfg.stacks   # per stack: accepted and not yet answered
         self.accepted = 0
+        # contract 2, several stacks: accepted at the system port, not yet by their stack
+        self.route: deque[Request] | None = \
+            deque() if cfg.stacks > 1 and cfg.contract == 2 else None
 
     def accept(self, t: int, r: Request) -> None:
         """Request ``r`` was accepted in cycle ``t`` (call before this cycle's response:
-        the Ingress depth counts the stack's requests accepted and not answered before t)."""
+        the Ingress depth counts the stack's requests accepted and not answered before t).
+        Under contract 2 with several stacks the depth is counted when the stack takes it
+        from the route stage (:meth:`routed`), as the golden model does (v2 §2)."""
         page = (r.addr - self.cfg.base_address) // PAGE_BYTES
         r.stack, r.q = self.mapper.stack_of(page)
         r.ch, r.local, r.sub = self.mapper.channel_of(r.q, r.op == "W")
         r.t_accept = t
-        r.depth = self.inside[r.stack]
-        self.inside[r.stack] += 1
+        if self.route is not None:
+            self.route.append(r)
+        else:
+            r.depth = self.inside[r.stack]
+            self.inside[r.stack] += 1
         self.inflight[r.id] = r
         self.accepted += 1
+
+    def routed(self, t: int, bits: int) -> None:
+        """The route stage's head was taken by stack ``bits.bit_length() - 1`` in cycle
+        ``t`` (call before this cycle's response, as :meth:`accept`)."""
+        r = self.route.popleft() if self.route else None
+        if r is None or bits != 1 << r.stack:
+            raise RuntimeError(f"cycle {t}: routed = {bits:#x}, but the route stage's head is "
+                               f"{'empty' if r is None else f'request {r.id} for stack {r.stack}'}")
+        r.depth = self.inside[r.stack]
+        self.inside[r.stack] += 1
 
     def respond(self, ev: tuple) -> Request:
         """Record the response ``ev``; return its request (with flags and ``t_done``)."""
@@ -466,6 +484,9 @@ class Testbench:
                                     acc.arrival])
             else:
                 check(t, "accept", [])
+            routed = p.routed.read() if p.routed is not None else 0
+            if routed:
+                trace.routed(t, routed)
             if ev is not None:
                 check(t, "resp", [ev])
                 req = trace.respond(ev)
@@ -482,7 +503,7 @@ class Testbench:
             # to clear; req.valid after an accept). A request that waits for req.ready
             # holds its inputs and sleeps on a change of req.ready instead.
             waiting = drv.valid.last and acc is None
-            if not (rmon.busy or cmds or media.driven or acc is not None):
+            if not (rmon.busy or cmds or media.driven or acc is not None or routed):
                 cands = [end]
                 for c in (None if waiting else drv.next_cycle(), media.next_cycle(t),
                           sb.next_cycle(), gpu.next_tick() if gpu is not None else None):
@@ -497,6 +518,8 @@ class Testbench:
                         trig.append(m_valid.handle.value_change)
                     if waiting:
                         trig.append(drv.ready.handle.value_change)
+                    if p.routed is not None:
+                        trig.append(p.routed.handle.value_change)
                     fired = await First(*trig)
                     if fired is trig[0]:
                         t = wake

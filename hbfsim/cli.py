@@ -130,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
 
     prv.add_argument("--block", action="append",
                      help="block to check (repeatable; default: every block): channel_queue, "
-                          "scheduler, mshr, write_buffer, admission, response")
+                          "scheduler, mshr, write_buffer, admission, response, controller, "
+                          "controller_v2, stage_queue, link_credit")
     prv.add_argument("--depth", type=int, help="steps (default: each block's own)")
     prv.add_argument("--no-covers", action="store_true", help="skip the cover goals")
     prv.add_argument("--mutation", choices=tuple(MUTATIONS), action="append", default=[],

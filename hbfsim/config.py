@@ -125,8 +125,8 @@ class HbfConfig:
         docs/timing-contract-v2.md §8).
     contract : int
         The cycle contract the golden model follows: 1 (docs/timing-contract.md, in force)
-        or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL and
-        the co-simulation implement contract 1 only.
+        or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL
+        (docs/rtl.md) and the co-simulation implement both, contract 2 in the stack shape.
     host_ports : str
         Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
         each, v1's shape) or ``channel`` (one per host channel; golden model only, §18 step

@@ -50,7 +50,8 @@ class Admission(wiring.Component):
     Members
     -------
     alloc_ready : ``Out(1)``
-        A slot is free (``inflight < admission``).
+        A slot is free (``inflight < admission``); under contract 2 a flip-flop computed from
+        the next-state count (v2 §0: ``req.ready`` is a register output).
     alloc : ``In(1)``
         Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
     alloc_slot : ``Out(range(admission))``
@@ -101,8 +102,19 @@ class Admission(wiring.Component):
 
         any_free, free = lowest_set(m, [~u for u in used], "free_slot")
         take = named(m, self.alloc & any_free, "take")
+        if self._cfg.contract == 2:
+            # v2 §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the
+            # next-state count, so that ``req.ready`` is a register output
+            room = Signal(init=1, name="room")
+            after = Signal(range(n + 2), name="inflight_next")
+            m.d.comb += after.eq(tree_sum(used) + take - self.release.valid)
+            m.d.sync += room.eq(after < n)
+            m.d.comb += self.alloc_ready.eq(room)
+            invariant(m, self._checks, room == any_free,
+                      "the registered admission room differs from a free slot")
+        else:
+            m.d.comb += self.alloc_ready.eq(any_free)
         m.d.comb += [
-            self.alloc_ready.eq(any_free),
             self.alloc_slot.eq(free),
             wr.addr.eq(free),
             wr.data.eq(self.alloc_data),

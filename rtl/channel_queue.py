@@ -39,6 +39,12 @@ class ChannelQueue(wiring.Component):
     Issuing in t takes the subarray and an active slot; the completion on ``cpl`` in tc
     releases both, free again from tc+1.
 
+    Under contract 2 (``cfg.contract == 2``, docs/timing-contract-v2.md §7) the choice above
+    is the *issue decision* of ``td``, offered on ``dec``, and the command register puts it
+    on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
+    decision (its subarray and active slot count as free), so a freed subarray still has its
+    next command on ``cmd`` in ``tc + 1``.
+
     Parameters
     ----------
     cfg : HbfConfig
@@ -56,7 +62,11 @@ class ChannelQueue(wiring.Component):
         Operation to enqueue; ``ready`` while the occupancy at the start of the cycle is
         below ``queue_depth``.
     cmd : ``Out(cmd_layout)``
-        The command issued in this cycle (valid only; the media never refuses, §1).
+        The command issued in this cycle (valid only; the media never refuses, §1). Under
+        contract 2 a register: the decision of the previous cycle.
+    dec : ``Out(cmd_layout)``
+        Contract 2 only: the issue decision of this cycle (v2 §7; the tables' QUEUED ->
+        ISSUED / PROGRAM event).
     cpl : ``In(cpl_layout)``
         The channel's completion of this cycle (valid only).
     drain_window : ``In(1)``
@@ -70,7 +80,8 @@ class ChannelQueue(wiring.Component):
     has_program : ``Out(1)``
         A PROGRAM is queued.
     active : ``Out(range(active_per_channel + 1))``
-        Issued operations whose completion has not been delivered.
+        Issued operations whose completion has not been delivered (contract 2: before this
+        cycle, with this cycle's completion already released, v2 §7).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
@@ -89,6 +100,8 @@ class ChannelQueue(wiring.Component):
         }
         if cfg.active_total:
             ports["total_room"] = In(1)
+        if cfg.contract == 2:
+            ports["dec"] = Out(cmd_layout(w))
         super().__init__(ports)
 
     @property
@@ -104,8 +117,19 @@ class ChannelQueue(wiring.Component):
 
         slots = [Signal(queue_op_layout(w), name=f"op{k}") for k in range(depth)]
         count = Signal(range(depth + 1))
-        busy = Signal(cfg.subarrays_per_channel)
-        active = Signal(range(cfg.active_per_channel + 1))
+        busy_reg = Signal(cfg.subarrays_per_channel, name="busy")
+        active_reg = Signal(range(cfg.active_per_channel + 1), name="active")
+        v2 = cfg.contract == 2
+        done = self.cpl.valid
+        one = Const(1, len(busy_reg))
+        clear_mask = Mux(done, (one << self.cpl.subarray)[:len(busy_reg)], 0)
+        if v2:
+            # v2 §7: the completion delivered in td is released for the decision of td
+            busy = named(m, busy_reg & ~clear_mask, "busy_now")
+            active = Signal.like(active_reg, name="active_now")
+            m.d.comb += active.eq(active_reg - done)
+        else:
+            busy, active = busy_reg, active_reg
         m.d.comb += [self.count.eq(count), self.active.eq(active)]
 
         valid = [named(m, count > k, f"valid{k}") for k in range(depth)]
@@ -143,26 +167,32 @@ class ChannelQueue(wiring.Component):
                     m.d.comb += pick.eq(oldest_prog)
         issue = any_cand
         op = select(m, slots, pick, "picked")
+        decision = self.dec if v2 else self.cmd
         m.d.comb += [
-            self.cmd.valid.eq(issue),
-            self.cmd.op.eq(Mux(op.tag.kind == EntryKind.WBUF, CmdOp.PROGRAM, CmdOp.READ)),
-            self.cmd.subarray.eq(op.subarray),
-            self.cmd.page.eq(op.page),
-            self.cmd.tag.eq(op.tag),
+            decision.valid.eq(issue),
+            decision.op.eq(Mux(op.tag.kind == EntryKind.WBUF, CmdOp.PROGRAM, CmdOp.READ)),
+            decision.subarray.eq(op.subarray),
+            decision.page.eq(op.page),
+            decision.tag.eq(op.tag),
         ]
+        if v2:
+            # v2 §7: the command register; the decision of td is on cmd in td + 1
+            cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
+            m.d.sync += cmd_reg.eq(self.dec)
+            m.d.comb += self.cmd.eq(cmd_reg)
 
         # ---- busy subarrays and active slots: taken at issue, released at completion ----
-        done = self.cpl.valid
-        one = Const(1, len(busy))
-        set_mask = Mux(issue, (one << op.subarray)[:len(busy)], 0)
-        clear_mask = Mux(done, (one << self.cpl.subarray)[:len(busy)], 0)
-        m.d.sync += [
-            busy.eq((busy | set_mask) & ~clear_mask),
-            active.eq(active + issue - done),
-        ]
+        set_mask = Mux(issue, (one << op.subarray)[:len(busy_reg)], 0)
+        if v2:
+            m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
+        else:
+            m.d.sync += [
+                busy_reg.eq((busy_reg | set_mask) & ~clear_mask),
+                active_reg.eq(active_reg + issue - done),
+            ]
         invariant(m, checks, ~issue | ~busy.bit_select(op.subarray, 1),
                   "command issued to a busy subarray (§7)")
-        protocol(m, checks, ~done | busy.bit_select(self.cpl.subarray, 1),
+        protocol(m, checks, ~done | busy_reg.bit_select(self.cpl.subarray, 1),
                  "completion for a subarray that is not busy")
 
         # ---- collapsing queue: remove the issued slot, append the enqueued op ----
@@ -180,7 +210,8 @@ class ChannelQueue(wiring.Component):
             with m.Elif(issue & (pick <= k)):
                 m.d.sync += slots[k].eq(shifted)
         if checks:
-            self._add_checks(m, busy, count, active, valid, is_program, cand, op, issue, push)
+            self._add_checks(m, busy_reg, count, active_reg, valid, is_program, cand, op, issue,
+                             push)
         return m
 
     def _add_checks(self, m, busy, count, active, valid, is_program, cand, op, issue, push):

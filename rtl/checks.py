@@ -17,9 +17,9 @@ cycle that ends there.
 
 from __future__ import annotations
 
-__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "protocol"]
+__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "protocol", "stream_protocol"]
 
-from amaranth.hdl import Assert, Assume, Cover
+from amaranth.hdl import Assert, Assume, Cover, Signal, Value
 
 #: The accepted values of a block's ``checks`` argument.
 CHECK_MODES = (False, True, "formal")
@@ -56,3 +56,19 @@ def cover(m, checks, cond, msg: str) -> None:
     """A goal the proof must show reachable (only in a proof of this block)."""
     if checks == "formal":
         m.d.sync += Cover(cond, msg, src_loc_at=1)
+
+
+def stream_protocol(m, checks, port, name: str) -> None:
+    """The valid/ready protocol of a stream *into* a block, as :func:`protocol` states it:
+    ``valid`` held until ``ready``, the payload stable meanwhile (docs/timing-contract.md §1,
+    v2 §18 step 3's port assumptions). The same statement serves both contracts: it looks
+    only at the port, not at the cycle in which the block takes the item."""
+    if not checks:
+        return
+    stem = "".join(ch if ch.isalnum() else "_" for ch in name)
+    waiting = Signal(name=f"{stem}_waiting")
+    held = Signal(len(Value.cast(port.payload)), name=f"{stem}_held")
+    m.d.sync += [waiting.eq(port.valid & ~port.ready), held.eq(Value.cast(port.payload))]
+    protocol(m, checks, ~waiting | port.valid, f"{name}: valid dropped before ready")
+    protocol(m, checks, ~waiting | (Value.cast(port.payload) == held),
+             f"{name}: payload changed while waiting for ready")

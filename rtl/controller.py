@@ -3,15 +3,18 @@
 Implements docs/timing-contract.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
 ``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
 composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
-:mod:`.scheduler` and :mod:`.response`.
+:mod:`.scheduler` and :mod:`.response`. Under ``contract = 2`` (stack shape) it implements
+docs/timing-contract-v2.md §4.1 and §4a instead: the two-entry ingress queue Q
+(:mod:`.stage_queue`) whose head is mapped (stage X) and moves into M, M dispatching from
+``ta + 2``.
 """
 
 from __future__ import annotations
 
 __all__ = ["Controller", "check_supported"]
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Assert, Cat, Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -19,12 +22,14 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
 from hbfsim.rtl.checks import check_mode
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
-                                resp_layout)
+                                resp_layout, target_layout)
+from hbfsim.rtl.logic import named
 from hbfsim.rtl.mapper import Mapper
 from hbfsim.rtl.mshr import Mshr
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
+from hbfsim.rtl.stage_queue import StageQueue
 from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
 
 
@@ -35,9 +40,19 @@ def check_supported(cfg: HbfConfig) -> None:
     the ``ssd`` media mode. Any number of stacks is supported: one stack is a
     :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
-    groups of subarrays and capacities that nothing uses until hyperpage commands exist
-    (timing contract v2), so they change nothing here.
+    groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
+    they change nothing here. Contract 2 is implemented in the stack shape only (step 3 of
+    timing-contract-v2.md §18): the channel shape (step 6) and multi-plane commands
+    (docs/timing-contract-multiplane.md) are model-only for now and refused by name.
     """
+    if getattr(cfg, "host_ports", "stack") != "stack":
+        raise ValueError(f"host_ports = {cfg.host_ports!r}: the RTL implements contract 2 in "
+                         "the stack shape only (host_ports = 'stack'); the channel shape is "
+                         "model-only until step 6 of timing-contract-v2.md §18")
+    if getattr(cfg, "multiplane", "off") != "off":
+        raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands are "
+                         "model-only (docs/timing-contract-multiplane.md); the RTL needs "
+                         "multiplane = 'off'")
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
                          "is model-only; the RTL needs page_cache_pages = 0")
@@ -55,6 +70,14 @@ class Controller(wiring.Component):
     MSHR unless a write-buffer entry of its page is in use (read-after-write stall, which
     also flushes an OPEN entry with cause ``raw``), a write goes to the write buffer. Mapping
     is combinational from M (§3).
+
+    Under ``contract = 2`` (stack shape, docs/timing-contract-v2.md §4a): ``req.ready`` is
+    the ingress queue Q's room and the admission room, both flip-flops (v2 §4.1); Q's head
+    is looked up (L: one page compare per table entry, plus forwarding of M's allocation in
+    the same cycle) and mapped (X), and both results move into M with it, so M dispatches
+    from ``ta + 2`` by the same rules, from match vectors kept by qualification while it
+    waits (v2 §4.2); the tables see the issue decision (v2 §7), and responses leave through
+    R / K / E (v2 §8, :class:`~hbfsim.rtl.response.ResponseArbiter`).
 
     Parameters
     ----------
@@ -88,7 +111,8 @@ class Controller(wiring.Component):
         End of workload: flush every OPEN write-buffer entry (W2).
     m_valid : ``Out(1)``
         M holds a request (observability: the co-simulation raises ``drain`` from the cycle
-        after the last request left M, as the golden run does).
+        after the last request left M, as the golden run does); under contract 2, Q or M
+        holds one (v2 §1).
     flushes : ``Out(ArrayLayout(unsigned(32), 5))``
         Statistics (§5): write-buffer entries flushed so far per cause (full, raw, pressure,
         deadline, drain), :attr:`WriteBuffer.flushes <hbfsim.rtl.write_buffer.WriteBuffer>`.
@@ -136,6 +160,8 @@ class Controller(wiring.Component):
         return self._w
 
     def elaborate(self, platform):
+        if self._cfg.contract == 2:
+            return self._elaborate_v2()
         m = Module()
         cfg, w = self._cfg, self._w
         ids = dict(id_bits=w.id, source_bits=w.source)
@@ -247,5 +273,176 @@ class Controller(wiring.Component):
             arb.slot_hit.eq(adm.rd_hit),
             adm.release.valid.eq(self.resp.valid & self.resp.ready),
             adm.release.slot.eq(arb.slot),
+        ]
+        return m
+
+    def _elaborate_v2(self):
+        """Contract 2, stack shape: Q, X and M (v2 §3, §4.1, §4a), the command register
+        (v2 §7, in the scheduler) and R / K / E (v2 §8, in the response arbiter)."""
+        m = Module()
+        cfg, w = self._cfg, self._w
+        ids = dict(id_bits=w.id, source_bits=w.source)
+        opts = dict(checks=bool(self._checks), mutations=self._mutations)
+        m.submodules.admission = adm = Admission(cfg, **ids, **opts)
+        m.submodules.mapper = mapper = Mapper(cfg)
+        m.submodules.mshr = mshr = Mshr(cfg, **opts)
+        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector, **opts)
+        m.submodules.scheduler = sched = Scheduler(cfg, **opts)
+        m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
+        offset_bits = ceil_log2(PAGE_BYTES)
+        q_layout = data.StructLayout({
+            "slot": unsigned(w.slot), "op": ReqOp, "page": unsigned(w.page),
+            "offset": unsigned(offset_bits), "bytes": unsigned(w.bytes)})
+        m.submodules.ingress = q = StageQueue(q_layout, checks=bool(self._checks))
+
+        # ---- A: accept into Q; ready from Q's occupancy and the admission count (v2 §4.1) --
+        req = self.req
+        m.d.comb += [
+            req.ready.eq(q.inp.ready & adm.alloc_ready),
+            q.inp.valid.eq(req.valid & adm.alloc_ready),
+            q.inp.payload.slot.eq(adm.alloc_slot),
+            q.inp.payload.op.eq(req.payload.op),
+            q.inp.payload.page.eq(req.payload.addr[offset_bits:]),
+            q.inp.payload.offset.eq(req.payload.addr[:offset_bits]),
+            q.inp.payload.bytes.eq(req.payload.bytes),
+            adm.alloc.eq(req.valid & req.ready),
+            adm.alloc_data.id.eq(req.payload.id),
+            adm.alloc_data.op.eq(req.payload.op),
+            adm.alloc_data.source.eq(req.payload.source),
+            adm.alloc_data.bytes.eq(req.payload.bytes),
+        ]
+
+        # ---- X: the head of Q is mapped, and registered into M with it (v2 §3) ----
+        head = q.out.payload
+        m.d.comb += [mapper.page.eq(head.page), mapper.write.eq(head.op == ReqOp.WRITE)]
+
+        # ---- M: dispatch (v1 §4.2 rules, from the start-of-cycle state) ----
+        m_valid = Signal()
+        m_req = Signal(q_layout, name="m_req", reset_less=True)
+        m_target = Signal(target_layout(w), name="m_target", reset_less=True)
+        is_read = m_valid & (m_req.op == ReqOp.READ)
+        is_write = m_valid & (m_req.op == ReqOp.WRITE)
+        n_mshr, n_wb = cfg.mshr_entries, cfg.write_buffer_entries
+        # M's match vectors (v2 §4.2): mergeable MSHR entries, write-buffer entries in use
+        # and OPEN ones, for M's page; registered from L, then maintained (qualification
+        # here, forwarding below)
+        m_mshr = Signal(n_mshr, name="m_match_mshr")
+        m_used = Signal(n_wb, name="m_match_used")
+        m_open = Signal(n_wb, name="m_match_open")
+        m.d.comb += [mshr.disp_match.eq(m_mshr), wb.disp_open.eq(m_open),
+                     wb.probe_used.eq(m_used)]
+        m.d.comb += [
+            self.m_valid.eq(m_valid | q.out.valid),
+            self.flushes.eq(wb.flushes),
+            wb.probe.valid.eq(is_read),
+            wb.probe.page.eq(m_req.page),
+            mshr.disp.valid.eq(is_read & ~wb.probe_block),
+            mshr.disp.payload.page.eq(m_req.page),
+            mshr.disp.payload.target.eq(m_target),
+            mshr.disp.payload.bytes.eq(m_req.bytes),
+            mshr.disp.payload.slot.eq(m_req.slot),
+            wb.disp.valid.eq(is_write),
+            wb.disp.payload.page.eq(m_req.page),
+            wb.disp.payload.target.eq(m_target),
+            wb.disp.payload.offset.eq(m_req.offset),
+            wb.disp.payload.bytes.eq(m_req.bytes),
+            wb.disp.payload.slot.eq(m_req.slot),
+        ]
+        read_fire = mshr.disp.valid & mshr.disp.ready
+        dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
+        m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_req.slot)]
+        # ---- L: the head of Q compares its page once with every entry (v2 §4.2, §14) ----
+        # Forwarding: an entry M allocates in this cycle for the head's page matches from the
+        # next cycle (entries become mergeable, in use or OPEN only by allocation).
+        same_page = named(m, m_valid & (m_req.page == head.page), "l_same_page")
+        mshr_alloc = mshr.disp.valid & mshr.disp.ready & ~mshr.disp_hit
+        wb_alloc = wb.disp.valid & wb.disp.ready & ~wb.disp_merge
+        l_mshr = Signal(n_mshr, name="l_match_mshr")
+        l_used = Signal(n_wb, name="l_match_used")
+        l_open = Signal(n_wb, name="l_match_open")
+        for i in range(n_mshr):
+            hit = mshr.pending[i] & (mshr.tags[i] == head.page) if cfg.mshr_merge else 0
+            fwd = same_page & mshr_alloc & (mshr.disp_index == i) if cfg.mshr_merge else 0
+            m.d.comb += l_mshr[i].eq(hit | fwd)
+        for j in range(n_wb):
+            page_eq = named(m, wb.tags[j] == head.page, f"l_page_eq{j}")
+            fwd = named(m, same_page & wb_alloc & (wb.disp_index == j), f"l_fwd_wb{j}")
+            m.d.comb += [l_used[j].eq((wb.in_use[j] & page_eq) | fwd),
+                         l_open[j].eq((wb.is_open[j] & page_eq) | fwd)]
+
+        # Q's head moves into M when M is empty at the start of the cycle or dispatches
+        m.d.comb += q.out.ready.eq(~m_valid | dispatch)
+        with m.If(q.out.valid & q.out.ready):
+            m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
+                         m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
+        with m.Else():
+            with m.If(dispatch):
+                m.d.sync += m_valid.eq(0)
+            # qualification: a bit is kept only while its entry is still mergeable / in use /
+            # OPEN; one that left drops out for good (v2 §4.2)
+            m.d.sync += [m_mshr.eq(m_mshr & mshr.pending), m_used.eq(m_used & wb.in_use),
+                         m_open.eq(m_open & wb.is_open)]
+        if self._checks:
+            # v2 §4.2: the maintained vectors equal a fresh lookup of the current state
+            fresh_mshr = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
+                               if cfg.mshr_merge else 0 for i in range(n_mshr)])
+            fresh_used = Cat(*[wb.in_use[j] & (wb.tags[j] == m_req.page) for j in range(n_wb)])
+            fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
+                               for j in range(n_wb)])
+            m.d.sync += [
+                Assert(~m_valid | ((m_mshr & mshr.pending) == fresh_mshr),
+                       "M's MSHR match vector differs from a fresh lookup (v2 §4.2)"),
+                Assert(~m_valid | ((m_used & wb.in_use) == fresh_used),
+                       "M's in-use match vector differs from a fresh lookup (v2 §4.2)"),
+                Assert(~m_valid | ((m_open & wb.is_open) == fresh_open),
+                       "M's OPEN match vector differs from a fresh lookup (v2 §4.2)"),
+            ]
+
+        # ---- tables, scheduler and media ports (§6, v2 §7) ----
+        m.d.comb += [
+            wb.mshr_tags.eq(mshr.tags),
+            wb.mshr_pending.eq(mshr.pending),
+            wb.drain.eq(self.drain),
+            sched.wb_occupied.eq(wb.occupied),
+        ]
+        for c in range(cfg.channels):
+            wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
+            wiring.connect(m, wb.enq[c], sched.wb_enq[c])
+            dec, cpl = sched.dec[c], self.cpl[c]
+            to_mshr = dec.tag.kind == EntryKind.MSHR
+            done_mshr = cpl.tag.kind == EntryKind.MSHR
+            m.d.comb += [
+                self.cmd[c].eq(sched.cmd[c]),
+                sched.cpl[c].eq(cpl),
+                # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
+                mshr.issue[c].valid.eq(dec.valid & to_mshr),
+                mshr.issue[c].index.eq(dec.tag.index),
+                wb.issue[c].valid.eq(dec.valid & ~to_mshr),
+                wb.issue[c].index.eq(dec.tag.index),
+                mshr.done[c].valid.eq(cpl.valid & done_mshr),
+                mshr.done[c].index.eq(cpl.tag.index),
+                mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
+                mshr.done[c].error.eq(cpl.error),
+                wb.done[c].valid.eq(cpl.valid & ~done_mshr),
+                wb.done[c].index.eq(cpl.tag.index),
+                wb.done[c].buffer_hit.eq(cpl.buffer_hit),
+                wb.done[c].error.eq(cpl.error),
+            ]
+
+        # ---- responses: R, K, E (v2 §8) ----
+        wiring.connect(m, mshr.ret, arb.mshr_ret)
+        wiring.connect(m, wb.ret, arb.wb_ret)
+        wiring.connect(m, arb.resp, wiring.flipped(self.resp))
+        m.d.comb += [
+            mshr.ret_sel.eq(arb.mshr_sel),
+            wb.ret_sel.eq(arb.wb_sel),
+            arb.mshr_locked.eq(mshr.ret_locked),
+            arb.wb_locked.eq(wb.ret_locked),
+            mshr.launched.eq(arb.mshr_launched),
+            wb.launched.eq(arb.wb_launched),
+            adm.rd_slot.eq(arb.slot),
+            arb.slot_data.eq(adm.rd_data),
+            arb.slot_hit.eq(adm.rd_hit),
+            adm.release.eq(arb.release),
         ]
         return m

@@ -48,12 +48,16 @@ def offer_enqueues(m, enq_ports, ready, target, kind):
 
 
 def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, error,
-                  link_rd, buffer_hit=None):
+                  link_rd, buffer_hit=None, taken=False):
     """Offer the head waiter of the entry being drained on ``ret`` (§8).
 
     ``buffer_hit`` is a list of per-entry flags, or None for a table whose responses never
     carry it (the write buffer). Returns ``(pop, cur, last, locked)``: the handshake, the
     entry drained, whether this is its last waiter, and the lock register.
+
+    With ``taken`` (contract 2, v2 §8) the handshake is R taking the waiter: the lock is
+    taken and released by that alone ("until its last waiter has been taken into R"), and
+    ``in_return`` must leave out the entries whose waiters have all been taken.
     """
     n = len(in_return)
     locked = Signal()
@@ -75,8 +79,12 @@ def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, er
         ret_locked.eq(locked),
     ]
     pop = named(m, ret.valid & ret.ready, "pop")
-    with m.If(ret_sel & ret.valid):
-        m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
+    if taken:
+        with m.If(pop):
+            m.d.sync += [locked.eq(~last), lock_index.eq(cur)]
+    else:
+        with m.If(ret_sel & ret.valid):
+            m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
     return pop, cur, last, locked
 
 

@@ -71,7 +71,7 @@ def _build(block: str, cfg, mutations):
     from hbfsim.rtl.write_buffer import WriteBuffer
 
     opts = dict(checks="formal", mutations=mutations)
-    if block == "controller":
+    if block in ("controller", "controller_v2"):
         from hbfsim.rtl.controller import Controller
 
         return Controller(cfg, id_bits=2, source_bits=1, sector_bytes=PAGE_BYTES // 2, **opts)
@@ -85,6 +85,16 @@ def _build(block: str, cfg, mutations):
         return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, **opts)
     if block == "admission":
         return Admission(cfg, id_bits=2, source_bits=1, **opts)
+    if block == "stage_queue":
+        from amaranth.lib import data
+
+        from hbfsim.rtl.stage_queue import StageQueue
+
+        return StageQueue(data.StructLayout({"item": 2}), checks="formal")
+    if block == "link_credit":
+        from hbfsim.rtl.link_credit import LinkCredit
+
+        return LinkCredit(cfg, checks="formal")
     if block == "response":
         return ResponseArbiter(cfg, id_bits=2, source_bits=1, **opts)
     raise ValueError(f"--block must be one of {', '.join(BLOCKS)}, not {block!r}")
@@ -126,6 +136,13 @@ BLOCKS = {b.name: b for b in (
     # host and the media are assumed (_media_promise).
     FormalBlock("controller", dict(admission=2, queue_depth=2, subarrays_per_channel=2),
                 10, 8, False),
+    # The same under timing contract 2 (v2 §18 step 3): Q, M with its maintained match
+    # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
+    FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
+                                      contract=2, channel_bw_gbps=1.0), 12, 11, False),
+    # The stages contract 2 adds (v2 §2, §4.1, §8).
+    FormalBlock("stage_queue", dict(), 12, 8, True),
+    FormalBlock("link_credit", dict(channel_bw_gbps=1.0), 16, 10, True),
 )}
 
 
@@ -148,10 +165,16 @@ class _Harness(Elaboratable):
 def _controller_environment(m, dut) -> None:
     """What the host and the media promise a stack controller (contract §1).
 
-    Host: a request's byte range lies inside its page. Media: a completion on ``cpl[c]``
-    answers the command outstanding on that channel's subarray (same subarray and tag),
-    at the earliest one cycle after the command; one completion per command.
+    Host: a request's byte range lies inside its page, and ``req`` keeps the stream protocol
+    (:func:`hbfsim.rtl.checks.stream_protocol`). Media: a completion on ``cpl[c]`` answers
+    the command outstanding on that channel's subarray (same subarray and tag), at the
+    earliest one cycle after the command; one completion per command. Both promises look
+    only at the ports, so they serve contract 1 and contract 2 alike (v2 §18 step 3: under
+    v2 ``cmd[c]`` is the command register, one cycle after the decision).
     """
+    from hbfsim.rtl.checks import stream_protocol
+
+    stream_protocol(m, "formal", dut.req, "host req")
     req = dut.req.payload
     m.d.comb += Assume(~dut.req.valid | ((req.bytes >= 1)
                                           & (req.addr[:12] + req.bytes <= PAGE_BYTES)),

@@ -57,6 +57,11 @@ class Mshr(wiring.Component):
     the one locked by an earlier choice, else the lowest-index entry in RETURN. The entry is
     FREE from the cycle after its last waiter's handshake.
 
+    Under contract 2 (v2 §4.3, §8) a handshake on ``ret`` is the response stage R taking the
+    waiter; an entry whose waiters have all been taken stays in RETURN (``drained``, no
+    longer offered) until ``launched`` names it: FREE from the cycle after its last
+    waiter's launch.
+
     Waiter lists are linked lists threaded through a memory with one word per request slot
     (``admission`` words): an entry keeps head and tail slots, the memory keeps each slot's
     successor, so every merged request gets its own response, in arrival order.
@@ -98,6 +103,13 @@ class Mshr(wiring.Component):
     tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
         Page of every entry and whether it is in WAIT, QUEUED or ISSUED, for the write
         buffer's flush rule (§4.4).
+    launched : ``In(event_layout)``
+        Contract 2 only: the last waiter of the named entry was launched (v2 §8).
+    disp_match : ``In(mshr_entries)``
+        Contract 2 only: M's registered match vector (v2 §4.2, the lookup L of the request
+        on ``disp``): bit ``i`` when entry ``i`` held the page at the lookup or was
+        allocated for it since. The table qualifies it (kept only while the entry is
+        mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
@@ -106,7 +118,9 @@ class Mshr(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         n, c = cfg.mshr_entries, cfg.channels
-        super().__init__({
+        v2 = {"launched": In(event_layout(w.mshr_index)),
+              "disp_match": In(n)} if cfg.contract == 2 else {}
+        super().__init__(v2 | {
             "disp": In(stream.Signature(disp_layout(w))),
             "disp_hit": Out(1),
             "disp_index": Out(range(max(2, n))),
@@ -156,7 +170,10 @@ class Mshr(wiring.Component):
         joinable = mergeable
         if "mshr-merge-return" in self._mutations:
             joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
-        if cfg.mshr_merge:
+        if cfg.mshr_merge and cfg.contract == 2:
+            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
+            match = [joinable[i] & self.disp_match[i] for i in range(n)]
+        elif cfg.mshr_merge:
             match = [joinable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
         else:  # merging off: every read allocates its own entry (§4.2 read step 3)
             match = [Const(0, 1)] * n
@@ -189,9 +206,14 @@ class Mshr(wiring.Component):
         enq_fire, enq_index = offer_enqueues(m, self.enq, ready, target, EntryKind.MSHR)
 
         # ---- responses: drain one entry's waiter list in order (§8) ----
+        v2 = cfg.contract == 2
+        # v2 §8: every waiter of the entry has been taken into R; FREE after the last launch
+        drained = [Signal(name=f"drained{i}") for i in range(n)] if v2 else [Const(0)] * n
         pop, cur, last, locked = drain_waiters(
-            m, self.ret, self.ret_sel, self.ret_locked, [s == MshrState.RETURN for s in state],
-            head, tail, target, error, link_rd, buffer_hit=buffer_hit)
+            m, self.ret, self.ret_sel, self.ret_locked,
+            [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
+            if v2 else [s == MshrState.RETURN for s in state],
+            head, tail, target, error, link_rd, buffer_hit=buffer_hit, taken=v2)
 
         # ---- per-entry next state; the sources of each field exclude each other ----
         for i in range(n):
@@ -229,18 +251,22 @@ class Mshr(wiring.Component):
                     ]
             with m.If(pop & (cur == i)):
                 with m.If(last):
-                    m.d.sync += state[i].eq(MshrState.FREE)
+                    m.d.sync += drained[i].eq(1) if v2 else state[i].eq(MshrState.FREE)
                 with m.Else():
                     m.d.sync += head[i].eq(link_rd.data)
+            if v2:
+                with m.If(self.launched.valid & (self.launched.index == i)):
+                    m.d.sync += [state[i].eq(MshrState.FREE), drained[i].eq(0)]
 
         if self._checks:
             self._add_checks(m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                             free_index, pop, cur, locked, nbytes, fire, ready)
+                             free_index, pop, cur, locked, nbytes, fire, ready, drained)
         return m
 
     def _add_checks(self, m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                    free_index, pop, cur, locked, nbytes, fire, ready):
+                    free_index, pop, cur, locked, nbytes, fire, ready, drained):
         cfg, checks = self._cfg, self._checks
+        v2 = cfg.contract == 2
         n = cfg.mshr_entries
         d = self.disp.payload
         protocol(m, checks, ~self.disp.valid | ((d.bytes >= 1) & (d.bytes <= PAGE_BYTES)),
@@ -257,6 +283,10 @@ class Mshr(wiring.Component):
             with m.If(pop & (cur == i)):
                 m.d.sync += waiters[i].eq(waiters[i] - 1)
             free = state[i] == MshrState.FREE
+            if v2:   # v2 §8: all waiters taken into R, the last not yet launched
+                free = free | drained[i]
+                invariant(m, checks, ~drained[i] | (state[i] == MshrState.RETURN),
+                          f"MSHR entry {i}: drained outside RETURN")
             invariant(m, checks, free == (waiters[i] == 0),
                       f"MSHR entry {i}: FREE exactly when its waiter list is empty")
             invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
@@ -273,8 +303,13 @@ class Mshr(wiring.Component):
             protocol(m, checks,
                      ~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
                      f"done[{c}] names an MSHR entry that is not ISSUED")
-        protocol(m, checks, ~locked | self.ret_sel,
-                 "ret_sel dropped while an MSHR entry was being drained")
+        if v2:
+            ev = self.launched
+            protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                     "launched names an MSHR entry with waiters left to take")
+        else:
+            protocol(m, checks, ~locked | self.ret_sel,
+                     "ret_sel dropped while an MSHR entry was being drained")
         cap = cfg.admission * PAGE_BYTES
         for i in range(n):
             invariant(m, checks, ~(merge & (hit_index == i)) | (nbytes[i] + d.bytes <= cap),

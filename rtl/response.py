@@ -5,21 +5,46 @@ drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then th
 write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
 channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
 ``link_burst_bytes * memory_clock_khz``.
+
+Under contract 2 (``cfg.contract == 2``) it is the response pipeline of
+docs/timing-contract-v2.md §8: R (choose the next waiter by the same rule), K (launch with
+the deficit credit of :mod:`.link_credit`) and the two-entry egress queue E
+(:mod:`.stage_queue`), whose head is ``resp``.
 """
 
 from __future__ import annotations
 
 __all__ = ["ResponseArbiter"]
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.admission import slot_layout
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
-from hbfsim.rtl.layouts import Widths, resp_layout, ret_layout
+from hbfsim.rtl.layouts import EntryKind, Widths, event_layout, resp_layout, ret_layout
+from hbfsim.rtl.link_credit import LinkCredit
 from hbfsim.rtl.mutations import check_mutations
+from hbfsim.rtl.stage_queue import StageQueue
+
+
+def waiter_layout(w: Widths) -> data.StructLayout:
+    """A waiter taken by R (contract 2, v2 §8): its table entry, request slot and flags."""
+    return data.StructLayout({
+        "kind": EntryKind,
+        "index": unsigned(w.tag_index),
+        "slot": unsigned(w.slot),
+        "channel": unsigned(w.channel),
+        "last": 1,
+        "buffer_hit": 1,
+        "error": 1,
+    })
+
+
+def egress_layout(w: Widths) -> data.StructLayout:
+    """A launched response in E (v2 §8): the response and the slot its handshake releases."""
+    return data.StructLayout({"resp": resp_layout(w), "slot": unsigned(w.slot)})
 
 
 class ResponseArbiter(wiring.Component):
@@ -61,7 +86,18 @@ class ResponseArbiter(wiring.Component):
     resp : ``Out(stream.Signature(resp_layout))``
         The host response.
     credit : ``Out(ArrayLayout(unsigned(bits), channels))``
-        Link credit per channel (observability).
+        Link credit per channel (observability; contract 1 only).
+
+    Contract 2 (v2 §8): ``*_sel`` is high when R takes that table's offer (the ``ret``
+    handshake), ``slot`` is the slot of the waiter in K (read for its size and response
+    fields), ``resp`` is the head of E, and these ports are added:
+
+    mshr_launched, wb_launched : ``Out(event_layout)``
+        K launched the last waiter of the named entry: FREE from the next cycle.
+    release : ``Out(data.StructLayout({"valid": 1, "slot": slot}))``
+        The ``resp`` handshake, naming the request slot it releases (§4.1).
+    k_valid, e_occupancy : ``Out``
+        Observability: K holds a waiter; responses in E.
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
@@ -71,6 +107,26 @@ class ResponseArbiter(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._cap = cfg.link_cap
+        if cfg.contract == 2:
+            slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
+            super().__init__({
+                "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
+                "wb_ret": In(stream.Signature(ret_layout(w, w.wb_index))),
+                "mshr_sel": Out(1),
+                "wb_sel": Out(1),
+                "mshr_locked": In(1),
+                "wb_locked": In(1),
+                "mshr_launched": Out(event_layout(w.mshr_index)),
+                "wb_launched": Out(event_layout(w.wb_index)),
+                "slot": Out(w.slot),
+                "slot_data": In(slot_layout(w)),
+                "slot_hit": In(1),
+                "resp": Out(stream.Signature(resp_layout(w))),
+                "release": Out(slot_ev),
+                "k_valid": Out(1),
+                "e_occupancy": Out(range(3)),
+            })
+            return
         super().__init__({
             "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
             "wb_ret": In(stream.Signature(ret_layout(w, w.wb_index))),
@@ -86,6 +142,8 @@ class ResponseArbiter(wiring.Component):
         })
 
     def elaborate(self, platform):
+        if self._cfg.contract == 2:
+            return self._elaborate_v2()
         m = Module()
         cfg = self._cfg
         cap, gain, khz = self._cap, cfg.link_gain_per_tick, cfg.memory_clock_khz
@@ -158,4 +216,103 @@ class ResponseArbiter(wiring.Component):
         cover(m, checks, (sel_mshr | sel_wb) & ~ok, "a response waits for link credit")
         cover(m, checks, self.wb_locked & mr.valid & handshake,
               "a locked write buffer answers while the MSHR offers")
+        return m
+
+    def _elaborate_v2(self):
+        """R, K and E of one response port (v2 §8)."""
+        m = Module()
+        cfg, w, checks = self._cfg, self._w, self._checks
+        wl = waiter_layout(w)
+        m.submodules.egress = egress = StageQueue(egress_layout(w), checks=checks)
+        credits = []
+        for c in range(cfg.channels):
+            credits.append(LinkCredit(cfg, checks=checks))
+            m.submodules[f"credit{c}"] = credits[-1]
+
+        # R and K hold a waiter each; payloads are defined only while valid (v2 §0)
+        r_valid, k_valid = Signal(), Signal()
+        r = Signal(wl, name="r", reset_less=True)
+        k = Signal(wl, name="k", reset_less=True)
+
+        # ---- K: launch while the channel's credit is positive and E has room (v2 §8) ----
+        m.d.comb += self.slot.eq(k.slot)
+        positive = Array([cr.positive for cr in credits])[k.channel] if cfg.channels > 1 \
+            else credits[0].positive
+        launch = Signal()
+        m.d.comb += launch.eq(k_valid & positive & egress.inp.ready)
+        for c, cr in enumerate(credits):
+            m.d.comb += [cr.launch.eq(launch & (k.channel == c)),
+                         cr.bytes.eq(self.slot_data.bytes)]
+        e_in = egress.inp.payload
+        m.d.comb += [
+            egress.inp.valid.eq(launch),
+            e_in.slot.eq(k.slot),
+            e_in.resp.id.eq(self.slot_data.id),
+            e_in.resp.op.eq(self.slot_data.op),
+            e_in.resp.source.eq(self.slot_data.source),
+            e_in.resp.mshr_hit.eq(self.slot_hit),
+            e_in.resp.buffer_hit.eq(k.buffer_hit),
+            e_in.resp.cache_hit.eq(0),
+            e_in.resp.error.eq(k.error),
+            self.mshr_launched.valid.eq(launch & k.last & (k.kind == EntryKind.MSHR)),
+            self.mshr_launched.index.eq(k.index),
+            self.wb_launched.valid.eq(launch & k.last & (k.kind == EntryKind.WBUF)),
+            self.wb_launched.index.eq(k.index),
+        ]
+        k_free = ~k_valid | launch
+
+        # ---- R: take the next waiter while R is empty or its waiter moves to K (v2 §8) ----
+        mr, wr = self.mshr_ret, self.wb_ret
+        sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
+        sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
+        take = Signal()
+        m.d.comb += take.eq((~r_valid | k_free) & (sel_mshr | sel_wb))
+        m.d.comb += [mr.ready.eq(take & sel_mshr), wr.ready.eq(take & sel_wb),
+                     self.mshr_sel.eq(take & sel_mshr), self.wb_sel.eq(take & sel_wb)]
+        chosen = Signal(wl)
+        m.d.comb += chosen.kind.eq(Mux(sel_mshr, EntryKind.MSHR, EntryKind.WBUF))
+        m.d.comb += [getattr(chosen, f).eq(Mux(sel_mshr, getattr(mr.payload, f),
+                                               getattr(wr.payload, f)))
+                     for f in ("index", "slot", "channel", "last", "error")]
+        m.d.comb += chosen.buffer_hit.eq(sel_mshr & mr.payload.buffer_hit)
+
+        # a waiter taken while K is free goes straight to K; else it waits in R
+        r_to_k = r_valid & k_free
+        new_to_k = ~r_valid & take & k_free
+        m.d.sync += k_valid.eq(r_to_k | new_to_k | (k_valid & ~launch))
+        with m.If(r_to_k):
+            m.d.sync += k.eq(r)
+        with m.Elif(new_to_k):
+            m.d.sync += k.eq(chosen)
+        with m.If(r_valid):
+            with m.If(k_free):
+                m.d.sync += [r_valid.eq(take), r.eq(chosen)]
+        with m.Elif(take & ~k_free):
+            m.d.sync += [r_valid.eq(1), r.eq(chosen)]
+
+        # ---- E: the response port; the handshake releases the request slot (§4.1) ----
+        out = egress.out.payload
+        m.d.comb += [
+            self.resp.valid.eq(egress.out.valid),
+            self.resp.payload.eq(out.resp),
+            egress.out.ready.eq(self.resp.ready),
+            self.release.valid.eq(self.resp.valid & self.resp.ready),
+            self.release.slot.eq(out.slot),
+            self.k_valid.eq(k_valid),
+            self.e_occupancy.eq(egress.occupancy),
+        ]
+
+        protocol(m, checks, ~(self.mshr_locked & self.wb_locked),
+                 "the MSHR and the write buffer are both locked on the response")
+        protocol(m, checks, ~k_valid | ((self.slot_data.bytes >= 1)
+                                        & (self.slot_data.bytes <= 4096)),
+                 "a request slot holds a size outside 1..4096 bytes")
+        invariant(m, checks, ~self.mshr_locked | ~take | sel_mshr,
+                  "a locked MSHR lost the port (§8)")
+        invariant(m, checks, ~self.wb_locked | ~take | sel_wb,
+                  "a locked write buffer lost the port (§8)")
+        invariant(m, checks, ~r_valid | k_valid, "R holds a waiter while K is empty")
+        cover(m, checks, k_valid & ~positive, "a launch waits for link credit")
+        cover(m, checks, k_valid & positive & ~egress.inp.ready, "a launch waits: E full")
+        cover(m, checks, r_valid, "R holds a waiter behind K")
         return m

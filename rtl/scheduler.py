@@ -37,7 +37,9 @@ class Scheduler(wiring.Component):
     Stack-wide active cap (§7, ``active_total > 0``): channel ``c`` may issue in t only while
     the stack's active count at the start of t plus the commands channels ``0..c-1`` issue in
     t is below ``active_total``, so channels take the stack's slots in ascending order (a
-    ripple of adders over the channels' ``active`` registers and this cycle's issues).
+    ripple of adders over the channels' ``active`` registers and this cycle's issues). Under
+    contract 2 the sum is over the decisions of ``td`` and the active counts with the
+    completions of ``td`` released (v2 §7), and ``cmd[c]`` is each queue's command register.
 
     Parameters
     ----------
@@ -55,7 +57,10 @@ class Scheduler(wiring.Component):
     mshr_enq, wb_enq : ``In(stream.Signature(queue_op_layout)).array(channels)``
         Per-channel offers of the MSHR and of the write buffer.
     cmd : ``Out(cmd_layout).array(channels)``
-        Commands issued in this cycle.
+        Commands issued in this cycle (contract 2: decided in the previous cycle, v2 §7).
+    dec : ``Out(cmd_layout).array(channels)``
+        Contract 2 only: the issue decisions of this cycle (v2 §7), with the completions of
+        this cycle forwarded into them.
     cpl : ``In(cpl_layout).array(channels)``
         Completions delivered in this cycle.
     wb_occupied : ``In(range(write_buffer_entries + 1))``
@@ -70,14 +75,17 @@ class Scheduler(wiring.Component):
         self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg)
         c = cfg.channels
-        super().__init__({
+        ports = {
             "mshr_enq": In(stream.Signature(queue_op_layout(w))).array(c),
             "wb_enq": In(stream.Signature(queue_op_layout(w))).array(c),
             "cmd": Out(cmd_layout(w)).array(c),
             "cpl": In(cpl_layout(w)).array(c),
             "wb_occupied": In(range(cfg.write_buffer_entries + 1)),
             "drain_open": Out(1),
-        })
+        }
+        if cfg.contract == 2:
+            ports["dec"] = Out(cmd_layout(w)).array(c)
+        super().__init__(ports)
 
     @property
     def cfg(self) -> HbfConfig:
@@ -103,6 +111,8 @@ class Scheduler(wiring.Component):
                 q.cpl.eq(self.cpl[c]),
                 q.drain_window.eq(self.drain_open),
             ]
+            if cfg.contract == 2:
+                m.d.comb += self.dec[c].eq(q.dec)
             invariant(m, checks, ~(wb.valid & wb.ready & mshr.valid),
                       f"channel {c}: the write buffer's offer taken over the MSHR's (§6)")
             cover(m, checks, mshr.valid & wb.valid & q.enq.ready,
@@ -113,7 +123,7 @@ class Scheduler(wiring.Component):
             used = sum((q.active for q in queues[1:]), queues[0].active)
             for q in queues:
                 m.d.comb += q.total_room.eq(used < cfg.active_total)
-                used = used + q.cmd.valid
+                used = used + (q.dec.valid if cfg.contract == 2 else q.cmd.valid)
 
         if cfg.scheduler == "write-drain":
             window = cfg.write_drain_window_ticks

@@ -4,6 +4,9 @@ Implements docs/timing-contract.md §2 (stack selection A2, combinational routin
 system request port, round-robin return arbitration in zero cycles) and the system-wide parts
 of §1 (media ports of every stack, one ``drain``, ``m_valid``). With ``stacks = 1`` the system
 layer is a wire and :class:`~hbfsim.rtl.controller.Controller` itself is the top (§2).
+Under ``contract = 2`` (stack shape) the routing is docs/timing-contract-v2.md §2's registered
+route stage (a two-entry system ingress queue, :mod:`.stage_queue`) and the round robin
+selects among the stacks' egress heads.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 __all__ = ["System", "stack_config", "top"]
 
 from amaranth.hdl import Array, Assert, Module, Mux, Signal, Value
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -20,6 +23,7 @@ from hbfsim.rtl.controller import Controller, check_supported
 from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, resp_layout,
                                 system_req_layout)
 from hbfsim.rtl.logic import divmod_const, lowest_set, named, select
+from hbfsim.rtl.stage_queue import StageQueue
 from hbfsim.rtl.write_buffer import flushes_layout
 
 
@@ -66,6 +70,13 @@ class System(wiring.Component):
     response arbiter keeps the chosen entry chosen (§8), which is what the golden model's
     ``HbfSystem._return_arbiter`` does by asking every stack for its candidate each cycle.
 
+    Contract 2 (v2 §2, stack shape): ``req`` enters a two-entry system ingress queue
+    (``ready`` = its occupancy at the start of the cycle below 2, a register); the stack and
+    the stack-local address are computed on the way in, and the head, accepted in ``ts``, is
+    presented to its stack from ``ts + 1`` (the route stage) and waits there, in order,
+    until that stack accepts it. The round robin below is unchanged; what it selects among
+    are the stacks' egress heads (registers). ``m_valid`` also covers the route stage.
+
     Media ports are numbered globally, ``stack * channels + channel`` (as the model's trace);
     ``drain`` goes to every stack (the golden model's rule is system-wide: raised from the
     cycle after the last request left every stack's M); ``m_valid`` is high while any
@@ -102,6 +113,9 @@ class System(wiring.Component):
     flushes : ``Out(ArrayLayout(unsigned(32), 5))``
         Statistics (§5): the stacks' write-buffer flush counters summed per cause, as the
         golden model's system-wide ``flush_<cause>`` counters.
+    routed : ``Out(stacks)``
+        Contract 2 only (observability): bit ``s``, stack ``s`` accepts the route stage's
+        head in this cycle (its Ingress depth is counted then, as the golden model does).
 
     Raises
     ------
@@ -137,7 +151,7 @@ class System(wiring.Component):
             "rr": Out(range(cfg.stacks)),
             "offers": Out(cfg.stacks),
             "flushes": Out(flushes_layout()),
-        })
+        } | ({"routed": Out(cfg.stacks)} if cfg.contract == 2 else {}))
 
     @property
     def cfg(self) -> HbfConfig:
@@ -162,7 +176,31 @@ class System(wiring.Component):
             m.submodules[f"stack{s}"] = ctl
             stacks.append(ctl)
 
-        # ---- request routing (§2, A2): combinational ----
+        if cfg.contract == 2:
+            route_valid = self._route_v2(m, stacks)
+        else:
+            self._route_v1(m, stacks)
+            route_valid = 0
+        self._return(m, stacks)
+
+        # ---- media ports, drain, m_valid (§1, per stack; numbered globally) ----
+        for s, ctl in enumerate(stacks):
+            for c in range(chans):
+                m.d.comb += [self.cmd[s * chans + c].eq(ctl.cmd[c]),
+                             ctl.cpl[c].eq(self.cpl[s * chans + c])]
+            m.d.comb += ctl.drain.eq(self.drain)
+        m_any = route_valid
+        for ctl in stacks:
+            m_any = m_any | ctl.m_valid
+        m.d.comb += self.m_valid.eq(m_any)
+        for k in range(len(self.flushes)):
+            m.d.comb += self.flushes[k].eq(sum(ctl.flushes[k] for ctl in stacks))
+        return m
+
+    def _route_v1(self, m, stacks):
+        """Request routing of contract 1 (§2, A2): combinational."""
+        cfg = self._cfg
+        n_stacks = cfg.stacks
         offset_bits = ceil_log2(PAGE_BYTES)
         req = self.req
         page = req.payload.addr[offset_bits:]
@@ -188,7 +226,51 @@ class System(wiring.Component):
                 p.source.eq(req.payload.source),
             ]
         m.d.comb += req.ready.eq(inside & Array(_pad([ctl.req.ready for ctl in stacks]))[sel])
+        if self._checks:
+            m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")
 
+    def _route_v2(self, m, stacks):
+        """The route stage of contract 2 (v2 §2, stack shape); returns its valid bit."""
+        cfg, w = self._cfg, self._w
+        n_stacks = cfg.stacks
+        offset_bits = ceil_log2(PAGE_BYTES)
+        req = self.req
+        page = req.payload.addr[offset_bits:]
+        if cfg.stack_select == "interleave":
+            local, stack = divmod_const(page, n_stacks)
+        else:  # contiguous
+            stack, local = divmod_const(page, cfg.pages_per_stack)
+        inside = named(m, page < cfg.pages, "req_inside") if cfg.pages < 1 << len(page) else 1
+        layout = data.StructLayout({"stack": range(n_stacks), "req": stacks[0].req.payload.shape()})
+        m.submodules.route = route = StageQueue(layout, checks=bool(self._checks))
+        into = route.inp.payload
+        m.d.comb += [
+            # a page beyond the system is never taken (it stalls; the checks flag it)
+            route.inp.valid.eq(req.valid & inside),
+            req.ready.eq(route.inp.ready & inside),
+            into.stack.eq(stack),
+            into.req.id.eq(req.payload.id),
+            into.req.op.eq(req.payload.op),
+            into.req.addr.eq(Value.cast(local)[:w.page] << offset_bits
+                             | req.payload.addr[:offset_bits]),
+            into.req.bytes.eq(req.payload.bytes),
+            into.req.source.eq(req.payload.source),
+        ]
+        head = route.out.payload
+        for s, ctl in enumerate(stacks):
+            m.d.comb += [ctl.req.valid.eq(route.out.valid & (head.stack == s)),
+                         ctl.req.payload.eq(head.req)]
+        m.d.comb += route.out.ready.eq(Array(_pad([ctl.req.ready for ctl in stacks]))[head.stack])
+        m.d.comb += [self.routed[s].eq(ctl.req.valid & ctl.req.ready)
+                     for s, ctl in enumerate(stacks)]
+        if self._checks:
+            m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")
+        return route.out.valid
+
+    def _return(self, m, stacks):
+        """Fair return arbitration (§2): round robin, zero cycles (contract 2: among the
+        stacks' egress heads, v2 §2)."""
+        n_stacks = self._cfg.stacks
         # ---- fair return arbitration (§2): round robin, zero cycles ----
         rr = Signal(range(n_stacks))
         valid = [ctl.resp.valid for ctl in stacks]
@@ -211,23 +293,6 @@ class System(wiring.Component):
             m.d.comb += ctl.resp.ready.eq(resp.ready & any_valid & (grant == s))
         with m.If(resp.valid & resp.ready):
             m.d.sync += rr.eq(Mux(grant == n_stacks - 1, 0, grant + 1))
-
-        # ---- media ports, drain, m_valid (§1, per stack; numbered globally) ----
-        for s, ctl in enumerate(stacks):
-            for c in range(chans):
-                m.d.comb += [self.cmd[s * chans + c].eq(ctl.cmd[c]),
-                             ctl.cpl[c].eq(self.cpl[s * chans + c])]
-            m.d.comb += ctl.drain.eq(self.drain)
-        m_any = 0
-        for ctl in stacks:
-            m_any = m_any | ctl.m_valid
-        m.d.comb += self.m_valid.eq(m_any)
-        for k in range(len(self.flushes)):
-            m.d.comb += self.flushes[k].eq(sum(ctl.flushes[k] for ctl in stacks))
-
-        if self._checks:
-            m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")
-        return m
 
 
 def _pad(items: list) -> list:

@@ -83,6 +83,11 @@ class WriteBuffer(wiring.Component):
     mergeable. ``issue[c]`` moves it to PROGRAM, ``done[c]`` to RETURN; ``ret`` then answers
     its waiters in arrival order, as in :class:`~hbfsim.rtl.mshr.Mshr`.
 
+    Under contract 2 (v2 §4.4, §8) a handshake on ``ret`` is the response stage R taking the
+    waiter; an entry whose waiters have all been taken stays in RETURN (still in use for the
+    read-after-write probe and W4) until ``launched`` names it: FREE from the cycle after its
+    last waiter's launch.
+
     Age order between entries is an age matrix: ``older[i]`` has bit ``j`` set when entry
     ``j`` was allocated before entry ``i`` (and bit ``j`` is cleared when ``j`` is
     allocated again), so "smaller alloc" costs no timestamp and never wraps.
@@ -134,6 +139,15 @@ class WriteBuffer(wiring.Component):
         Statistics (§5): entries that left OPEN so far, per cause ``FULL``, ``RAW``,
         ``PRESSURE``, ``DEADLINE``, ``DRAIN`` (index = cause - 1); 32-bit, wrapping. The
         golden model's ``flush_<cause>`` counters.
+    launched : ``In(event_layout)``
+        Contract 2 only: the last waiter of the named entry was launched (v2 §8).
+    disp_open, probe_used : ``In(write_buffer_entries)``
+        Contract 2 only: M's registered match vectors (v2 §4.2, the lookup L) for the write on
+        ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use for
+        its page); the table qualifies them by the entries' states instead of comparing
+        pages.
+    tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
+        Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
 
     Raises
     ------
@@ -157,7 +171,10 @@ class WriteBuffer(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
-        super().__init__({
+        v2 = {"launched": In(event_layout(w.wb_index)), "disp_open": In(m), "probe_used": In(m),
+              "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
+              "is_open": Out(m)} if cfg.contract == 2 else {}
+        super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),
             "disp_index": Out(range(max(2, m))),
@@ -220,7 +237,13 @@ class WriteBuffer(wiring.Component):
 
         # ---- dispatch of a write: merge into the OPEN entry or allocate (§4.2) ----
         d = self.disp.payload
-        match = [is_open[i] & (page[i] == d.page) for i in range(n)]
+        if cfg.contract == 2:
+            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
+            match = [is_open[i] & self.disp_open[i] for i in range(n)]
+            m.d.comb += [self.tags[i].eq(page[i]) for i in range(n)]
+            m.d.comb += [self.in_use.eq(Cat(*used)), self.is_open.eq(Cat(*is_open))]
+        else:
+            match = [is_open[i] & (page[i] == d.page) for i in range(n)]
         hit, hit_index = lowest_set(m, match, "hit_index")
         any_free, free_index = lowest_set(m, [~u for u in used], "free_index")
         m.d.comb += [
@@ -246,8 +269,12 @@ class WriteBuffer(wiring.Component):
         ]
 
         # ---- flush triggers (§4.4 first bullet) ----
-        probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
-                       for i in range(n)]
+        if cfg.contract == 2:
+            probe_match = [named(m, used[i] & self.probe_used[i], f"probe_match{i}")
+                           for i in range(n)]
+        else:
+            probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
+                           for i in range(n)]
         m.d.comb += self.probe_block.eq(Cat(*probe_match).any())
         pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
                               "pressure_live")
@@ -283,9 +310,14 @@ class WriteBuffer(wiring.Component):
         enq_fire, enq_index = offer_enqueues(m, self.enq, eligible, target, EntryKind.WBUF)
 
         # ---- responses: drain one entry's waiter list in order (§8) ----
+        v2 = cfg.contract == 2
+        # v2 §8: every waiter of the entry has been taken into R; FREE after the last launch
+        drained = [Signal(name=f"drained{i}") for i in range(n)] if v2 else [Const(0)] * n
         pop, cur, last, locked = drain_waiters(
-            m, self.ret, self.ret_sel, self.ret_locked, [s == WbState.RETURN for s in state],
-            head, tail, target, error, link_rd)
+            m, self.ret, self.ret_sel, self.ret_locked,
+            [(s == WbState.RETURN) & ~drained[i] for i, s in enumerate(state)]
+            if v2 else [s == WbState.RETURN for s in state],
+            head, tail, target, error, link_rd, taken=v2)
 
         m.d.comb += [
             self.occupied.eq(tree_sum(used)),
@@ -343,9 +375,12 @@ class WriteBuffer(wiring.Component):
                     m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(self.done[c].error)]
             with m.If(pop & (cur == i)):
                 with m.If(last):
-                    m.d.sync += state[i].eq(WbState.FREE)
+                    m.d.sync += drained[i].eq(1) if v2 else state[i].eq(WbState.FREE)
                 with m.Else():
                     m.d.sync += head[i].eq(link_rd.data)
+            if v2:
+                with m.If(self.launched.valid & (self.launched.index == i)):
+                    m.d.sync += [state[i].eq(WbState.FREE), drained[i].eq(0)]
 
         # ---- statistics (§5): per cause, the entries leaving OPEN in this cycle ----
         for k, why in enumerate(FLUSH_CAUSES):
@@ -356,13 +391,14 @@ class WriteBuffer(wiring.Component):
         if self._checks:
             self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,
                              pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
-                             strict_error, mshr_wait)
+                             strict_error, mshr_wait, drained)
         return m
 
     def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
                     pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
-                    strict_error, mshr_wait):
+                    strict_error, mshr_wait, drained):
         cfg, checks = self._cfg, self._checks
+        v2 = cfg.contract == 2
         n = cfg.write_buffer_entries
         strict = cfg.write_timeout_policy == "strict"
         d = self.disp.payload
@@ -402,6 +438,10 @@ class WriteBuffer(wiring.Component):
             with m.If(pop & (cur == i)):
                 m.d.sync += waiters[i].eq(waiters[i] - 1)
             free = state[i] == WbState.FREE
+            if v2:   # v2 §8: all waiters taken into R, the last not yet launched
+                free = free | drained[i]
+                invariant(m, checks, ~drained[i] | (state[i] == WbState.RETURN),
+                          f"write-buffer entry {i}: drained outside RETURN")
             programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
             invariant(m, checks, ~programming | serialized[i],
                       f"write-buffer entry {i} programs while an older entry of its page is "
@@ -423,5 +463,10 @@ class WriteBuffer(wiring.Component):
             protocol(m, checks,
                      ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
                      f"done[{c}] names a write-buffer entry that is not PROGRAM")
-        protocol(m, checks, ~locked | self.ret_sel,
-                 "ret_sel dropped while a write-buffer entry was being drained")
+        if v2:
+            ev = self.launched
+            protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                     "launched names a write-buffer entry with waiters left to take")
+        else:
+            protocol(m, checks, ~locked | self.ret_sel,
+                     "ret_sel dropped while a write-buffer entry was being drained")

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 SMALL = ("channels = 2\nsubarrays_per_channel = 4\nmshr_entries = 8\nwrite_buffer_entries = 4\n"
          "admission = 16\nqueue_depth = 4\ncapacity_bytes = 33554432\n")
 
@@ -40,9 +42,13 @@ def test_rtl_emit_several_stacks(tmp_path):
     assert "module hbf_controller(" in text and "cmd__3" in text and "cmd__4" not in text
 
 
-def test_rtl_rejects_model_only_config(tmp_path):
+@pytest.mark.parametrize("extra,key", [
+    ("page_cache_pages = 16\n", "page_cache_pages"),
+    ('contract = 2\nhost_ports = "channel"\n', "host_ports"),
+    ('contract = 2\nmultiplane = "megaplane"\nmegaplane_planes = 2\n', "multiplane")])
+def test_rtl_rejects_model_only_config(tmp_path, extra, key):
     cfg = tmp_path / "c.toml"
-    cfg.write_text(SMALL + "page_cache_pages = 16\n")
+    cfg.write_text(SMALL + extra)
     p = hbfsim("rtl", "emit", "--config", str(cfg), "-o", str(tmp_path / "d.v"))
-    assert p.returncode == 2 and "page_cache_pages" in p.stderr
+    assert p.returncode == 2 and key in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert not (tmp_path / "d.v").exists()

@@ -23,6 +23,14 @@ FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging
         "mix-active-total", "mix-sectors", "mix-2stacks",
         "gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure", "gpu-aggregation",
         "gpu-16ch", "gpu-sectors", "gpu-3stacks"]
+#: The contract-2 subset of the CI run (docs/timing-contract-v2.md §18 step 3, stack shape):
+#: the same scenarios under ``contract = 2``, keyed ``<name>-v2``; RTL sets A, B, C, link
+#: (the deficit credit), tiny (every stall), 2 stacks and 3 stacks with the closed-loop GPU
+#: (the route stage), seven builds.
+FAST_V2 = [f"{k}-v2" for k in (
+    "conservation", "shared-staging", "burst", "coverage", "strict", "read-after-write",
+    "mix-backpressure", "gpu-backpressure", "partial", "sched-write-drain", "mix-aggregation",
+    "merging-off", "mix-merge-off", "mix-link", "mix-tiny", "mix-2stacks", "gpu-3stacks")]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",
@@ -35,13 +43,16 @@ def full_suite() -> bool:
 
 
 def selected() -> list[str]:
-    return FULL if full_suite() else FAST
+    return (FULL if full_suite() else FAST) + FAST_V2
 
 
 def make(key: str):
-    """``name`` or ``name@seed`` -> Scenario."""
+    """``name``, ``name@seed`` or either with ``-v2`` (contract 2) -> Scenario."""
+    contract = 1
+    if key.endswith("-v2"):
+        key, contract = key[:-3], 2
     name, _, seed = key.partition("@")
-    return scenarios.make(name, int(seed) if seed else SEED)
+    return scenarios.make(name, int(seed) if seed else SEED, contract=contract)
 
 
 def verilator_or_skip():

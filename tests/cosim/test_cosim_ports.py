@@ -55,11 +55,12 @@ def test_codec_rejects_bad_fields():
         codec.pack({"subarray": 4})
 
 
+@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("rtl", ["A", "C", "2stacks", "3stacks-contiguous"])
-def test_port_names_and_widths_match_emitted_verilog(rtl):
+def test_port_names_and_widths_match_emitted_verilog(rtl, contract):
     from hbfsim.rtl.emit import emit_verilog
 
-    cfg = config(rtl)
+    cfg = config(rtl, contract=contract)
     text = emit_verilog(cfg)
     header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
     assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cosim.conftest import selected
+from tests.cosim.conftest import make, selected
 
 
 @pytest.mark.parametrize("scenario_key", selected())
@@ -31,8 +31,6 @@ def test_every_flush_cause_is_exercised(cosim_results):
 
 @pytest.mark.parametrize("scenario_key", selected())
 def test_functional_property_holds_on_both_sides(scenario_key, cosim_results):
-    from tests.cosim.conftest import make
-
     r = cosim_results[scenario_key]
     expect = make(scenario_key).expect
     assert expect, "every scenario states what it shows"

@@ -1,4 +1,5 @@
-"""The RTL stack controller against the golden model, cycle for cycle (contract §1-§10).
+"""The RTL stack controller against the golden model, cycle for cycle (contract §1-§10), under
+timing contract 1 and 2 (``contract = 2``, docs/timing-contract-v2.md, stack shape).
 
 Both sides get the same requests and the same NAND media (:class:`hbfsim.model.media.Media`,
 the media promise of contract §1); the testbench (``rtl_helpers.run_rtl``) presents requests
@@ -40,10 +41,11 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_controller_matches_golden_model(name):
+def test_controller_matches_golden_model(name, contract):
     cfg_kw, load_kw = CASES[name]
-    cfg = small_config(**(FAST | cfg_kw))
+    cfg = small_config(**(FAST | cfg_kw | dict(contract=contract)))
     reqs = workload(len(name), 60, **load_kw)
     want, got = {}, {}
     model, model_cmds = run_model(cfg, reqs, probe=want)
@@ -53,12 +55,62 @@ def test_controller_matches_golden_model(name):
         "drain)"
 
 
-def test_isolated_read_takes_tR_plus_4():
-    """Contract §10: accept ta, dispatch ta+1, enqueue ta+2, issue ta+3, response ta+4+tR."""
-    cfg = small_config(**FAST)
+@pytest.mark.parametrize("contract,command,extra", [(1, 3, 4), (2, 5, 8)])
+def test_isolated_read(contract, command, extra):
+    """§10: v1 accept ta, dispatch ta+1, enqueue ta+2, issue ta+3, response ta+4+tR; v2
+    lookup ta+1, dispatch ta+2, enqueue ta+3, decision ta+4, command ta+5, response
+    ta+8+tR."""
+    cfg = small_config(**FAST, contract=contract)
     rtl, cmds = run_rtl(cfg, [("R", 5, 0, 64, 3)])
-    assert rtl[0] == (3, 3 + 4 + cfg.t_read_ticks, 0, 0, 0)
-    assert cmds == [(6, 1, 2, 0, 2, 0)]
+    assert rtl[0] == (3, 3 + extra + cfg.t_read_ticks, 0, 0, 0)
+    assert cmds == [(3 + command, 1, 2, 0, 2, 0)]
+
+
+@pytest.mark.parametrize("contract,command,extra", [(1, 4, 5), (2, 6, 9)])
+def test_isolated_full_page_write(contract, command, extra):
+    """§10: one 4096 B write; v2 dispatch ta+2, FLUSH ta+3, enqueue ta+4, decision ta+5,
+    command ta+6, response ta+9+tPROG (v1: command ta+4, response ta+5+tPROG)."""
+    cfg = small_config(**FAST, contract=contract)
+    rtl, cmds = run_rtl(cfg, [("W", 5, 0, PAGE_BYTES, 3)], sector_bytes=32)
+    assert rtl[0] == (3, 3 + extra + cfg.t_prog_ticks, 0, 0, 0)
+    assert [c[0] for c in cmds] == [3 + command]
+
+
+@pytest.mark.parametrize("contract,first", [(1, 1), (2, 3)])
+def test_merged_reads_respond_one_per_cycle(contract, first):
+    """§10, §11.1: eight reads of one page, one READ; responses from tc+1 (v1) or tc+3 (v2),
+    one per cycle in arrival order."""
+    cfg = small_config(**(FAST | dict(t_read_us=0.05, contract=contract)))
+    reqs = [("R", 3, 32 * i, 32, 0) for i in range(8)]
+    rtl, cmds = run_rtl(cfg, reqs)
+    (cmd,) = cmds
+    tc = cmd[0] + cfg.t_read_ticks
+    assert [rtl[i][1] for i in range(8)] == [tc + first + i for i in range(8)]
+    assert [rtl[i][2] for i in range(8)] == [0] + [1] * 7
+
+
+@pytest.mark.parametrize("contract", [1, 2])
+def test_serial_page_reads_pace_at_tR_plus_1(contract):
+    """§10: distinct pages on one subarray: the next command in tc+1 in both contracts (v2
+    §7's completion forwarding)."""
+    cfg = small_config(**FAST, contract=contract, channels=1, subarrays_per_channel=1,
+                       active_per_channel=1)
+    rtl, cmds = run_rtl(cfg, [("R", p, 0, 32, 0) for p in range(5)])
+    times = [c[0] for c in cmds]
+    assert [b - a for a, b in zip(times, times[1:])] == [cfg.t_read_ticks + 1] * 4
+
+
+@pytest.mark.parametrize("contract,writes,read_done", [(1, [1708, 1709, 1710, 1711], 2565),
+                                                       (2, [1712, 1716, 1721, 1725], 2581)])
+def test_raw_worked_example(contract, writes, read_done):
+    """§10's last row (tR 850, tPROG 1,700 ticks): 4 x 1024 B writes fill page q at
+    ta..ta+3, a read of q at ta+4; under v2 the acknowledgements are paced by §8's deficit
+    credit (§11.3)."""
+    cfg = small_config(contract=contract, t_read_us=1.0, t_prog_us=2.0)
+    spec = [("W", 0, 1024 * k, 1024, k) for k in range(4)] + [("R", 0, 0, 32, 4)]
+    rtl, _ = run_rtl(cfg, spec, max_cycles=4000, sector_bytes=32)
+    assert [rtl[i][1] for i in range(4)] == writes
+    assert rtl[4][1] == read_done
 
 
 @pytest.mark.parametrize("key,value", [("page_cache_pages", 16), ("media_mode", "ssd"),

@@ -429,3 +429,45 @@ def test_protocol_violations_trip_assertions(event):
 
     with pytest.raises(AssertionError, match="not QUEUED|not ISSUED|ret_sel dropped"):
         run_directed(cfg, body)
+
+
+def test_v2_match_vector_take_and_free_after_the_last_launch():
+    """Contract 2 (timing-contract-v2.md §4.2, §4.3, §8): a read merges by M's match vector
+    (``disp_match``), not by a page compare; a ``ret`` handshake is R taking the waiter;
+    once every waiter is taken the entry is no longer offered but stays in use until
+    ``launched`` names it, FREE from the next cycle."""
+    cfg = small_config(contract=2)
+
+    async def body(d, ctx):
+        dut = d.dut
+        ctx.set(dut.disp_match, 0)
+        out = d.step(read=(4, 64, 3))
+        assert (out["disp_hit"], out["disp_index"]) == (0, 0)
+        await ctx.tick()
+        # the same page without the vector's bit: no merge (the table compares no page)
+        assert d.step(read=(4, 32, 5))["disp_hit"] == 0
+        ctx.set(dut.disp_match, 0b1)
+        out = d.step(read=(4, 32, 5))
+        assert (out["disp_hit"], out["disp_index"]) == (1, 0)
+        await ctx.tick()
+        ctx.set(dut.disp_match, 0)
+        d.step(enq_ready=[1, 0])
+        await ctx.tick()
+        d.step(issue=[(1, 0), (0, 0)])
+        await ctx.tick()
+        d.step(done=[(1, 0, 0, 0), (0, 0, 0, 0)])
+        await ctx.tick()
+        assert d.step(ret_sel=1, ret_ready=1)["ret"] == (0, 3, 0, 0, 0, 0)   # R takes 3
+        await ctx.tick()
+        assert d.step(ret_sel=1, ret_ready=1)["ret"] == (0, 5, 0, 1, 0, 0)   # and 5 (last)
+        await ctx.tick()
+        out = d.step(read=(9, 32, 6))       # drained: not offered, still not FREE
+        assert (out["ret"], out["ret_locked"], out["disp_index"]) == (None, 0, 1)
+        await ctx.tick()
+        ctx.set(dut.launched, {"valid": 1, "index": 0})
+        assert d.step()["ret"] is None
+        await ctx.tick()
+        ctx.set(dut.launched, {"valid": 0, "index": 0})
+        assert d.step(read=(11, 32, 7))["disp_index"] == 0     # FREE from the next cycle
+
+    run_directed(cfg, body)

@@ -4,7 +4,9 @@ The reference keeps each queue as a Python list with enqueue cycles as ages and 
 window with absolute ``start`` and ``cooldown`` ticks, as contract §6-§7 words them. The
 environment offers random operations and plays the media of contract §1 (completion due at
 issue + latency; per channel one delivery per cycle, earliest due first, ties by lowest
-subarray).
+subarray). Under timing contract 2 (``contract = 2``, docs/timing-contract-v2.md §7) the
+reference's choice is the *decision* (``dec``), taken with this cycle's completion already
+released (the forwarding), and ``cmd`` must show the previous cycle's decision.
 """
 
 from __future__ import annotations
@@ -51,14 +53,19 @@ class RefScheduler:
         cfg = self.cfg
         drain, _, _ = self._window(inp["occupied"])
         out = {"drain_open": int(drain), "mshr_ready": [], "wb_ready": [], "cmd": []}
+        # v2 §7: this cycle's completions are released for this cycle's decisions
+        v2 = cfg.contract == 2
+        busy = [b - ({inp["cpl"][c][0]} if v2 and inp["cpl"][c] else set())
+                for c, b in enumerate(self.busy)]
+        active = [a - (1 if v2 and inp["cpl"][c] else 0) for c, a in enumerate(self.active)]
         # stack-wide cap (§7): channels take the stack's free slots in ascending order
-        used = sum(self.active)
+        used = sum(active)
         for c, q in enumerate(self.queues):
             room = len(q) < cfg.queue_depth
             out["mshr_ready"].append(int(room))
             out["wb_ready"].append(int(room and inp["mshr"][c] is None))
-            cand = [op for op in q if op[3] not in self.busy[c]]
-            if self.active[c] >= cfg.active_per_channel:
+            cand = [op for op in q if op[3] not in busy[c]]
+            if active[c] >= cfg.active_per_channel:
                 cand = []
             if cfg.active_total and used >= cfg.active_total:
                 cand = []
@@ -82,6 +89,10 @@ class RefScheduler:
         out = self.comb(inp)
         self.open, self.start, self.cooldown = self._window(inp["occupied"])
         for c, q in enumerate(self.queues):
+            cpl = inp["cpl"][c]
+            if cpl is not None:     # released first: v2 may decide on the freed subarray
+                self.busy[c].discard(cpl[0])
+                self.active[c] -= 1
             cmd = out["cmd"][c]
             if cmd is not None:
                 op = next(op for op in q if op[3] not in self.busy[c]
@@ -89,10 +100,6 @@ class RefScheduler:
                 q.remove(op)
                 self.busy[c].add(cmd[1])
                 self.active[c] += 1
-            cpl = inp["cpl"][c]
-            if cpl is not None:
-                self.busy[c].discard(cpl[0])
-                self.active[c] -= 1
             for offer, ready in ((inp["mshr"][c], out["mshr_ready"][c]),
                                  (inp["wb"][c], out["wb_ready"][c])):
                 if offer is not None and ready:
@@ -114,12 +121,13 @@ def apply_inputs(ctx, dut, inp):
                              "tag": {"kind": 0, "index": 0}, "buffer_hit": 0, "error": 0})
 
 
-def read_outputs(ctx, dut):
+def read_outputs(ctx, dut, port="cmd"):
+    """The scheduler's outputs; ``port="dec"`` reads contract 2's decisions as ``cmd``."""
     out = {"drain_open": ctx.get(dut.drain_open), "mshr_ready": [], "wb_ready": [], "cmd": []}
     for c in range(len(dut.cmd)):
         out["mshr_ready"].append(ctx.get(dut.mshr_enq[c].ready))
         out["wb_ready"].append(ctx.get(dut.wb_enq[c].ready))
-        cmd = ctx.get(dut.cmd[c])
+        cmd = ctx.get(getattr(dut, port)[c])
         out["cmd"].append((cmd.op.name, cmd.subarray, cmd.page, cmd.tag.kind.name, cmd.tag.index)
                           if cmd.valid else None)
     return out
@@ -163,9 +171,11 @@ class Env:
         return inp
 
     def observe(self, out):
+        # v2: the decision of t is on cmd in t + 1, the media's latency counts from there
+        ti = self.now + (1 if self.cfg.contract == 2 else 0)
         for c, cmd in enumerate(out["cmd"]):
             if cmd is not None:
-                self.inflight[c].append((self.now + self.rng.randint(*self.latency), cmd[1]))
+                self.inflight[c].append((ti + self.rng.randint(*self.latency), cmd[1]))
                 self.issued += 1
         self.now += 1
 
@@ -176,13 +186,20 @@ def run_lockstep(cfg, seed, cycles=300, **env_kw):
     env = Env(cfg, seed, cycles, **env_kw)
     opened = []
 
+    v2 = cfg.contract == 2
+    previous = [None] * cfg.channels
+
     async def tb(ctx):
+        nonlocal previous
         while not env.finished() or any(ref.queues):
             assert env.now < cycles + 5000, "the queues did not empty"
             inp = env.inputs()
             apply_inputs(ctx, dut, inp)
-            got, want = read_outputs(ctx, dut), ref.comb(inp)
+            got, want = read_outputs(ctx, dut, "dec" if v2 else "cmd"), ref.comb(inp)
             assert got == want, f"cycle {env.now}: RTL {got} != reference {want}"
+            if v2:   # the command register: last cycle's decision (v2 §7)
+                assert read_outputs(ctx, dut)["cmd"] == previous, f"cycle {env.now}"
+                previous = want["cmd"]
             opened.append(want["drain_open"])
             env.observe(want)
             ref.tick(inp)
@@ -210,9 +227,10 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_scheduler_matches_reference(name):
-    cfg = small_config(**CASES[name])
+def test_scheduler_matches_reference(name, contract):
+    cfg = small_config(**CASES[name], contract=contract)
     env, opened = run_lockstep(cfg, seed=len(name))
     assert env.issued > 50
     if cfg.scheduler == "write-drain":
@@ -221,9 +239,10 @@ def test_scheduler_matches_reference(name):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(sorted(CASES)), seed=st.integers(0, 2**32 - 1),
-       p_offer=st.floats(0.05, 1.0), max_latency=st.integers(1, 30))
-def test_scheduler_matches_reference_random(case, seed, p_offer, max_latency):
-    cfg = small_config(**CASES[case])
+       p_offer=st.floats(0.05, 1.0), max_latency=st.integers(1, 30),
+       contract=st.sampled_from([1, 2]))
+def test_scheduler_matches_reference_random(case, seed, p_offer, max_latency, contract):
+    cfg = small_config(**CASES[case], contract=contract)
     run_lockstep(cfg, seed, cycles=150, p_offer=p_offer, latency=(1, max_latency))
 
 
@@ -353,5 +372,30 @@ def test_active_total_takes_stack_slots_in_channel_order():
         await ctx.tick()
         out = step(ctx, dut, cfg)
         assert [c is not None for c in out["cmd"]] == [False, False, True, False]
+
+    run_directed(cfg, body)
+
+
+def test_v2_completion_forwarding_and_command_register():
+    """v2 §7: enqueued in t, decided in t+1, on cmd in t+2; a completion in tc frees its
+    subarray and active slot for the decision of tc, so the next command is on cmd in
+    tc + 1 (v1's pacing)."""
+    cfg = small_config(channels=1, active_per_channel=1, subarrays_per_channel=2,
+                       contract=2)
+
+    async def body(ctx, dut):
+        out = step(ctx, dut, cfg, mshr=[(MSHR, 0, 0, 10)])
+        assert ctx.get(dut.dec[0].valid) == 0 and out["cmd"] == [None]
+        await ctx.tick()
+        step(ctx, dut, cfg, mshr=[(MSHR, 1, 0, 11)])     # the same subarray
+        assert ctx.get(dut.dec[0].valid) == 1 and ctx.get(dut.dec[0].page) == 10
+        await ctx.tick()
+        out = step(ctx, dut, cfg)          # op 1 waits: subarray 0 and the active slot taken
+        assert out["cmd"] == [("READ", 0, 10, MSHR, 0)] and ctx.get(dut.dec[0].valid) == 0
+        await ctx.tick()
+        step(ctx, dut, cfg, cpl=[(0,)])     # tc: released for this cycle's decision
+        assert ctx.get(dut.dec[0].valid) == 1 and ctx.get(dut.dec[0].page) == 11
+        await ctx.tick()
+        assert step(ctx, dut, cfg)["cmd"] == [("READ", 0, 11, MSHR, 1)]   # tc + 1
 
     run_directed(cfg, body)

@@ -526,3 +526,52 @@ def test_protocol_violation_trips_an_assertion():
 
     with pytest.raises(AssertionError, match="not PROGRAM"):
         run_directed(cfg, body)
+
+
+def test_v2_match_vectors_and_free_after_the_last_launch():
+    """Contract 2 (timing-contract-v2.md §4.2, §4.4, §8): writes merge by M's OPEN vector
+    (``disp_open``) and the read-after-write probe uses M's in-use vector (``probe_used``);
+    the table exports ``tags``, ``in_use`` and ``is_open`` for the lookup; after R has taken
+    every waiter the entry still blocks a read of its page until ``launched`` frees it."""
+    cfg = small_config(write_deadline_ticks=1000, contract=2)
+
+    async def body(d, ctx):
+        dut = d.dut
+        ctx.set(dut.launched, {"valid": 0, "index": 0})
+        for k in range(4):       # four quarters of page 6: allocate, then merge by vector
+            ctx.set(dut.disp_open, int(k > 0))
+            out = d.step(write=(6, 1024 * k, 1024, k))
+            assert (out["disp_merge"], out["disp_index"]) == (int(k > 0), 0)
+            await ctx.tick()
+        assert (ctx.get(dut.tags[0]), ctx.get(dut.in_use), ctx.get(dut.is_open)) == (6, 1, 1)
+        ctx.set(dut.disp_open, 0)
+        # the same page without the vector's bit: no merge (the table compares no page)
+        assert d.step(write=(6, 0, 64, 9))["disp_merge"] == 0
+        taken = []
+        for _ in range(40):      # FLUSH (full), enqueue, PROGRAM, RETURN, R takes 0..3
+            ctx.set(dut.probe_used, 0b1)
+            out = d.step(probe_valid=1, probe_page=6, enq_ready=[1, 1], ret_sel=1,
+                         ret_ready=1)
+            assert out["probe_block"] == 1
+            for c, offer in enumerate(out["enq"]):
+                if offer is not None:
+                    await ctx.tick()
+                    d.step(issue=[(int(k == c), 0) for k in range(cfg.channels)])
+                    await ctx.tick()
+                    d.step(done=[(int(k == c), 0, 0, 0) for k in range(cfg.channels)])
+            if out["ret"] is not None:
+                taken.append(out["ret"][1])
+            await ctx.tick()
+            if len(taken) == 4:
+                break
+        assert taken == [0, 1, 2, 3]
+        out = d.step(probe_valid=1, probe_page=6)      # drained: in use, not offered
+        assert (out["probe_block"], out["ret"], ctx.get(dut.in_use)) == (1, None, 1)
+        ctx.set(dut.launched, {"valid": 1, "index": 0})
+        await ctx.tick()
+        ctx.set(dut.launched, {"valid": 0, "index": 0})
+        ctx.set(dut.probe_used, 0)
+        out = d.step(probe_valid=1, probe_page=6)
+        assert (out["probe_block"], ctx.get(dut.in_use)) == (0, 0)
+
+    run_directed(cfg, body)
