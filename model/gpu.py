@@ -257,7 +257,16 @@ class ClosedLoop(_GpuCore):
             elif g is not None and g < st:
                 now = g      # the system skipped no-op ticks past the next GPU event (C3)
             else:
-                now = st
+                # contract 2 stopped at h in a skip: the ticks up to its next event are
+                # no-ops (C3), so the next round starts at that event or the next GPU
+                # event, whichever is first (one-tick horizons would evaluate every tick)
+                nt = system.t_resume
+                if nt is None or nt <= st:
+                    now = st
+                elif g is not None and g < nt:
+                    now = g
+                else:
+                    now = nt
             if now < st and system.n_done != system.submitted:
                 raise GpuError(f"internal: rewinding the system from tick {st} to {now} "
                                f"with {system.submitted - system.n_done} requests open")

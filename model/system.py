@@ -87,6 +87,9 @@ class HbfSystem:
         self.n_req = {"R": 0, "W": 0}
         self.errors = 0
         self.steps = 0          # cycles actually evaluated (the rest were skipped, C3)
+        # contract 2, after run(until) stopped in a skip: the next tick that can change
+        # state (the ticks from t to it are no-ops, C3); None when t is that tick
+        self.t_resume: int | None = None
         self.engine = "fused"
         self.resp_ready = None  # f(tick) -> bool: the consumer's resp.ready (default: high)
 

@@ -26,6 +26,7 @@ def run_pipelined(system, until: int | None) -> int:
     request has completed (or through tick ``until``); return the tick it stopped at."""
     stacks = system.stacks
     t = system.t
+    system.t_resume = None
     while True:
         if until is not None and t > until:
             break
@@ -68,7 +69,10 @@ def run_pipelined(system, until: int | None) -> int:
         if nxt is None:
             break
         if until is not None and nxt > until:
+            # the cycles until + 1 .. nxt - 1 are no-ops (C3): the closed-loop driver
+            # resumes at nxt unless a GPU event comes first (docs/gpu.md §2)
             t = until + 1
+            system.t_resume = nxt
             break
         t = nxt
     system.t = t

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, load_config
-from hbfsim.model.gpu import GpuConfig, GpuError, GpuPort, run_closed_loop
+from hbfsim.model.gpu import ClosedLoop, GpuConfig, GpuError, GpuPort, run_closed_loop
+from hbfsim.model.workloads import LAYOUT_GEOMETRY, layout_decode
 from tests.model.test_gpu import FAST, mixed_program
 
 
@@ -63,3 +64,53 @@ def test_stepped_port_refuses_the_channel_shape():
     cfg = cfg2("channel")
     with pytest.raises(GpuError, match=r"^host_ports must be stack for the stepped GPU port"):
         GpuPort(cfg, mixed_program(cfg))
+
+
+def _closed_loop(cfg, program, gpu=None, resume=True):
+    """Run ``program`` closed loop; with ``resume`` off, hide ``HbfSystem.t_resume`` from
+    the driver so that it steps through every no-op tick as it did before (the check)."""
+    loop = ClosedLoop(cfg, program, gpu=gpu, record=True)
+    if not resume:
+        run = loop.system.run
+
+        def stepping(until=None):
+            t = run(until)
+            loop.system.t_resume = None
+            return t
+
+        loop.system.run = stepping
+    return loop.run(), loop.system.steps
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 50), ret=st.sampled_from([0, 6]), stacks=st.sampled_from([1, 2]),
+       multiplane=st.sampled_from(["off", "page", "megaplane"]),
+       compute=st.sampled_from([(0,), (0, 3, 40)]))
+def test_channel_shape_resume_is_exact(seed, ret, stacks, multiplane, compute):
+    """The driver's resume at the system's next event (``t_resume``, docs/gpu.md §2) gives
+    the records of the driver that runs every tick after a skip, and evaluates no more
+    cycles."""
+    cfg = cfg2("channel", channels=4, stacks=stacks, admission=16, multiplane=multiplane,
+               megaplane_planes=2)
+    gpu = GpuConfig(return_cycles=ret, partitions=3)
+    prog = mixed_program(cfg, seed=seed, compute=compute, per=4)
+    fast, n_fast = _closed_loop(cfg, prog, gpu)
+    slow, n_slow = _closed_loop(cfg, mixed_program(cfg, seed=seed, compute=compute, per=4),
+                                gpu, resume=False)
+    assert fast.records == slow.records and fast.kernels == slow.kernels
+    assert n_fast <= n_slow
+
+
+@pytest.mark.parametrize("multiplane", ["off", "page"])
+def test_channel_shape_skips_idle_ticks_closed_loop(multiplane):
+    """A closed-loop decode step in the channel shape evaluates about as many cycles as in
+    the stack shape (waiting for the media costs no cycles in either), not one per tick of
+    its span: the one-tick horizon chunks of ``return_cycles = 0`` once evaluated 2.3 M
+    cycles for 7,704 page reads (bench/bench_layout.py --host-ports channel)."""
+    steps = {}
+    for hp in ("stack", "channel"):
+        cfg = load_config(base=LAYOUT_GEOMETRY, contract=2, host_ports=hp,
+                          multiplane=multiplane)
+        res, steps[hp] = _closed_loop(cfg, layout_decode(cfg, scale=16, batch=1))
+    assert res.span_ticks > 10 * steps["channel"]
+    assert steps["channel"] <= 2 * steps["stack"]
