@@ -148,18 +148,17 @@ class ChannelStackController(PipelinedStackController):
         inp = self.inp
         changed = False
         raws = []       # every port's read may flush an OPEN entry of its page (§4.2, §5)
+        held = [(p, port.m) for p, port in enumerate(inp) if port.m is not None]
         for kind in ("R", "W"):
             ap = self.ap_r if kind == "R" else self.ap_w
             free = self.mshr_free if kind == "R" else self.wb_free
             last = -1
-            for k in range(P):
-                p = (ap + k) % P
+            # this kind's Ms, ports in order from the pool's pointer (§4.2.3)
+            mine = [p for p, m in held if m.op == kind]
+            for p in [p for p in mine if p >= ap] + [p for p in mine if p < ap]:
                 port = inp[p]
-                m = port.m
-                if m is None or m.op != kind:
-                    continue
                 n_free = len(free)
-                self.m = m
+                self.m = port.m
                 if super().dispatch(t, drain):
                     changed = True
                 if self.raw_now is not None:

@@ -14,6 +14,8 @@ version is step 5 of the plan.
 
 from __future__ import annotations
 
+from hbfsim.model.controller_v2 import INGRESS_DEPTH
+
 __all__ = ["ROUTE_DEPTH", "run_pipelined"]
 
 #: Entries of the system's ingress queue in front of the route stage (v2 §2, ``S >= 2``).
@@ -149,14 +151,18 @@ def _ingress_ports(system, t: int) -> bool:
     changed = False
     for s in system.stacks:
         base = s.stack * C
-        ready = None
+        free = None
         for p in range(C):
             q = port_in[base + p]
             if not q or q[0].arrival > t:
                 continue
-            if ready is None:
-                ready = s.ready_ports(t)
-            if ready[p]:
+            if free is None:
+                # s.ready_ports(t) for this port: its Q's occupancy is the start-of-cycle
+                # one (only its own accept, after this test, changes it); the free slots
+                # are taken before the first accept of the cycle
+                free = s.admission - s.inflight
+                inp = s.inp
+            if len(inp[p].qin) < INGRESS_DEPTH and (p - t) % C < free:
                 req = q.popleft()
                 req.t_accept = t
                 s.accept(req, t, p)
