@@ -16,8 +16,8 @@ compare the loops and nothing else:
 Loops: ``c1-fused`` (contract 1's default loop, the baseline), ``c1-ref`` (its
 phase-by-phase loop), ``c2-stack`` and ``c2-channel`` (contract 2's loop in the two host
 port shapes, ``multiplane = "off"``), ``c2-stack-page`` and ``c2-channel-page``
-(``multiplane = "page"``), each ``c2-*`` also as ``*-ref`` when the system offers
-``engine = "reference"`` for contract 2. Each figure is the median of ``--repeat`` runs
+(``multiplane = "page"``); contract 2 has one loop (its reference loop), so ``engine``
+does not apply to it. Each figure is the median of ``--repeat`` runs
 and is printed beside its ratio to ``c1-fused`` on the same stream, measured in the same
 process (the machines are shared and noisy: quote the ratios). ``steps`` is the number of
 evaluated cycles.
@@ -45,9 +45,7 @@ LOOPS = {
     "c1-fused": ({}, "fused"),
     "c1-ref": ({}, "reference"),
     "c2-stack": ({"contract": 2}, "fused"),
-    "c2-stack-ref": ({"contract": 2}, "reference"),
     "c2-channel": ({"contract": 2, "host_ports": "channel"}, "fused"),
-    "c2-channel-ref": ({"contract": 2, "host_ports": "channel"}, "reference"),
     "c2-stack-page": ({"contract": 2, "multiplane": "page"}, "fused"),
     "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
                         "fused"),
