@@ -334,6 +334,21 @@ def _group(scenarios: list[Scenario]) -> dict:
     return groups
 
 
+#: ``HBFSIM_COSIM_RAND_RESET=N`` (N > 0): Verilator starts every variable that has no
+#: reset value from random bits, seed N (``+verilator+rand+reset+2``; timing-contract-v2.md
+#: §18 step 4: payloads are defined only while valid, so a ``reset_less`` register or a
+#: memory may start as anything).
+RAND_RESET_ENV = "HBFSIM_COSIM_RAND_RESET"
+
+
+def rand_reset_plusargs(sim: str) -> list[str]:
+    """The simulator's plusargs for :data:`RAND_RESET_ENV` (none unless set, Verilator only)."""
+    seed = os.environ.get(RAND_RESET_ENV, "")
+    if sim != "verilator" or seed in ("", "0"):
+        return []
+    return ["+verilator+rand+reset+2", f"+verilator+seed+{int(seed)}"]
+
+
 def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = False,
         window: tuple[int, int] | None = None, out_dir: Path | None = None,
         tail_cycles: int = 32, verbose: bool = False, checks: bool | None = None,
@@ -402,7 +417,7 @@ def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, wav
                     hdl_toplevel_lang="verilog", build_dir=b.build_dir, test_dir=test_dir,
                     extra_env={SCENARIO_ENV: str(batch_file)}, results_xml=str(xml),
                     waves=waves, timescale=TIMESCALE if b.sim == "icarus" else None,
-                    log_file=log)
+                    plusargs=rand_reset_plusargs(b.sim), log_file=log)
     except SystemExit as e:  # a failed cocotb test under pytest, or a simulator crash
         exit_code = e.code if isinstance(e.code, int) else 1
     except RuntimeError:  # the simulator exited non-zero: an RTL assertion ($stop), a crash

@@ -63,7 +63,8 @@ class Admission(wiring.Component):
     release : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
         The slot's response was handshaken.
     rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
-        Combinational read of a slot.
+        Combinational read of a slot; under contract 2 a synchronous one (``rd_data`` and
+        ``rd_hit`` are the slot ``rd_slot`` named in the cycle before, v2 §16 S5).
     inflight : ``Out(range(admission + 1))``
         Slots in use.
     """
@@ -98,9 +99,13 @@ class Admission(wiring.Component):
         mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
         m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
         wr = store.write_port()
-        rd = store.read_port(domain="comb")
+        v2 = self._cfg.contract == 2
+        # v2 §16 (S5): under contract 2 a synchronous read (the data one cycle after the
+        # address), so that the store can be a RAM with registered output
+        rd = store.read_port() if v2 else store.read_port(domain="comb")
 
         any_free, free = lowest_set(m, [~u for u in used], "free_slot")
+        rd_hit_q = Signal(name="rd_hit_q") if v2 else None
         take = named(m, self.alloc & any_free, "take")
         if self._cfg.contract == 2:
             # v2 §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the
@@ -121,9 +126,14 @@ class Admission(wiring.Component):
             wr.en.eq(take),
             rd.addr.eq(self.rd_slot),
             self.rd_data.eq(rd.data),
-            self.rd_hit.eq(select(m, mshr_hit, self.rd_slot, "rd_hit")),
+            # v2: the flag registered with the synchronous read
+            self.rd_hit.eq(rd_hit_q if v2 else select(m, mshr_hit, self.rd_slot, "rd_hit")),
             self.inflight.eq(tree_sum(used)),
         ]
+        if v2:
+            m.d.sync += rd_hit_q.eq(select(m, mshr_hit, self.rd_slot, "rd_hit"))
+            if self._checks:
+                self._check_sync_read(m, used, mshr_hit, store)
         for i in range(n):
             with m.If(take & (free == i)):
                 if "admission-slot-reuse" in self._mutations:
@@ -137,6 +147,22 @@ class Admission(wiring.Component):
         if self._checks:
             self._add_checks(m, used, take, free)
         return m
+
+    def _check_sync_read(self, m, used, mshr_hit, store):
+        """v2 §18 step 4: the synchronous read returns what a combinational read of the
+        same slot returns now, for a slot that held a request and got no ``mshr_hit`` in the
+        cycle of the read (the response pipeline reads only such slots)."""
+        chk = store.read_port(domain="comb")
+        prev = Signal.like(self.rd_slot, name="chk_rd_prev")
+        steady = Signal(name="chk_rd_steady")
+        m.d.sync += [prev.eq(self.rd_slot),
+                     steady.eq(select(m, used, self.rd_slot, "chk_rd_used")
+                               & ~(self.hit.valid & (self.hit.slot == self.rd_slot)))]
+        m.d.comb += chk.addr.eq(prev)
+        invariant(m, self._checks, ~steady | ((self.rd_data.as_value() == chk.data.as_value())
+                                              & (self.rd_hit
+                                                 == select(m, mshr_hit, prev, "chk_rd_hit"))),
+                  "the synchronous slot read differs from the slot's contents (v2 §8)")
 
     def _add_checks(self, m, used, take, free):
         checks, n = self._checks, self._cfg.admission

@@ -331,6 +331,10 @@ class Controller(wiring.Component):
         m_open = Signal(n_wb, name="m_match_open")
         m.d.comb += [mshr.disp_match.eq(m_mshr), wb.disp_open.eq(m_open),
                      wb.probe_used.eq(m_used)]
+        # the pending MSHR entries of M's page, for the write buffer's blocker set (v2 §4.4):
+        # M's MSHR match vector when merging is on; its own vector when it is off
+        m_pend = m_mshr if cfg.mshr_merge else Signal(n_mshr, name="m_match_pend")
+        m.d.comb += wb.disp_pend.eq(m_pend)
         m.d.comb += [
             self.m_valid.eq(m_valid | q.out.valid),
             self.flushes.eq(wb.flushes),
@@ -364,6 +368,11 @@ class Controller(wiring.Component):
             hit = mshr.pending[i] & (mshr.tags[i] == head.page) if cfg.mshr_merge else 0
             fwd = same_page & mshr_alloc & (mshr.disp_index == i) if cfg.mshr_merge else 0
             m.d.comb += l_mshr[i].eq(hit | fwd)
+        if not cfg.mshr_merge:
+            l_pend = Signal(n_mshr, name="l_match_pend")
+            for i in range(n_mshr):
+                m.d.comb += l_pend[i].eq((mshr.pending[i] & (mshr.tags[i] == head.page))
+                                         | (same_page & mshr_alloc & (mshr.disp_index == i)))
         for j in range(n_wb):
             page_eq = named(m, wb.tags[j] == head.page, f"l_page_eq{j}")
             fwd = named(m, same_page & wb_alloc & (wb.disp_index == j), f"l_fwd_wb{j}")
@@ -375,6 +384,8 @@ class Controller(wiring.Component):
         with m.If(q.out.valid & q.out.ready):
             m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
                          m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
+            if not cfg.mshr_merge:
+                m.d.sync += m_pend.eq(l_pend)
         with m.Else():
             with m.If(dispatch):
                 m.d.sync += m_valid.eq(0)
@@ -382,6 +393,8 @@ class Controller(wiring.Component):
             # OPEN; one that left drops out for good (v2 §4.2)
             m.d.sync += [m_mshr.eq(m_mshr & mshr.pending), m_used.eq(m_used & wb.in_use),
                          m_open.eq(m_open & wb.is_open)]
+            if not cfg.mshr_merge:
+                m.d.sync += m_pend.eq(m_pend & mshr.pending)
         if self._checks:
             # v2 §4.2: the maintained vectors equal a fresh lookup of the current state
             fresh_mshr = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
@@ -389,6 +402,12 @@ class Controller(wiring.Component):
             fresh_used = Cat(*[wb.in_use[j] & (wb.tags[j] == m_req.page) for j in range(n_wb)])
             fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
                                for j in range(n_wb)])
+            if not cfg.mshr_merge:
+                fresh_pend = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
+                                   for i in range(n_mshr)])
+                m.d.sync += Assert(~m_valid | ((m_pend & mshr.pending) == fresh_pend),
+                                   "M's pending-MSHR vector differs from a fresh lookup "
+                                   "(v2 §4.4)")
             m.d.sync += [
                 Assert(~m_valid | ((m_mshr & mshr.pending) == fresh_mshr),
                        "M's MSHR match vector differs from a fresh lookup (v2 §4.2)"),
@@ -440,7 +459,7 @@ class Controller(wiring.Component):
             arb.wb_locked.eq(wb.ret_locked),
             mshr.launched.eq(arb.mshr_launched),
             wb.launched.eq(arb.wb_launched),
-            adm.rd_slot.eq(arb.slot),
+            adm.rd_slot.eq(arb.slot_next),
             arb.slot_data.eq(adm.rd_data),
             arb.slot_hit.eq(adm.rd_hit),
             adm.release.eq(arb.release),

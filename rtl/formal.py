@@ -37,7 +37,8 @@ from amaranth.hdl import Assume, Cover, Elaboratable, Module, Mux, ResetSignal, 
 
 from hbfsim.config import PAGE_BYTES, load_config
 
-_YOSYS_SCRIPT = ("read_rtlil top.il; hierarchy -top top; proc; flatten; async2sync; "
+_YOSYS_SCRIPT = ("read_rtlil top.il; hierarchy -top top; proc; flatten; memory_nordff; "
+                 "async2sync; "
                  "chformal -lower; opt -fast; dffunmap; write_smt2 -wires top.smt2")
 
 

@@ -89,8 +89,12 @@ class ResponseArbiter(wiring.Component):
         Link credit per channel (observability; contract 1 only).
 
     Contract 2 (v2 §8): ``*_sel`` is high when R takes that table's offer (the ``ret``
-    handshake), ``slot`` is the slot of the waiter in K (read for its size and response
-    fields), ``resp`` is the head of E, and these ports are added:
+    handshake), ``slot`` is the slot of the waiter in K, ``slot_data`` / ``slot_hit`` its
+    size and response fields, read synchronously from ``slot_next`` in the cycle before,
+    ``resp`` is the head of E, and these ports are added:
+
+    slot_next : ``Out(range(admission))``
+        The slot of the waiter K holds in the next cycle (the synchronous read address, S5).
 
     mshr_launched, wb_launched : ``Out(event_layout)``
         K launched the last waiter of the named entry: FREE from the next cycle.
@@ -119,6 +123,7 @@ class ResponseArbiter(wiring.Component):
                 "mshr_launched": Out(event_layout(w.mshr_index)),
                 "wb_launched": Out(event_layout(w.wb_index)),
                 "slot": Out(w.slot),
+                "slot_next": Out(w.slot),
                 "slot_data": In(slot_layout(w)),
                 "slot_hit": In(1),
                 "resp": Out(stream.Signature(resp_layout(w))),
@@ -280,6 +285,9 @@ class ResponseArbiter(wiring.Component):
         r_to_k = r_valid & k_free
         new_to_k = ~r_valid & take & k_free
         m.d.sync += k_valid.eq(r_to_k | new_to_k | (k_valid & ~launch))
+        # v2 §8, §16 (S5): the slot K holds in the next cycle, for the admission store's
+        # synchronous read (R issues the read, K uses the data)
+        m.d.comb += self.slot_next.eq(Mux(r_to_k, r.slot, Mux(new_to_k, chosen.slot, k.slot)))
         with m.If(r_to_k):
             m.d.sync += k.eq(r)
         with m.Elif(new_to_k):

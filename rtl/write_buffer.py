@@ -172,6 +172,7 @@ class WriteBuffer(wiring.Component):
         self._mutations = check_mutations(mutations)
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
         v2 = {"launched": In(event_layout(w.wb_index)), "disp_open": In(m), "probe_used": In(m),
+              "disp_pend": In(n),
               "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
               "is_open": Out(m)} if cfg.contract == 2 else {}
         super().__init__(v2 | {
@@ -294,12 +295,58 @@ class WriteBuffer(wiring.Component):
         mshr_wait = []
         strict_error = []
         serialized = []
+        if cfg.contract == 2:
+            # v2 §4.4, §16 (S2, S3): the blocker set (pending MSHR entries of the page) and the
+            # older set (older write-buffer entries of the page in use), recorded at allocation
+            # from M's match vectors; a bit stays only while its entry is still pending / in
+            # use (no entry of the page becomes either while this one is in use: a read of
+            # the page stalls in M on the RAW probe, a newer write entry is not older)
+            blockers = [Signal(cfg.mshr_entries, name=f"blockers{i}") for i in range(n)]
+            older_page = [Signal(n, name=f"older_page{i}") for i in range(n)]
+            pend_now, used_now = Cat(*self.mshr_pending), Cat(*used)
+            blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}")
+                            for i in range(n)]
+            older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
+            for i in range(n):
+                with m.If(allocate & (free_index == i)):
+                    m.d.sync += [blockers[i].eq(self.disp_pend & pend_now),
+                                 older_page[i].eq(self.probe_used & used_now)]
+                with m.Else():
+                    m.d.sync += [blockers[i].eq(blocker_live[i]),
+                                 older_page[i].eq(older_live[i])]
         for i in range(n):
             in_flush = state[i] == WbState.FLUSH
-            same_page_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
-                                    for j in range(n)]).any()
-            mshr_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
-                              for k in range(cfg.mshr_entries)]).any()
+            if cfg.contract == 2:
+                same_page_older = older_live[i].any()
+                mshr_busy = blocker_live[i].any()
+                if self._checks:   # v2 §18 step 4: the recorded sets equal v1's comparisons
+                    v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
+                                     for j in range(n)])
+                    v1_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
+                                    for k in range(cfg.mshr_entries)])
+                    if i == 0:   # the recorded sets start from M's vectors: exact inputs
+                        fresh_used = Cat(*[used[j] & (page[j] == d.page) for j in range(n)])
+                        fresh_pend = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == d.page)
+                                           for k in range(cfg.mshr_entries)])
+                        protocol(m, self._checks, ~allocate
+                                 | ((self.probe_used & used_now) == fresh_used),
+                                 "probe_used differs from the in-use entries of the page of a "
+                                 "write that allocates (v2 §4.2)")
+                        protocol(m, self._checks, ~allocate
+                                 | ((self.disp_pend & pend_now) == fresh_pend),
+                                 "disp_pend differs from the pending MSHR entries of the page "
+                                 "of a write that allocates (v2 §4.4)")
+                    invariant(m, self._checks, ~used[i] | (older_live[i] == v1_older),
+                              f"write-buffer entry {i}: the recorded older set differs from "
+                              "the page comparisons (v2 §4.4)")
+                    invariant(m, self._checks, ~used[i] | (blocker_live[i] == v1_busy),
+                              f"write-buffer entry {i}: the recorded blocker set differs from "
+                              "the MSHR page comparisons (v2 §4.4)")
+            else:
+                same_page_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
+                                        for j in range(n)]).any()
+                mshr_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
+                                  for k in range(cfg.mshr_entries)]).any()
             complete = full[i] if strict and "wb-strict-partial" not in mut else 1
             serialized.append(named(m, ~same_page_older, f"serialized{i}"))
             order_ok = 1 if "wb-w4-ignored" in mut else serialized[i]
