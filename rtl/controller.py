@@ -239,25 +239,7 @@ class Controller(wiring.Component):
         for c in range(cfg.channels):
             wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
             wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-            cmd, cpl = sched.cmd[c], self.cpl[c]
-            to_mshr = cmd.tag.kind == EntryKind.MSHR
-            done_mshr = cpl.tag.kind == EntryKind.MSHR
-            m.d.comb += [
-                self.cmd[c].eq(cmd),
-                sched.cpl[c].eq(cpl),
-                mshr.issue[c].valid.eq(cmd.valid & to_mshr),
-                mshr.issue[c].index.eq(cmd.tag.index),
-                wb.issue[c].valid.eq(cmd.valid & ~to_mshr),
-                wb.issue[c].index.eq(cmd.tag.index),
-                mshr.done[c].valid.eq(cpl.valid & done_mshr),
-                mshr.done[c].index.eq(cpl.tag.index),
-                mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
-                mshr.done[c].error.eq(cpl.error),
-                wb.done[c].valid.eq(cpl.valid & ~done_mshr),
-                wb.done[c].index.eq(cpl.tag.index),
-                wb.done[c].buffer_hit.eq(cpl.buffer_hit),
-                wb.done[c].error.eq(cpl.error),
-            ]
+            self._wire_channel(m, c, sched.cmd[c], sched, mshr, wb)
 
         # ---- responses (§8) ----
         wiring.connect(m, mshr.ret, arb.mshr_ret)
@@ -427,26 +409,8 @@ class Controller(wiring.Component):
         for c in range(cfg.channels):
             wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
             wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-            dec, cpl = sched.dec[c], self.cpl[c]
-            to_mshr = dec.tag.kind == EntryKind.MSHR
-            done_mshr = cpl.tag.kind == EntryKind.MSHR
-            m.d.comb += [
-                self.cmd[c].eq(sched.cmd[c]),
-                sched.cpl[c].eq(cpl),
-                # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
-                mshr.issue[c].valid.eq(dec.valid & to_mshr),
-                mshr.issue[c].index.eq(dec.tag.index),
-                wb.issue[c].valid.eq(dec.valid & ~to_mshr),
-                wb.issue[c].index.eq(dec.tag.index),
-                mshr.done[c].valid.eq(cpl.valid & done_mshr),
-                mshr.done[c].index.eq(cpl.tag.index),
-                mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
-                mshr.done[c].error.eq(cpl.error),
-                wb.done[c].valid.eq(cpl.valid & ~done_mshr),
-                wb.done[c].index.eq(cpl.tag.index),
-                wb.done[c].buffer_hit.eq(cpl.buffer_hit),
-                wb.done[c].error.eq(cpl.error),
-            ]
+            # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
+            self._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
 
         # ---- responses: R, K, E (v2 §8) ----
         wiring.connect(m, mshr.ret, arb.mshr_ret)
@@ -465,3 +429,27 @@ class Controller(wiring.Component):
             adm.release.eq(arb.release),
         ]
         return m
+
+    def _wire_channel(self, m, c, issue, sched, mshr, wb) -> None:
+        """Wire channel ``c``'s command and completion ports and route ``issue`` (the
+        command under contract 1, the issue decision under contract 2) and the completion
+        to the MSHR or the write buffer by the tag's entry kind."""
+        cpl = self.cpl[c]
+        to_mshr = issue.tag.kind == EntryKind.MSHR
+        done_mshr = cpl.tag.kind == EntryKind.MSHR
+        m.d.comb += [
+            self.cmd[c].eq(sched.cmd[c]),
+            sched.cpl[c].eq(cpl),
+            mshr.issue[c].valid.eq(issue.valid & to_mshr),
+            mshr.issue[c].index.eq(issue.tag.index),
+            wb.issue[c].valid.eq(issue.valid & ~to_mshr),
+            wb.issue[c].index.eq(issue.tag.index),
+            mshr.done[c].valid.eq(cpl.valid & done_mshr),
+            mshr.done[c].index.eq(cpl.tag.index),
+            mshr.done[c].buffer_hit.eq(cpl.buffer_hit),
+            mshr.done[c].error.eq(cpl.error),
+            wb.done[c].valid.eq(cpl.valid & ~done_mshr),
+            wb.done[c].index.eq(cpl.tag.index),
+            wb.done[c].buffer_hit.eq(cpl.buffer_hit),
+            wb.done[c].error.eq(cpl.error),
+        ]
