@@ -183,14 +183,27 @@ def test_serving_shape_checks_are_computed_from_the_rows(quick):
                if r["config"] == "4 HBM + 4 HBF" and r["hbf_model"] == m}
         assert v["device_hit_ratio"] == pytest.approx(hit["buffered"] / hit["fcfs"])
         assert v["device_hit_holds"] == (10 ** 0.5 <= v["device_hit_ratio"] <= 10 ** 1.5)
+    # (b) over the rows the source plots (Table 5, Figure 6 = Table 6's published rows); the
+    # shared-site rows under "beyond_source", with the same test, and in no check.
+    beyond = s["beyond_source"]["b_unplotted_hbf_finishes_sooner"]["cases"]
+    assert set(beyond) == {g for g in groups if g.startswith("table6/")}
     for key, v in c["b_hbf_finishes_sooner"]["cases"].items():
         g, m = key.rsplit("/", 1)
         base = next(float(r["completion_s"]) for r in rows
                     if r["group"] == g and r["hbf_model"] == "none")
+        plotted = set(s["published"]["table5"] if g == "table5"
+                      else s["published"]["table6"][g.split("/")[1]])
         for r in rows:
             if r["group"] == g and r["hbf_model"] == m:
-                assert v["reduction"][r["config"]] == pytest.approx(
-                    1 - float(r["completion_s"]) / base)
+                if r["config"] in plotted:
+                    assert r["config"] not in beyond.get(key, {}).get("reduction", {})
+                    red = v["reduction"][r["config"]]
+                else:
+                    assert r["config"] not in v["reduction"]
+                    red = beyond[key]["reduction"][r["config"]]
+                assert red == pytest.approx(1 - float(r["completion_s"]) / base)
+        cc = c["c_fastest_not_most_efficient"]["cases"][key]
+        assert cc["fastest"] in plotted and cc["most_efficient"] in plotted
     # the published figures pass the same checks (b) and (c)
     for v in list(c["b_hbf_finishes_sooner"]["cases"].values()) + \
             list(c["c_fastest_not_most_efficient"]["cases"].values()):
@@ -204,7 +217,8 @@ def test_serving_shape_checks_are_computed_from_the_rows(quick):
                  + v["other"])
         assert parts == pytest.approx(v["net"], abs=1e-9)
     lines = STUDIES["serving"].headline(s)
-    assert len(lines) == 5 and all("hold" in x for x in lines[:3])
+    assert len(lines) == 6 and all("hold" in x for x in lines[:3] + lines[5:])
+    assert lines[5].startswith("(b') beyond the source")
 
 
 def test_serving_report_sets_the_published_figures_beside_ours(quick):
@@ -225,24 +239,44 @@ def test_serving_report_sets_the_published_figures_beside_ours(quick):
 
 def _fake(group, config, m, t, e, scheduler="buffered", hit=0.9, life=10.0):
     table = group.split("/")[0]
+    parts = {f"energy_breakdown_mj.{k}": e / 4 for k in ("weight_reads", "kv_reads",
+                                                         "kv_moves", "compute_prefill")}
     return dict(status="run", table=table, group=group, config=config, scheduler=scheduler,
                 hbf_model=m, completion_s=t, energy_mj=e, device_hit=hit, host_hit=0.0,
-                hbf_life_years=life if m != "none" else None)
+                hbf_life_years=life if m != "none" else None, **parts)
 
 
 def test_serving_checks_hold_or_fail_as_the_figures_say():
     study = STUDIES["serving"]
     q = "4 HBM + 4 HBF"
+    base, fast, lean = "8+0, HBM weights", "H3 8+8, HBF weights", "H3 8+8, HBM weights"
+    t6 = "table6/agentic-100k"
     rows = [_fake("table4", q, "device", 1, 1, "fcfs", 0.073, 0.75),       # 13x, 14x
             _fake("table4", q, "device", 1, 1, "buffered", 0.96, 10.57),
             _fake("table4", q, "constant", 1, 1, "fcfs", 0.49, 1.74),      # 2x, 7.5x
             _fake("table4", q, "constant", 1, 1, "buffered", 0.96, 13.08),
-            _fake("table5", "base", "none", 100, 10),
-            _fake("table5", "fast", "device", 50, 12),                     # trade-off
-            _fake("table5", "lean", "device", 60, 8),
-            _fake("table5", "fast", "constant", 50, 8),                    # fastest is leanest
-            _fake("table5", "lean", "constant", 99.5, 8.05)]
-    c = study.summarize(rows, quick=True)["checks"]
+            _fake("table5", base, "none", 100, 10),
+            _fake("table5", fast, "device", 50, 12),                       # trade-off
+            _fake("table5", lean, "device", 60, 8),
+            _fake("table5", fast, "constant", 50, 8),                      # fastest is leanest
+            _fake("table5", lean, "constant", 99.5, 8.05),
+            # Table 6: the plotted rows finish sooner, a shared-site row does not and is the
+            # fastest and leanest of all: it moves neither (b) nor (c).
+            _fake(t6, "HBM-only 8+0 TP16, HBM weights", "none", 100, 10),
+            _fake(t6, "H3 8+8 TP16, HBM weights", "device", 60, 8),
+            _fake(t6, "H3 8+8 TP16, HBF weights", "device", 50, 9),
+            _fake(t6, "shared 6+2 TP8, split weights", "device", 101, 1)]
+    summary = study.summarize(rows, quick=True)
+    c = summary["checks"]
+    b6 = c["b_hbf_finishes_sooner"]["cases"][f"{t6}/device"]
+    assert b6["holds"] and "shared 6+2 TP8, split weights" not in b6["reduction"]
+    c6 = c["c_fastest_not_most_efficient"]["cases"][f"{t6}/device"]
+    assert c6["holds"] and c6["fastest"] == "H3 8+8 TP16, HBF weights"
+    assert c6["most_efficient"] == "H3 8+8 TP16, HBM weights"
+    out = summary["beyond_source"]["b_unplotted_hbf_finishes_sooner"]
+    assert out["computed"] and not out["holds"]
+    assert out["cases"][f"{t6}/device"]["reduction"] == {
+        "shared 6+2 TP8, split weights": pytest.approx(-0.01)}
     a = c["a_buffered_order_of_magnitude"]["cases"]
     assert a["device"]["holds"] and a["device"]["life_holds"]
     assert not a["constant"]["device_hit_holds"] and a["constant"]["life_holds"]
@@ -250,8 +284,8 @@ def test_serving_checks_hold_or_fail_as_the_figures_say():
     b = c["b_hbf_finishes_sooner"]["cases"]
     assert b["table5/device"]["holds"] and not b["table5/constant"]["holds"]  # 0.5 % < 1 %
     cc = c["c_fastest_not_most_efficient"]["cases"]
-    assert cc["table5/device"]["holds"] and cc["table5/device"]["fastest"] == "fast"
-    assert cc["table5/device"]["most_efficient"] == "lean"
+    assert cc["table5/device"]["holds"] and cc["table5/device"]["fastest"] == fast
+    assert cc["table5/device"]["most_efficient"] == lean
     assert not cc["table5/constant"]["holds"]
 
 
@@ -403,6 +437,8 @@ def test_flashaccel_bars_meet_their_slo_and_the_checks_follow_the_rows(flashacce
     assert {r["config"] for r in rows} == {"baseline", "csi", "cli"}
     assert {r["variant"] for r in rows if r["config"] == "csi"} == \
         {"full", "no-prefetch", "no-weight-layout", "no-kv-layout", "plain"}
+    fixed = [r for r in rows if r["setting"] == "batch256"]
+    rows = [r for r in rows if r["setting"] == "slo"]
     for r in rows:
         if int(r["batch"]):
             assert float(r["step_ms"]) <= float(r["slo_ms"]) + 1e-9
@@ -419,6 +455,26 @@ def test_flashaccel_bars_meet_their_slo_and_the_checks_follow_the_rows(flashacce
     loss = {v: 1 - float(by["100.0", "csi", v]["tokens_per_s"]) / float(csi["tokens_per_s"])
             for v in ("no-prefetch", "no-weight-layout", "no-kv-layout")}
     assert c["ablation_order"] == sorted(loss, key=lambda v: -loss[v])
+    # the paper's ablation setting: Qwen3-235B at batch 256 on every configuration, the
+    # checks taken from those rows' own throughputs
+    assert {(r["config"], r["variant"]) for r in fixed} == \
+        {("baseline", "full")} | {(g, v) for g in ("csi", "cli") for v in
+                                  ("full", "no-prefetch", "no-weight-layout", "no-kv-layout",
+                                   "plain")}
+    assert all(int(r["batch"]) == 256 and r["model"] == "qwen3-235b-a22b" for r in fixed)
+    fb = {(r["config"], r["variant"]): float(r["tokens_per_s"]) for r in fixed}
+    base_f = fb["baseline", "full"]
+    plain = [fb[g, "plain"] / base_f for g in ("csi", "cli")]
+    assert c["plain_below_baseline_batch256"] == all(x < 1 for x in plain)
+    for g in ("csi", "cli"):
+        case = s["fixed_batch"][f"8.11K/2.53K|{g}"]
+        assert case["vs_baseline"]["plain"] == pytest.approx(fb[g, "plain"] / base_f)
+        lost = {v: 1 - fb[g, v] / fb[g, "full"]
+                for v in ("no-prefetch", "no-weight-layout", "no-kv-layout")}
+        assert case["order"] == sorted(lost, key=lambda v: -lost[v])
+    assert c["ablation_order_batch256_holds"] == all(
+        o == ["no-prefetch", "no-kv-layout", "no-weight-layout"]
+        for o in c["ablation_order_batch256"].values())
     # the HBF read bandwidth is the device model's: at most the characterized stacks'
     from hbfsim.serve.flashaccel.efficiency import stack_timing
 
