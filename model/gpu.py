@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import heapq
 
-from hbfsim.config import HbfConfig
+from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import Request
 from hbfsim.model.gpu_config import (GpuConfig, GpuError, gpu_cycles_to_ticks, partition_of,
                                      us_to_gpu_cycles)
@@ -285,13 +285,19 @@ def run_closed_loop(cfg: HbfConfig, program, gpu: GpuConfig | None = None,
 
 
 # ----------------------------------------------------------------------------- open loop
-def open_loop_requests(records) -> list[Request]:
+def open_loop_requests(records, port_of=None) -> list[Request]:
     """Freeze a recorded run's controller-ingress ticks (source §5.2 fixed-arrival replay).
 
     Parameters
     ----------
     records : GpuResult or iterable of RequestRecord
         A closed-loop run made with ``record=True``.
+    port_of : callable, optional
+        ``port_of(record)`` -> the system request port the record entered by (the channel
+        shape, G5'). A port accepts one request per tick, but one partition's requests,
+        granted in different ticks to different ports, may be accepted in the same tick, so
+        there the uniqueness check is per port. Without it (one port per stack) it is per
+        partition, which G5 grants at most once per tick.
 
     Returns
     -------
@@ -302,8 +308,8 @@ def open_loop_requests(records) -> list[Request]:
     Raises
     ------
     ValueError
-        A record was never accepted, or two records of one partition share a tick (the
-        replay admits at most one request per partition per tick).
+        A record was never accepted, or two records of one partition (of one port, with
+        ``port_of``) share a tick.
     """
     if isinstance(records, GpuResult):
         if records.records is None:
@@ -315,10 +321,16 @@ def open_loop_requests(records) -> list[Request]:
     for r in rows:
         if r.t_accept < 0:
             raise ValueError(f"request {r.id}: t_accept {r.t_accept} (never accepted)")
-        key = (r.t_accept, r.source)
-        if key in seen:
-            raise ValueError(f"request {r.id}: partition {r.source} already admits a request "
-                             f"in tick {r.t_accept}")
+        if port_of is None:
+            key = (r.t_accept, r.source)
+            if key in seen:
+                raise ValueError(f"request {r.id}: partition {r.source} already admits a "
+                                 f"request in tick {r.t_accept}")
+        else:
+            key = (r.t_accept, "port", port_of(r))
+            if key in seen:
+                raise ValueError(f"request {r.id}: port {key[2]} already accepts a request "
+                                 f"in tick {r.t_accept}")
         seen.add(key)
         out.append(Request(r.id, r.op, r.addr, r.nbytes, r.source, r.t_accept, r.data))
     return out
@@ -327,5 +339,12 @@ def open_loop_requests(records) -> list[Request]:
 def run_open_loop(cfg: HbfConfig, records, keep: bool = True, trace=None) -> HbfSystem:
     """Replay :func:`open_loop_requests` on a fresh system and run it to completion."""
     system = HbfSystem(cfg, keep=keep, trace=trace)
-    system.run_requests(open_loop_requests(records))
+    port_of = None
+    if system.ports:                       # channel shape: one port per (stack, channel)
+        m, base, C = system.mapper, cfg.base_address, cfg.channels
+
+        def port_of(r):
+            stack, q = m.stack_of((r.addr - base) // PAGE_BYTES)
+            return stack * C + m.channel_of(q, r.op == "W")[0]
+    system.run_requests(open_loop_requests(records, port_of))
     return system
