@@ -45,12 +45,15 @@ LOOPS = {
     "c1-fused": ({}, "fused"),
     "c1-ref": ({}, "reference"),
     "c2-stack": ({"contract": 2}, "fused"),
+    "c2-stack-ref": ({"contract": 2}, "reference"),
     "c2-channel": ({"contract": 2, "host_ports": "channel"}, "fused"),
+    "c2-channel-ref": ({"contract": 2, "host_ports": "channel"}, "reference"),
     "c2-stack-page": ({"contract": 2, "multiplane": "page"}, "fused"),
     "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
                         "fused"),
 }
-DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-channel")
+DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-stack-ref", "c2-channel",
+                 "c2-channel-ref")
 
 
 def read_stream(n: int):

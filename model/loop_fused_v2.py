@@ -1,0 +1,574 @@
+"""The contract-2 fused run loop: both host-port shapes, the per-request hot paths written out
+(docs/timing-contract-v2.md §16, §18 step 5; docs/benchmarks.md).
+
+:meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_fused_v2` for ``contract = 2``
+with ``engine = "fused"`` and ``multiplane = "off"``. It runs the phases (a)-(j) of
+:func:`hbfsim.model.system_v2.run_pipelined` with the same effects, event for event and
+cycle for cycle (tests/model/test_engines_v2.py), on any number of stacks, with or without
+``resp.ready``, a response callback or a stop tick.
+
+Written out, per request: the egress handshake and the response bookkeeping of
+:meth:`HbfSystem._responded`, the launch stage K with the deficit credit (v2 §8), the choice
+R, the MSHR merge of a read and the merge of a write into its page's OPEN entry (§4.2), the
+accept into Q (§4.1, the route stage with several stacks, the admission rank in the channel
+shape), the move of Q's head into M, and the admission release at the end of the cycle.
+Every other phase (issue, enqueue, the media completions, the write-buffer triggers, an
+allocating or stalling dispatch, the entry frees) calls the controller's method, and only
+in the cycles in which its own guard says it can act: a method that would change nothing
+is not called, so the busy flag of every cycle, and with it the skipped cycles (C3), is the
+reference loop's. The loop keeps no state of its own between cycles: everything lives in
+the controllers, so ``run(until)`` may stop and restart (and a driver move ``system.t``
+back, docs/gpu.md §2) anywhere.
+
+Two differences of internal state that no event can see: a controller's ``dispatched``
+flag (contract 1's ``req.ready`` term, unused by contract 2) and ``drain_in`` (read only
+by the multi-plane issue, which this loop does not run) are not kept up to date.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+from hbfsim.model.controller import FULL_MASK, WAIT
+from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR
+from hbfsim.model.system_v2 import ROUTE_DEPTH
+
+__all__ = ["run_fused_v2"]
+
+
+def run_fused_v2(system, until: int | None) -> int:
+    """Advance a contract-2 ``system`` (``multiplane = "off"``) through tick ``until`` (or to
+    completion) with the hot paths written out; return the tick it stopped at. Same
+    phases, order and effects as :func:`hbfsim.model.system_v2.run_pipelined`."""
+    if system.cfg.multiplane != "off":
+        raise ValueError(f"the fused contract-2 loop runs multiplane = 'off', not "
+                         f"{system.cfg.multiplane!r} (HbfSystem.run takes the reference loop)")
+    if system.ports:
+        return _run_channel(system, until)
+    return _run_stack(system, until)
+
+
+def _respond(system):
+    """The response bookkeeping of :meth:`HbfSystem._responded`, as a closure over the
+    system's counters (called once per handshake)."""
+    lat = system.lat
+    lat_first = system.lat_first
+    trace = system.trace
+    cfg = system.cfg
+    completed = system.completed if system.keep else None
+    user_cb = system.user_cb
+
+    def responded(req, t):
+        system.n_done += 1
+        d = t - req.arrival
+        if req.op == "R":
+            lat["R"].append(d)
+            if not req.mshr_hit:
+                lat_first.append(d)
+        else:
+            lat["W"].append(d)
+        if t > system.last_completion:
+            system.last_completion = t
+        if req.error:
+            system.errors += 1
+        if trace is not None:
+            trace.request(req, cfg)
+        if completed is not None:
+            completed.append(req)
+        if user_cb is not None:
+            user_cb(req, t)
+
+    return responded
+
+
+def _dispatch_fast(s, m, t: int) -> bool:
+    """Dispatch ``m`` from ``s``'s M in cycle ``t`` if it merges (§4.2: a read into its
+    page's mergeable MSHR entry, a write into its page's OPEN entry); return whether it did.
+    Every other case (allocation, stall, read-after-write) is the controller's
+    :meth:`~hbfsim.model.controller.StackController.dispatch`."""
+    q = m.q
+    if m.op == "R":
+        if not s.merge or q in s.wb_page:
+            return False
+        e = s.mshr_open.get(q)
+        if e is None:
+            return False
+        m.t_map = t
+        m.mshr_hit = True
+        e.waiters.append(m)
+        e.bytes += m.nbytes
+        s.mshr_hits += 1
+        if e.state == WAIT and not s.demand and e.bytes >= s.agg_thr and e.ready_at > t + 1:
+            e.ready_at = t + 1
+            heappush(s.enq_wait, (t + 1, e.idx, e.alloc))
+        return True
+    e = s.wb_open.get(q)
+    if e is None:
+        return False
+    m.t_map = t
+    off = m.off
+    n = m.nbytes
+    e.waiters.append(m)
+    if m.data is not None:
+        e.data[off:off + n] = m.data
+    before = e.cov
+    cov = e.cov = before | (((1 << n) - 1) << off)
+    s.st["coverage_new_bytes"] += cov.bit_count() - before.bit_count()
+    if cov == FULL_MASK and before != FULL_MASK:
+        e.full_at = t + 1
+        s.full_pending.append(e)
+    return True
+
+
+def _launch(s, e, i: int, req, t: int, egress, blocked: int) -> int:
+    """Launch ``req`` (waiter ``i`` of entry ``e``) into ``egress`` in cycle ``t``: the
+    controller's ``_launch`` (v2 §4.3, §4.4, §8) with the port's credit-stall start
+    ``blocked`` passed in; return the new one (-1)."""
+    if blocked >= 0:
+        s.ch_link_stall[e.ch] += t - blocked
+    flags = e.flags
+    req.error = bool(flags & FLAG_ERROR)
+    if e.kind == 0:
+        req.buffer_hit = bool(flags & FLAG_BUFFER_HIT)
+        req.cache_hit = e.cache
+        snap = e.snap
+        if snap is not None:
+            req.data = snap[req.off:req.off + req.nbytes]
+        if i + 1 == len(e.waiters):
+            s._free_r.append(e.idx)
+    elif i + 1 == len(e.waiters):
+        s._free_w.append(e)
+    req.entry_info = (e.tq, e.ti, e.tc, e.depth)
+    egress.append(req)
+    return -1
+
+
+def _media_phases(s, t: int) -> bool:
+    """Phases (c)-(e) of one stack in cycle ``t``: release the completions due, the issue
+    decisions, the enqueue, each called only when its guard says it can act."""
+    busy = False
+    due = s.media._due
+    if due and due[0][0] <= t and s.release_media(t):
+        busy = True
+    if (s.issue_check or s.policy == "write-drain") and s.issue(t):
+        busy = True
+    ew = s.enq_wait
+    if (s.enq_chans or s.wb_flush or ew and ew[0][0] <= t) and s.enqueue(t):
+        busy = True
+    return busy
+
+
+def _end_phases(s, t: int, drain: bool, ports: bool) -> bool:
+    """Phases (h)-(j) of one stack in cycle ``t``: write-buffer triggers (in the channel
+    shape, ``ports``, also the raw flushes of several ports), completions into RETURN, end of
+    cycle; each method called only when its guard says it can act."""
+    busy = False
+    dl = s.wb_deadlines
+    if (s.full_pending or s.raw_now is not None or s.pressure_now is not None
+            or dl and dl[0][0] <= t or drain and s.wb_open
+            or ports and s._raw_more) and s.wb_triggers(t, drain):
+        busy = True
+    cd = s.cache_due
+    if (s._delivered or cd and cd[0][0] <= t) and s.complete_entries(t):
+        busy = True
+    r = s._released
+    if r:
+        s.inflight -= r
+        s._released = 0
+    if s._free_r or s._free_w:
+        s.end_cycle()
+    return busy
+
+
+# ============================================================================ stack shape
+def _run_stack(system, until: int | None) -> int:
+    """The stack shape (``host_ports = "stack"``): one port per stack, the route stage and
+    the egress round robin with several stacks (v2 §2)."""
+    stacks = system.stacks
+    n = len(stacks)
+    single = stacks[0] if n == 1 else None
+    ingress = system.ingress
+    route = system.route
+    resp_ready = system.resp_ready
+    responded = _respond(system)
+    t = system.t
+    system.t_resume = None
+    steps = 0
+    try:
+        while True:
+            if until is not None and t > until:
+                break
+            steps += 1
+            busy = False
+            # (a) E handshakes: one per system response port (v2 §2, §8)
+            if single is not None:
+                hs = single if single.egress else None
+            else:
+                hs = None
+                rr = system.rr
+                for k in range(n):
+                    i = rr + k
+                    if i >= n:
+                        i -= n
+                    if stacks[i].egress:
+                        hs = stacks[i]
+                        break
+            if hs is not None:
+                busy = True
+                if resp_ready is None or resp_ready(t):
+                    if single is None:
+                        system.rr = i + 1 if i + 1 < n else 0
+                    req = hs.egress.popleft()
+                    hs._hs_t = t
+                    req.t_done = t
+                    hs._released += 1
+                    responded(req, t)
+            drain_at = system.drain_at
+            drain = drain_at is not None and t >= drain_at
+            for s in stacks:
+                # (b) K launches, then R chooses (v2 §8)
+                k = s.k_hold
+                if k is not None or s.lock is not None or s.ret_r or s.ret_w:
+                    wait = None
+                    if k is not None:
+                        e, i = k
+                        req = e.waiters[i]
+                        eg = s.egress
+                        if len(eg) + (1 if s._hs_t == t else 0) < EGRESS_DEPTH:
+                            link = s.link
+                            ch = e.ch
+                            g = link.gain
+                            ct = link.credit
+                            x = ct[ch] + g * (t - link.credit_t[ch])
+                            if x > g:
+                                x = g
+                            if x > 0:
+                                x += g - req.nbytes * link.b
+                                ct[ch] = x if x < g else g
+                                link.credit_t[ch] = t + 1
+                                s.blocked_since = _launch(s, e, i, req, t, eg,
+                                                          s.blocked_since)
+                                k = s.k_hold = None
+                                busy = True
+                            else:
+                                if s.blocked_since < 0:
+                                    s.blocked_since = t
+                                wait = link.credit_t[ch] + -(-(1 - ct[ch]) // g)
+                    s.credit_wait = wait
+                    r = s.r_hold
+                    if r is None or k is None:
+                        # R takes the next waiter: of the entry it drains, else the
+                        # lowest-index RETURN entry, MSHR before write buffer (v1 §8)
+                        cur = s.lock
+                        if cur is None:
+                            if s.ret_r:
+                                cur = s.mshr[heappop(s.ret_r)]
+                            elif s.ret_w:
+                                cur = s.wb[heappop(s.ret_w)]
+                        if cur is not None:
+                            i = cur.head
+                            cur.head = i + 1
+                            s.lock = cur if i + 1 < len(cur.waiters) else None
+                            w = (cur, i)
+                        else:
+                            w = None
+                        if r is not None:
+                            s.k_hold = r
+                            s.r_hold = w
+                            busy = True
+                        elif w is not None:
+                            if k is None:
+                                s.k_hold = w
+                            else:
+                                s.r_hold = w
+                            busy = True
+                # (c)-(e) media side
+                if _media_phases(s, t):
+                    busy = True
+                # (f) dispatch from M (v1 §4.2 rules, start-of-cycle state)
+                m = s.m
+                if m is not None and m.t_accept < t:
+                    if _dispatch_fast(s, m, t):
+                        s.m = None
+                        busy = True
+                    elif s.dispatch(t, drain):
+                        busy = True
+            # (g) accepts from start-of-cycle occupancy (v2 §4.1, §2)
+            if single is not None:
+                if ingress and ingress[0].arrival <= t and len(single.qin) < INGRESS_DEPTH \
+                        and single.inflight < single.admission:
+                    req = ingress.popleft()
+                    req.t_accept = t
+                    req.depth = single.inflight
+                    single.inflight += 1
+                    single.qin.append((req, t))
+                    busy = True
+            else:
+                ready = len(route) < ROUTE_DEPTH
+                if route:
+                    s = stacks[route[0].stack]
+                    if len(s.qin) < INGRESS_DEPTH and s.inflight < s.admission:
+                        req = route.popleft()
+                        req.depth = s.inflight
+                        s.inflight += 1
+                        s.qin.append((req, t))
+                        busy = True
+                if ready and ingress and ingress[0].arrival <= t:
+                    req = ingress.popleft()
+                    req.t_accept = t
+                    route.append(req)
+                    busy = True
+            # queue heads into M, end of cycle (v2 §4.1)
+            holds = False
+            for s in stacks:
+                qin = s.qin
+                if qin:
+                    if s.m is None and qin[0][1] < t:
+                        s.m = qin.popleft()[0]
+                        busy = True
+                    holds = True
+                elif s.m is not None:
+                    holds = True
+            # drain from the cycle after the last request left M (v2 §1)
+            if drain_at is None and not holds and system.inputs_done and not ingress \
+                    and not route:
+                system.drain_at = t + 1
+            # (h)-(j)
+            for s in stacks:
+                if _end_phases(s, t, drain, False):
+                    busy = True
+            if busy:
+                t += 1
+                continue
+            nxt = system._next_tick(t)
+            if nxt is None:
+                break
+            if until is not None and nxt > until:
+                t = until + 1
+                system.t_resume = nxt
+                break
+            t = nxt
+    finally:
+        system.steps += steps
+    system.t = t
+    return t
+
+
+# ========================================================================== channel shape
+def _dispatch_ports(s, t: int, drain: bool, dispatch_one) -> bool:
+    """Phase (f) of a channel-shape stack: :meth:`ChannelStackController.dispatch` with the
+    merges of :func:`_dispatch_fast` written out (reads first, each kind's ports from its
+    pool's pointer, v2 §4.2.3, §4.2.4); every other M goes through contract 1's rules
+    (``dispatch_one``) as there."""
+    P = s.P
+    inp = s.inp
+    changed = False
+    raws = []
+    held = [(p, port.m) for p, port in enumerate(inp) if port.m is not None]
+    for kind in ("R", "W"):
+        if kind == "R":
+            ap, free = s.ap_r, s.mshr_free
+        else:
+            ap, free = s.ap_w, s.wb_free
+        last = -1
+        mine = [p for p, m in held if m.op == kind]
+        for p in [p for p in mine if p >= ap] + [p for p in mine if p < ap]:
+            port = inp[p]
+            m = port.m
+            n_free = len(free)
+            if m.t_accept < t and _dispatch_fast(s, m, t):
+                port.m = None
+                changed = True
+            else:
+                s.m = m
+                if dispatch_one(s, t, drain):
+                    changed = True
+                port.m = s.m
+            if s.raw_now is not None:
+                raws.append(s.raw_now)
+                s.raw_now = None
+            if len(free) < n_free:
+                last = p
+        s.m = None
+        s.raw_now = raws[0] if raws else None
+        s._raw_more = raws[1:]
+        if last >= 0:
+            if kind == "R":
+                s.ap_r = (last + 1) % P
+            else:
+                s.ap_w = (last + 1) % P
+    return changed
+
+
+def _run_channel(system, until: int | None) -> int:
+    """The channel shape (``host_ports = "channel"``): ``S * C`` system ports wired to the
+    stacks' ports, one request and one response per port per cycle (v2 §2, §12)."""
+    from hbfsim.model.controller import StackController
+
+    dispatch_one = StackController.dispatch
+    stacks = system.stacks
+    C = system.cfg.channels
+    resp_ready = system.resp_ready
+    responded = _respond(system)
+    port_in = system.port_in
+    # per stack: (controller, its ports' request and response sides, its system ports' deques)
+    shape = [(s, s.inp, s.outp, port_in[s.stack * C:(s.stack + 1) * C]) for s in stacks]
+    t = system.t
+    system.t_resume = None
+    steps = 0
+    try:
+        while True:
+            if until is not None and t > until:
+                break
+            steps += 1
+            busy = False
+            # (a) E handshakes: every port whose E holds a response (v2 §2, §12)
+            held = None
+            for s, _inp, outp, _pin in shape:
+                for out in outp:
+                    if out.egress:
+                        busy = True
+                        if held is None:
+                            held = resp_ready is not None and not resp_ready(t)
+                        if not held:
+                            req = out.egress.popleft()
+                            out.hs_t = t
+                            req.t_done = t
+                            s._released += 1
+                            responded(req, t)
+            drain_at = system.drain_at
+            drain = drain_at is not None and t >= drain_at
+            for s, inp, outp, _pin in shape:
+                # (b) K launches, then R chooses, on every response port (v2 §8); entries
+                # that entered RETURN before t go to the port of their channel first
+                ret = s.ret_r
+                if ret:
+                    mshr = s.mshr
+                    while ret:
+                        idx = heappop(ret)
+                        heappush(outp[mshr[idx].ch].ret_r, idx)
+                ret = s.ret_w
+                if ret:
+                    wb = s.wb
+                    while ret:
+                        idx = heappop(ret)
+                        heappush(outp[wb[idx].ch].ret_w, idx)
+                wait = None
+                for port in outp:
+                    k = port.k_hold
+                    if k is None and port.lock is None and not port.ret_r \
+                            and not port.ret_w:
+                        continue
+                    if k is not None:
+                        e, i = k
+                        req = e.waiters[i]
+                        eg = port.egress
+                        if len(eg) + (1 if port.hs_t == t else 0) < EGRESS_DEPTH:
+                            link = s.link
+                            ch = e.ch
+                            g = link.gain
+                            ct = link.credit
+                            x = ct[ch] + g * (t - link.credit_t[ch])
+                            if x > g:
+                                x = g
+                            if x > 0:
+                                x += g - req.nbytes * link.b
+                                ct[ch] = x if x < g else g
+                                link.credit_t[ch] = t + 1
+                                port.blocked = _launch(s, e, i, req, t, eg, port.blocked)
+                                k = port.k_hold = None
+                                busy = True
+                            else:
+                                if port.blocked < 0:
+                                    port.blocked = t
+                                w = link.credit_t[ch] + -(-(1 - ct[ch]) // g)
+                                if wait is None or w < wait:
+                                    wait = w
+                    r = port.r_hold
+                    if r is None or k is None:
+                        cur = port.lock
+                        if cur is None:
+                            if port.ret_r:
+                                cur = s.mshr[heappop(port.ret_r)]
+                            elif port.ret_w:
+                                cur = s.wb[heappop(port.ret_w)]
+                        if cur is not None:
+                            i = cur.head
+                            cur.head = i + 1
+                            port.lock = cur if i + 1 < len(cur.waiters) else None
+                            w = (cur, i)
+                        else:
+                            w = None
+                        if r is not None:
+                            port.k_hold = r
+                            port.r_hold = w
+                            busy = True
+                        elif w is not None:
+                            if k is None:
+                                port.k_hold = w
+                            else:
+                                port.r_hold = w
+                            busy = True
+                s.credit_wait = wait
+                # (c)-(e) media side
+                if _media_phases(s, t):
+                    busy = True
+                # (f) dispatch from every M
+                for port in inp:
+                    if port.m is not None:
+                        if _dispatch_ports(s, t, drain, dispatch_one):
+                            busy = True
+                        break
+            # (g) accepts from start-of-cycle occupancy and the admission rank (v2 §4.1),
+            # then queue heads into M
+            holds = False
+            for s, inp, _outp, pin in shape:
+                free = None
+                for p in range(C):
+                    q = pin[p]
+                    if not q or q[0].arrival > t:
+                        continue
+                    if free is None:
+                        free = s.admission - s.inflight
+                    qin = inp[p].qin
+                    if len(qin) < INGRESS_DEPTH and (p - t) % C < free:
+                        req = q.popleft()
+                        req.t_accept = t
+                        req.depth = s.inflight
+                        s.inflight += 1
+                        qin.append((req, t))
+                        busy = True
+            for s, inp, _outp, _pin in shape:
+                for port in inp:
+                    qin = port.qin
+                    if qin:
+                        if port.m is None and qin[0][1] < t:
+                            port.m = qin.popleft()[0]
+                            busy = True
+                        holds = True
+                    elif port.m is not None:
+                        holds = True
+            # drain from the cycle after the last request left M (v2 §1)
+            if drain_at is None and not holds and system.inputs_done \
+                    and not any(port_in):
+                system.drain_at = t + 1
+            # (h)-(j)
+            for s in stacks:
+                if _end_phases(s, t, drain, True):
+                    busy = True
+            if busy:
+                t += 1
+                continue
+            nxt = system._next_tick(t)
+            if nxt is None:
+                break
+            if until is not None and nxt > until:
+                t = until + 1
+                system.t_resume = nxt
+                break
+            t = nxt
+    finally:
+        system.steps += steps
+    system.t = t
+    return t
