@@ -27,7 +27,7 @@ by the multi-plane issue, which this loop does not run) are not kept up to date.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from hbfsim.model.controller import FULL_MASK, WAIT
 from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH
@@ -356,24 +356,29 @@ def _run_stack(system, until: int | None) -> int:
 
 
 # ========================================================================== channel shape
-def _dispatch_ports(s, t: int, drain: bool, dispatch_one) -> bool:
+def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one) -> bool:
     """Phase (f) of a channel-shape stack: :meth:`ChannelStackController.dispatch` with the
     merges of :func:`_dispatch_fast` written out (reads first, each kind's ports from its
-    pool's pointer, v2 §4.2.3, §4.2.4); every other M goes through contract 1's rules
-    (``dispatch_one``) as there."""
+    pool's pointer, v2 §4.2.3, §4.2.4) for the ports ``held`` (ascending) whose M holds a
+    request; every other M goes through contract 1's rules (``dispatch_one``) as there."""
     P = s.P
     inp = s.inp
     changed = False
     raws = []
-    held = [(p, port.m) for p, port in enumerate(inp) if port.m is not None]
-    for kind in ("R", "W"):
-        if kind == "R":
-            ap, free = s.ap_r, s.mshr_free
-        else:
-            ap, free = s.ap_w, s.wb_free
+    reads = []
+    writes = []
+    for p in held:
+        (reads if inp[p].m.op == "R" else writes).append(p)
+    for is_read, mine, free in ((True, reads, s.mshr_free), (False, writes, s.wb_free)):
+        if not mine:
+            # the reference's pass over no port leaves raw_now and _raw_more as they are
+            # (None and empty at this phase, and raws[0:1], raws[1:] after the reads)
+            continue
+        ap = s.ap_r if is_read else s.ap_w
+        if ap and len(mine) > 1:
+            mine = [p for p in mine if p >= ap] + [p for p in mine if p < ap]
         last = -1
-        mine = [p for p, m in held if m.op == kind]
-        for p in [p for p in mine if p >= ap] + [p for p in mine if p < ap]:
+        for p in mine:
             port = inp[p]
             m = port.m
             n_free = len(free)
@@ -385,25 +390,58 @@ def _dispatch_ports(s, t: int, drain: bool, dispatch_one) -> bool:
                 if dispatch_one(s, t, drain):
                     changed = True
                 port.m = s.m
+                s.m = None
             if s.raw_now is not None:
+                # (after the reads, the writes' first port takes raws[0] again: the
+                # reference's order, kept)
                 raws.append(s.raw_now)
                 s.raw_now = None
             if len(free) < n_free:
                 last = p
-        s.m = None
-        s.raw_now = raws[0] if raws else None
-        s._raw_more = raws[1:]
+        if raws:
+            s.raw_now = raws[0]
+            s._raw_more = raws[1:]
         if last >= 0:
-            if kind == "R":
+            if is_read:
                 s.ap_r = (last + 1) % P
             else:
                 s.ap_w = (last + 1) % P
     return changed
 
 
+class _Ports:
+    """The ports of one channel-shape stack that hold something, by side (rebuilt from the
+    controller at the start of every run call; the loop keeps them up to date): E not
+    empty (``egress``), R, K or a RETURN entry to serve (``respond``), M full (``m``),
+    Q not empty (``q``); and the system ports' queued requests (``pin``): the ports whose
+    head has arrived (``ready``), and a heap of (head's arrival, port) for the others
+    (``wait``; moved to ``ready`` in the head's arrival tick)."""
+
+    __slots__ = ("s", "inp", "outp", "pin", "egress", "respond", "m", "q", "ready", "wait")
+
+    def __init__(self, s, pin):
+        self.s = s
+        self.inp = s.inp
+        self.outp = s.outp
+        self.pin = pin
+        self.egress = {p for p, o in enumerate(s.outp) if o.egress}
+        self.respond = {p for p, o in enumerate(s.outp)
+                        if o.k_hold is not None or o.lock is not None or o.ret_r or o.ret_w}
+        self.m = {p for p, i in enumerate(s.inp) if i.m is not None}
+        self.q = {p for p, i in enumerate(s.inp) if i.qin}
+        self.rescan()
+
+    def rescan(self):
+        self.ready = set()
+        self.wait = [(q[0].arrival, p) for p, q in enumerate(self.pin) if q]
+        heapify(self.wait)
+
+
 def _run_channel(system, until: int | None) -> int:
     """The channel shape (``host_ports = "channel"``): ``S * C`` system ports wired to the
-    stacks' ports, one request and one response per port per cycle (v2 §2, §12)."""
+    stacks' ports, one request and one response per port per cycle (v2 §2, §12). Only the
+    ports that hold something are looked at, in ascending order as the reference loop
+    does."""
     from hbfsim.model.controller import StackController
 
     dispatch_one = StackController.dispatch
@@ -412,8 +450,8 @@ def _run_channel(system, until: int | None) -> int:
     resp_ready = system.resp_ready
     responded = _respond(system)
     port_in = system.port_in
-    # per stack: (controller, its ports' request and response sides, its system ports' deques)
-    shape = [(s, s.inp, s.outp, port_in[s.stack * C:(s.stack + 1) * C]) for s in stacks]
+    shape = [_Ports(s, port_in[s.stack * C:(s.stack + 1) * C]) for s in stacks]
+    nsub = system.submitted
     t = system.t
     system.t_resume = None
     steps = 0
@@ -425,21 +463,38 @@ def _run_channel(system, until: int | None) -> int:
             busy = False
             # (a) E handshakes: every port whose E holds a response (v2 §2, §12)
             held = None
-            for s, _inp, outp, _pin in shape:
-                for out in outp:
-                    if out.egress:
-                        busy = True
-                        if held is None:
-                            held = resp_ready is not None and not resp_ready(t)
-                        if not held:
-                            req = out.egress.popleft()
-                            out.hs_t = t
-                            req.t_done = t
-                            s._released += 1
-                            responded(req, t)
+            for sp in shape:
+                es = sp.egress
+                if not es:
+                    continue
+                busy = True
+                if held is None:
+                    held = resp_ready is not None and not resp_ready(t)
+                if held:
+                    break
+                s = sp.s
+                outp = sp.outp
+                for p in sorted(es) if len(es) > 1 else tuple(es):
+                    out = outp[p]
+                    eg = out.egress
+                    req = eg.popleft()
+                    if not eg:
+                        es.discard(p)
+                    out.hs_t = t
+                    req.t_done = t
+                    s._released += 1
+                    responded(req, t)
+            if system.submitted != nsub:
+                # the response callback presented new requests (a closed loop)
+                nsub = system.submitted
+                for sp in shape:
+                    sp.rescan()
             drain_at = system.drain_at
             drain = drain_at is not None and t >= drain_at
-            for s, inp, outp, _pin in shape:
+            for sp in shape:
+                s = sp.s
+                outp = sp.outp
+                rs = sp.respond
                 # (b) K launches, then R chooses, on every response port (v2 §8); entries
                 # that entered RETURN before t go to the port of their channel first
                 ret = s.ret_r
@@ -447,111 +502,150 @@ def _run_channel(system, until: int | None) -> int:
                     mshr = s.mshr
                     while ret:
                         idx = heappop(ret)
-                        heappush(outp[mshr[idx].ch].ret_r, idx)
+                        ch = mshr[idx].ch
+                        heappush(outp[ch].ret_r, idx)
+                        rs.add(ch)
                 ret = s.ret_w
                 if ret:
                     wb = s.wb
                     while ret:
                         idx = heappop(ret)
-                        heappush(outp[wb[idx].ch].ret_w, idx)
+                        ch = wb[idx].ch
+                        heappush(outp[ch].ret_w, idx)
+                        rs.add(ch)
                 wait = None
-                for port in outp:
-                    k = port.k_hold
-                    if k is None and port.lock is None and not port.ret_r \
-                            and not port.ret_w:
-                        continue
-                    if k is not None:
-                        e, i = k
-                        req = e.waiters[i]
-                        eg = port.egress
-                        if len(eg) + (1 if port.hs_t == t else 0) < EGRESS_DEPTH:
-                            link = s.link
-                            ch = e.ch
-                            g = link.gain
-                            ct = link.credit
-                            x = ct[ch] + g * (t - link.credit_t[ch])
-                            if x > g:
-                                x = g
-                            if x > 0:
-                                x += g - req.nbytes * link.b
-                                ct[ch] = x if x < g else g
-                                link.credit_t[ch] = t + 1
-                                port.blocked = _launch(s, e, i, req, t, eg, port.blocked)
-                                k = port.k_hold = None
-                                busy = True
+                if rs:
+                    es = sp.egress
+                    for p in sorted(rs) if len(rs) > 1 else tuple(rs):
+                        port = outp[p]
+                        k = port.k_hold
+                        if k is not None:
+                            e, i = k
+                            req = e.waiters[i]
+                            eg = port.egress
+                            if len(eg) + (1 if port.hs_t == t else 0) < EGRESS_DEPTH:
+                                link = s.link
+                                ch = e.ch
+                                g = link.gain
+                                ct = link.credit
+                                x = ct[ch] + g * (t - link.credit_t[ch])
+                                if x > g:
+                                    x = g
+                                if x > 0:
+                                    x += g - req.nbytes * link.b
+                                    ct[ch] = x if x < g else g
+                                    link.credit_t[ch] = t + 1
+                                    port.blocked = _launch(s, e, i, req, t, eg, port.blocked)
+                                    es.add(p)
+                                    k = port.k_hold = None
+                                    busy = True
+                                else:
+                                    if port.blocked < 0:
+                                        port.blocked = t
+                                    w = link.credit_t[ch] + -(-(1 - ct[ch]) // g)
+                                    if wait is None or w < wait:
+                                        wait = w
+                        r = port.r_hold
+                        if r is None or k is None:
+                            cur = port.lock
+                            if cur is None:
+                                if port.ret_r:
+                                    cur = s.mshr[heappop(port.ret_r)]
+                                elif port.ret_w:
+                                    cur = s.wb[heappop(port.ret_w)]
+                            if cur is not None:
+                                i = cur.head
+                                cur.head = i + 1
+                                port.lock = cur if i + 1 < len(cur.waiters) else None
+                                w = (cur, i)
                             else:
-                                if port.blocked < 0:
-                                    port.blocked = t
-                                w = link.credit_t[ch] + -(-(1 - ct[ch]) // g)
-                                if wait is None or w < wait:
-                                    wait = w
-                    r = port.r_hold
-                    if r is None or k is None:
-                        cur = port.lock
-                        if cur is None:
-                            if port.ret_r:
-                                cur = s.mshr[heappop(port.ret_r)]
-                            elif port.ret_w:
-                                cur = s.wb[heappop(port.ret_w)]
-                        if cur is not None:
-                            i = cur.head
-                            cur.head = i + 1
-                            port.lock = cur if i + 1 < len(cur.waiters) else None
-                            w = (cur, i)
-                        else:
-                            w = None
-                        if r is not None:
-                            port.k_hold = r
-                            port.r_hold = w
-                            busy = True
-                        elif w is not None:
-                            if k is None:
-                                port.k_hold = w
-                            else:
+                                w = None
+                            if r is not None:
+                                port.k_hold = r
                                 port.r_hold = w
-                            busy = True
+                                busy = True
+                            elif w is not None:
+                                if k is None:
+                                    port.k_hold = w
+                                else:
+                                    port.r_hold = w
+                                busy = True
+                        if port.k_hold is None and port.lock is None and not port.ret_r \
+                                and not port.ret_w:
+                            rs.discard(p)
                 s.credit_wait = wait
                 # (c)-(e) media side
                 if _media_phases(s, t):
                     busy = True
                 # (f) dispatch from every M
-                for port in inp:
-                    if port.m is not None:
-                        if _dispatch_ports(s, t, drain, dispatch_one):
-                            busy = True
-                        break
+                ms = sp.m
+                if ms:
+                    held_ports = sorted(ms) if len(ms) > 1 else tuple(ms)
+                    if _dispatch_ports(s, t, drain, held_ports, dispatch_one):
+                        busy = True
+                    inp = sp.inp
+                    for p in held_ports:
+                        if inp[p].m is None:
+                            ms.discard(p)
             # (g) accepts from start-of-cycle occupancy and the admission rank (v2 §4.1),
             # then queue heads into M
             holds = False
-            for s, inp, _outp, pin in shape:
-                free = None
-                for p in range(C):
-                    q = pin[p]
-                    if not q or q[0].arrival > t:
-                        continue
-                    if free is None:
-                        free = s.admission - s.inflight
-                    qin = inp[p].qin
-                    if len(qin) < INGRESS_DEPTH and (p - t) % C < free:
-                        req = q.popleft()
-                        req.t_accept = t
-                        req.depth = s.inflight
-                        s.inflight += 1
-                        qin.append((req, t))
-                        busy = True
-            for s, inp, _outp, _pin in shape:
-                for port in inp:
-                    qin = port.qin
-                    if qin:
-                        if port.m is None and qin[0][1] < t:
-                            port.m = qin.popleft()[0]
+            for sp in shape:
+                ps = sp.ready
+                w = sp.wait
+                while w and w[0][0] <= t:
+                    ps.add(heappop(w)[1])
+                if not ps:
+                    continue
+                s = sp.s
+                # the free slots at the start of the phase; a port takes one only while
+                # its rank (p - t) mod C is below them
+                free = s.admission - s.inflight
+                if free <= 0:
+                    continue
+                if free >= C:
+                    cand = sorted(ps) if len(ps) > 1 else tuple(ps)
+                else:
+                    cand = sorted(p for p in [(t + j) % C for j in range(free)] if p in ps)
+                if cand:
+                    inp = sp.inp
+                    pin = sp.pin
+                    for p in cand:
+                        qin = inp[p].qin
+                        if len(qin) < INGRESS_DEPTH:
+                            q = pin[p]
+                            req = q.popleft()
+                            if not q:
+                                ps.discard(p)
+                            elif q[0].arrival > t:
+                                ps.discard(p)
+                                heappush(w, (q[0].arrival, p))
+                            req.t_accept = t
+                            req.depth = s.inflight
+                            s.inflight += 1
+                            qin.append((req, t))
+                            sp.q.add(p)
                             busy = True
-                        holds = True
-                    elif port.m is not None:
-                        holds = True
+            for sp in shape:
+                qs = sp.q
+                if qs:
+                    inp = sp.inp
+                    for p in tuple(qs):
+                        port = inp[p]
+                        if port.m is None:
+                            qin = port.qin
+                            if qin[0][1] < t:
+                                port.m = qin.popleft()[0]
+                                sp.m.add(p)
+                                busy = True
+                                if not qin:
+                                    qs.discard(p)
+                    holds = True
+                elif sp.m:
+                    holds = True
             # drain from the cycle after the last request left M (v2 §1)
             if drain_at is None and not holds and system.inputs_done \
-                    and not any(port_in):
+                    and not any(sp.ready or sp.wait for sp in shape):
                 system.drain_at = t + 1
             # (h)-(j)
             for s in stacks:
