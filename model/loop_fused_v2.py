@@ -360,53 +360,62 @@ def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one) -> bool:
     """Phase (f) of a channel-shape stack: :meth:`ChannelStackController.dispatch` with the
     merges of :func:`_dispatch_fast` written out (reads first, each kind's ports from its
     pool's pointer, v2 §4.2.3, §4.2.4) for the ports ``held`` (ascending) whose M holds a
-    request; every other M goes through contract 1's rules (``dispatch_one``) as there."""
-    P = s.P
+    request; every other M goes through contract 1's rules (``dispatch_one``) as there.
+
+    The reference's pass over a kind with no M leaves ``raw_now`` and ``_raw_more`` as they
+    are (None and empty in this phase, or the reads' ``raws[0]`` and ``raws[1:]``), so only
+    the kinds that have one are passed over."""
     inp = s.inp
-    changed = False
-    raws = []
     reads = []
     writes = []
     for p in held:
         (reads if inp[p].m.op == "R" else writes).append(p)
-    for is_read, mine, free in ((True, reads, s.mshr_free), (False, writes, s.wb_free)):
-        if not mine:
-            # the reference's pass over no port leaves raw_now and _raw_more as they are
-            # (None and empty at this phase, and raws[0:1], raws[1:] after the reads)
-            continue
-        ap = s.ap_r if is_read else s.ap_w
-        if ap and len(mine) > 1:
-            mine = [p for p in mine if p >= ap] + [p for p in mine if p < ap]
-        last = -1
-        for p in mine:
-            port = inp[p]
-            m = port.m
-            n_free = len(free)
-            if m.t_accept < t and _dispatch_fast(s, m, t):
-                port.m = None
-                changed = True
-            else:
-                s.m = m
-                if dispatch_one(s, t, drain):
-                    changed = True
-                port.m = s.m
-                s.m = None
-            if s.raw_now is not None:
-                # (after the reads, the writes' first port takes raws[0] again: the
-                # reference's order, kept)
-                raws.append(s.raw_now)
-                s.raw_now = None
-            if len(free) < n_free:
-                last = p
-        if raws:
-            s.raw_now = raws[0]
-            s._raw_more = raws[1:]
+    raws = []
+    changed = False
+    if reads:
+        changed, last = _dispatch_kind(s, t, drain, reads, s.ap_r, s.mshr_free, raws,
+                                       dispatch_one)
         if last >= 0:
-            if is_read:
-                s.ap_r = (last + 1) % P
-            else:
-                s.ap_w = (last + 1) % P
+            s.ap_r = (last + 1) % s.P
+    if writes:
+        # the writes' first port takes the reads' raws[0] again (the reference's order)
+        c, last = _dispatch_kind(s, t, drain, writes, s.ap_w, s.wb_free, raws, dispatch_one)
+        changed |= c
+        if last >= 0:
+            s.ap_w = (last + 1) % s.P
     return changed
+
+
+def _dispatch_kind(s, t, drain, mine, ap, free, raws, dispatch_one):
+    """One kind's pass of :func:`_dispatch_ports`: its ports from the pool's pointer
+    ``ap``; return whether one dispatched and the last port that took an entry (or -1)."""
+    if ap and len(mine) > 1:
+        mine = [p for p in mine if p >= ap] + [p for p in mine if p < ap]
+    inp = s.inp
+    changed = False
+    last = -1
+    for p in mine:
+        port = inp[p]
+        m = port.m
+        n_free = len(free)
+        if m.t_accept < t and _dispatch_fast(s, m, t):
+            port.m = None
+            changed = True
+        else:
+            s.m = m
+            if dispatch_one(s, t, drain):
+                changed = True
+            port.m = s.m
+            s.m = None
+        if s.raw_now is not None:
+            raws.append(s.raw_now)
+            s.raw_now = None
+        if len(free) < n_free:
+            last = p
+    if raws:
+        s.raw_now = raws[0]
+        s._raw_more = raws[1:]
+    return changed, last
 
 
 class _Ports:
@@ -603,10 +612,22 @@ def _run_channel(system, until: int | None) -> int:
                 free = s.admission - s.inflight
                 if free <= 0:
                     continue
-                if free >= C:
-                    cand = sorted(ps) if len(ps) > 1 else tuple(ps)
+                if len(ps) == 1:
+                    cand = [p for p in ps if (p - t) % C < free]
+                elif free >= C:
+                    cand = sorted(ps)
+                elif len(ps) <= free:
+                    cand = sorted([p for p in ps if (p - t) % C < free])
                 else:
-                    cand = sorted(p for p in [(t + j) % C for j in range(free)] if p in ps)
+                    # the ranks below free are the ports t mod C .. t mod C + free - 1,
+                    # cyclically: ascending, the wrapped part first
+                    b = t % C
+                    e = b + free
+                    if e <= C:
+                        cand = [p for p in range(b, e) if p in ps]
+                    else:
+                        cand = [p for p in range(e - C) if p in ps] + \
+                            [p for p in range(b, C) if p in ps]
                 if cand:
                     inp = sp.inp
                     pin = sp.pin
