@@ -36,6 +36,8 @@ from hbfsim.model.system_v2 import ROUTE_DEPTH
 
 __all__ = ["run_fused_v2"]
 
+NEVER = 1 << 62         # a tick later than any simulation reaches
+
 
 def run_fused_v2(system, until: int | None) -> int:
     """Advance a contract-2 ``system`` (``multiplane = "off"``) through tick ``until`` (or to
@@ -82,18 +84,20 @@ def _respond(system):
     return responded
 
 
-def _dispatch_fast(s, m, t: int) -> bool:
+def _dispatch_fast(s, m, t: int) -> int:
     """Dispatch ``m`` from ``s``'s M in cycle ``t`` if it merges (§4.2: a read into its
-    page's mergeable MSHR entry, a write into its page's OPEN entry); return whether it did.
-    Every other case (allocation, stall, read-after-write) is the controller's
+    page's mergeable MSHR entry, a write into its page's OPEN entry). Return 0 if it did
+    not; else the first tick the media side must look again for it (``t + 1`` when the
+    merge made the entry ready or its page full, else ``NEVER``). Every other case
+    (allocation, stall, read-after-write) is the controller's
     :meth:`~hbfsim.model.controller.StackController.dispatch`."""
     q = m.q
     if m.op == "R":
         if not s.merge or q in s.wb_page:
-            return False
+            return 0
         e = s.mshr_open.get(q)
         if e is None:
-            return False
+            return 0
         m.t_map = t
         m.mshr_hit = True
         e.waiters.append(m)
@@ -102,10 +106,11 @@ def _dispatch_fast(s, m, t: int) -> bool:
         if e.state == WAIT and not s.demand and e.bytes >= s.agg_thr and e.ready_at > t + 1:
             e.ready_at = t + 1
             heappush(s.enq_wait, (t + 1, e.idx, e.alloc))
-        return True
+            return t + 1
+        return NEVER
     e = s.wb_open.get(q)
     if e is None:
-        return False
+        return 0
     m.t_map = t
     off = m.off
     n = m.nbytes
@@ -118,7 +123,8 @@ def _dispatch_fast(s, m, t: int) -> bool:
     if cov == FULL_MASK and before != FULL_MASK:
         e.full_at = t + 1
         s.full_pending.append(e)
-    return True
+        return t + 1
+    return NEVER
 
 
 def _launch(s, e, i: int, req, t: int, egress, blocked: int) -> int:
@@ -160,9 +166,9 @@ def _media_phases(s, t: int) -> bool:
 
 
 def _end_phases(s, t: int, drain: bool, ports: bool) -> bool:
-    """Phases (h)-(j) of one stack in cycle ``t``: write-buffer triggers (in the channel
-    shape, ``ports``, also the raw flushes of several ports), completions into RETURN, end of
-    cycle; each method called only when its guard says it can act."""
+    """Phases (h) and (i) of one stack in cycle ``t``: write-buffer triggers (in the channel
+    shape, ``ports``, also the raw flushes of several ports) and completions into RETURN,
+    each method called only when its guard says it can act."""
     busy = False
     dl = s.wb_deadlines
     if (s.full_pending or s.raw_now is not None or s.pressure_now is not None
@@ -172,13 +178,42 @@ def _end_phases(s, t: int, drain: bool, ports: bool) -> bool:
     cd = s.cache_due
     if (s._delivered or cd and cd[0][0] <= t) and s.complete_entries(t):
         busy = True
-    r = s._released
-    if r:
-        s.inflight -= r
-        s._released = 0
-    if s._free_r or s._free_w:
-        s.end_cycle()
     return busy
+
+
+def _drain_wake(stacks, hz, drain_at: int) -> None:
+    """``drain`` rises in ``drain_at``: the write-buffer triggers of a stack with an OPEN
+    entry act from then on (v2 §1, v1 §4.4)."""
+    for si, s in enumerate(stacks):
+        if s.wb_open and hz[si] > drain_at:
+            hz[si] = drain_at
+
+
+def _media_wake(s, t: int, drain_at) -> int:
+    """After the media phases and triggers of cycle ``t`` ran: the first tick in which one of
+    (c)-(e), (h) or (i) can act again, unless a later phase of a cycle hands them work
+    (the dispatch paths lower it). Until then the loop does not look at them."""
+    if s.issue_check or s.enq_chans or s.wb_flush or s.full_pending \
+            or s.policy == "write-drain":
+        return t + 1
+    h = NEVER
+    d = s.media._due
+    if d:
+        h = d[0][0]
+    d = s.enq_wait
+    if d and d[0][0] < h:
+        h = d[0][0]
+    d = s.wb_deadlines
+    if d and d[0][0] < h:
+        h = d[0][0]
+    d = s.cache_due
+    if d and d[0][0] < h:
+        h = d[0][0]
+    if drain_at is not None and s.wb_open:
+        d = drain_at if drain_at > t else t + 1
+        if d < h:
+            h = d
+    return h if h > t else t + 1
 
 
 # ============================================================================ stack shape
@@ -195,6 +230,9 @@ def _run_stack(system, until: int | None) -> int:
     t = system.t
     system.t_resume = None
     steps = 0
+    # per stack: the first tick in which its media phases (c)-(e) and triggers (h), (i)
+    # can act (_media_wake); every phase is looked at in the first cycle
+    hz = [t] * n
     try:
         while True:
             if until is not None and t > until:
@@ -226,7 +264,7 @@ def _run_stack(system, until: int | None) -> int:
                     responded(req, t)
             drain_at = system.drain_at
             drain = drain_at is not None and t >= drain_at
-            for s in stacks:
+            for si, s in enumerate(stacks):
                 # (b) K launches, then R chooses (v2 §8)
                 k = s.k_hold
                 if k is not None or s.lock is not None or s.ret_r or s.ret_w:
@@ -284,16 +322,23 @@ def _run_stack(system, until: int | None) -> int:
                                 s.r_hold = w
                             busy = True
                 # (c)-(e) media side
-                if _media_phases(s, t):
+                if t >= hz[si] and _media_phases(s, t):
                     busy = True
                 # (f) dispatch from M (v1 §4.2 rules, start-of-cycle state)
                 m = s.m
                 if m is not None and m.t_accept < t:
-                    if _dispatch_fast(s, m, t):
+                    w = _dispatch_fast(s, m, t)
+                    if w:
                         s.m = None
                         busy = True
-                    elif s.dispatch(t, drain):
-                        busy = True
+                        if w < hz[si]:
+                            hz[si] = w
+                    else:
+                        # the controller's path may hand (h) work in this cycle (raw,
+                        # pressure) or start timers: look at every phase from now
+                        hz[si] = t
+                        if s.dispatch(t, drain):
+                            busy = True
             # (g) accepts from start-of-cycle occupancy (v2 §4.1, §2)
             if single is not None:
                 if ingress and ingress[0].arrival <= t and len(single.qin) < INGRESS_DEPTH \
@@ -334,10 +379,21 @@ def _run_stack(system, until: int | None) -> int:
             if drain_at is None and not holds and system.inputs_done and not ingress \
                     and not route:
                 system.drain_at = t + 1
+                _drain_wake(stacks, hz, t + 1)
             # (h)-(j)
-            for s in stacks:
-                if _end_phases(s, t, drain, False):
+            drain_at = system.drain_at
+            for si, s in enumerate(stacks):
+                if t >= hz[si] and _end_phases(s, t, drain, False):
                     busy = True
+                # (j) end of cycle: admission releases, entry frees
+                r = s._released
+                if r:
+                    s.inflight -= r
+                    s._released = 0
+                if s._free_r or s._free_w:
+                    s.end_cycle()
+                if t >= hz[si]:
+                    hz[si] = _media_wake(s, t, drain_at)
             if busy:
                 t += 1
                 continue
@@ -356,7 +412,7 @@ def _run_stack(system, until: int | None) -> int:
 
 
 # ========================================================================== channel shape
-def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one) -> bool:
+def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one):
     """Phase (f) of a channel-shape stack: :meth:`ChannelStackController.dispatch` with the
     merges of :func:`_dispatch_fast` written out (reads first, each kind's ports from its
     pool's pointer, v2 §4.2.3, §4.2.4) for the ports ``held`` (ascending) whose M holds a
@@ -364,7 +420,10 @@ def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one) -> bool:
 
     The reference's pass over a kind with no M leaves ``raw_now`` and ``_raw_more`` as they
     are (None and empty in this phase, or the reads' ``raws[0]`` and ``raws[1:]``), so only
-    the kinds that have one are passed over."""
+    the kinds that have one are passed over.
+
+    Return whether an M dispatched and the first tick the media side must look again (as
+    :func:`_dispatch_fast`; ``t`` once the controller's path ran)."""
     inp = s.inp
     reads = []
     writes = []
@@ -372,36 +431,46 @@ def _dispatch_ports(s, t: int, drain: bool, held, dispatch_one) -> bool:
         (reads if inp[p].m.op == "R" else writes).append(p)
     raws = []
     changed = False
+    wake = NEVER
     if reads:
-        changed, last = _dispatch_kind(s, t, drain, reads, s.ap_r, s.mshr_free, raws,
-                                       dispatch_one)
+        changed, last, wake = _dispatch_kind(s, t, drain, reads, s.ap_r, s.mshr_free, raws,
+                                             dispatch_one)
         if last >= 0:
             s.ap_r = (last + 1) % s.P
     if writes:
         # the writes' first port takes the reads' raws[0] again (the reference's order)
-        c, last = _dispatch_kind(s, t, drain, writes, s.ap_w, s.wb_free, raws, dispatch_one)
+        c, last, w = _dispatch_kind(s, t, drain, writes, s.ap_w, s.wb_free, raws,
+                                    dispatch_one)
         changed |= c
+        if w < wake:
+            wake = w
         if last >= 0:
             s.ap_w = (last + 1) % s.P
-    return changed
+    return changed, wake
 
 
 def _dispatch_kind(s, t, drain, mine, ap, free, raws, dispatch_one):
     """One kind's pass of :func:`_dispatch_ports`: its ports from the pool's pointer
-    ``ap``; return whether one dispatched and the last port that took an entry (or -1)."""
+    ``ap``; return whether one dispatched, the last port that took an entry (or -1) and
+    the wake tick."""
     if ap and len(mine) > 1:
         mine = [p for p in mine if p >= ap] + [p for p in mine if p < ap]
     inp = s.inp
     changed = False
     last = -1
+    wake = NEVER
     for p in mine:
         port = inp[p]
         m = port.m
         n_free = len(free)
-        if m.t_accept < t and _dispatch_fast(s, m, t):
+        w = _dispatch_fast(s, m, t) if m.t_accept < t else 0
+        if w:
             port.m = None
             changed = True
+            if w < wake:
+                wake = w
         else:
+            wake = t
             s.m = m
             if dispatch_one(s, t, drain):
                 changed = True
@@ -415,7 +484,7 @@ def _dispatch_kind(s, t, drain, mine, ap, free, raws, dispatch_one):
     if raws:
         s.raw_now = raws[0]
         s._raw_more = raws[1:]
-    return changed, last
+    return changed, last, wake
 
 
 class _Ports:
@@ -464,6 +533,7 @@ def _run_channel(system, until: int | None) -> int:
     t = system.t
     system.t_resume = None
     steps = 0
+    hz = [t] * len(stacks)      # as in _run_stack
     try:
         while True:
             if until is not None and t > until:
@@ -500,7 +570,7 @@ def _run_channel(system, until: int | None) -> int:
                     sp.rescan()
             drain_at = system.drain_at
             drain = drain_at is not None and t >= drain_at
-            for sp in shape:
+            for si, sp in enumerate(shape):
                 s = sp.s
                 outp = sp.outp
                 rs = sp.respond
@@ -584,14 +654,46 @@ def _run_channel(system, until: int | None) -> int:
                             rs.discard(p)
                 s.credit_wait = wait
                 # (c)-(e) media side
-                if _media_phases(s, t):
+                if t >= hz[si] and _media_phases(s, t):
                     busy = True
                 # (f) dispatch from every M
                 ms = sp.m
-                if ms:
-                    held_ports = sorted(ms) if len(ms) > 1 else tuple(ms)
-                    if _dispatch_ports(s, t, drain, held_ports, dispatch_one):
+                if len(ms) == 1:
+                    # one M: no order among ports; its raw flush, if any, is raw_now
+                    for p in ms:
+                        break
+                    port = sp.inp[p]
+                    m = port.m
+                    w = _dispatch_fast(s, m, t) if m.t_accept < t else 0
+                    if w:
+                        port.m = None
+                        ms.clear()
                         busy = True
+                        if w < hz[si]:
+                            hz[si] = w
+                    else:
+                        hz[si] = t
+                        free = s.mshr_free if m.op == "R" else s.wb_free
+                        n_free = len(free)
+                        s.m = m
+                        if dispatch_one(s, t, drain):
+                            busy = True
+                        port.m = s.m
+                        s.m = None
+                        if port.m is None:
+                            ms.clear()
+                        if len(free) < n_free:
+                            if m.op == "R":
+                                s.ap_r = (p + 1) % s.P
+                            else:
+                                s.ap_w = (p + 1) % s.P
+                elif ms:
+                    held_ports = sorted(ms)
+                    c, w = _dispatch_ports(s, t, drain, held_ports, dispatch_one)
+                    if c:
+                        busy = True
+                    if w < hz[si]:
+                        hz[si] = w
                     inp = sp.inp
                     for p in held_ports:
                         if inp[p].m is None:
@@ -668,10 +770,21 @@ def _run_channel(system, until: int | None) -> int:
             if drain_at is None and not holds and system.inputs_done \
                     and not any(sp.ready or sp.wait for sp in shape):
                 system.drain_at = t + 1
+                _drain_wake(stacks, hz, t + 1)
             # (h)-(j)
-            for s in stacks:
-                if _end_phases(s, t, drain, True):
+            drain_at = system.drain_at
+            for si, s in enumerate(stacks):
+                if t >= hz[si] and _end_phases(s, t, drain, True):
                     busy = True
+                # (j) end of cycle: admission releases, entry frees
+                r = s._released
+                if r:
+                    s.inflight -= r
+                    s._released = 0
+                if s._free_r or s._free_w:
+                    s.end_cycle()
+                if t >= hz[si]:
+                    hz[si] = _media_wake(s, t, drain_at)
             if busy:
                 t += 1
                 continue
