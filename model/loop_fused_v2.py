@@ -52,28 +52,15 @@ def run_fused_v2(system, until: int | None) -> int:
 
 
 def _respond(system):
-    """The response bookkeeping of :meth:`HbfSystem._responded`, as a closure over the
-    system's counters (called once per handshake)."""
-    lat = system.lat
-    lat_first = system.lat_first
+    """The response bookkeeping of :meth:`HbfSystem._responded` that the loops do not write
+    out (the trace row, the kept request, the user's callback), as a closure, and whether
+    there is none of it (``plain``)."""
     trace = system.trace
     cfg = system.cfg
     completed = system.completed if system.keep else None
     user_cb = system.user_cb
 
     def responded(req, t):
-        system.n_done += 1
-        d = t - req.arrival
-        if req.op == "R":
-            lat["R"].append(d)
-            if not req.mshr_hit:
-                lat_first.append(d)
-        else:
-            lat["W"].append(d)
-        if t > system.last_completion:
-            system.last_completion = t
-        if req.error:
-            system.errors += 1
         if trace is not None:
             trace.request(req, cfg)
         if completed is not None:
@@ -81,7 +68,7 @@ def _respond(system):
         if user_cb is not None:
             user_cb(req, t)
 
-    return responded
+    return responded, trace is None and completed is None and user_cb is None
 
 
 def _dispatch_fast(s, m, t: int) -> int:
@@ -125,29 +112,6 @@ def _dispatch_fast(s, m, t: int) -> int:
         s.full_pending.append(e)
         return t + 1
     return NEVER
-
-
-def _launch(s, e, i: int, req, t: int, egress, blocked: int) -> int:
-    """Launch ``req`` (waiter ``i`` of entry ``e``) into ``egress`` in cycle ``t``: the
-    controller's ``_launch`` (v2 §4.3, §4.4, §8) with the port's credit-stall start
-    ``blocked`` passed in; return the new one (-1)."""
-    if blocked >= 0:
-        s.ch_link_stall[e.ch] += t - blocked
-    flags = e.flags
-    req.error = bool(flags & FLAG_ERROR)
-    if e.kind == 0:
-        req.buffer_hit = bool(flags & FLAG_BUFFER_HIT)
-        req.cache_hit = e.cache
-        snap = e.snap
-        if snap is not None:
-            req.data = snap[req.off:req.off + req.nbytes]
-        if i + 1 == len(e.waiters):
-            s._free_r.append(e.idx)
-    elif i + 1 == len(e.waiters):
-        s._free_w.append(e)
-    req.entry_info = (e.tq, e.ti, e.tc, e.depth)
-    egress.append(req)
-    return -1
 
 
 def _media_phases(s, t: int) -> bool:
@@ -226,7 +190,10 @@ def _run_stack(system, until: int | None) -> int:
     ingress = system.ingress
     route = system.route
     resp_ready = system.resp_ready
-    responded = _respond(system)
+    responded, plain = _respond(system)
+    lat_r = system.lat["R"]
+    lat_w = system.lat["W"]
+    lat_first = system.lat_first
     t = system.t
     system.t_resume = None
     steps = 0
@@ -261,7 +228,20 @@ def _run_stack(system, until: int | None) -> int:
                     hs._hs_t = t
                     req.t_done = t
                     hs._released += 1
-                    responded(req, t)
+                    system.n_done += 1
+                    d = t - req.arrival
+                    if req.op == "R":
+                        lat_r.append(d)
+                        if not req.mshr_hit:
+                            lat_first.append(d)
+                    else:
+                        lat_w.append(d)
+                    if t > system.last_completion:
+                        system.last_completion = t
+                    if req.error:
+                        system.errors += 1
+                    if not plain:
+                        responded(req, t)
             drain_at = system.drain_at
             drain = drain_at is not None and t >= drain_at
             for si, s in enumerate(stacks):
@@ -285,8 +265,26 @@ def _run_stack(system, until: int | None) -> int:
                                 x += g - req.nbytes * link.b
                                 ct[ch] = x if x < g else g
                                 link.credit_t[ch] = t + 1
-                                s.blocked_since = _launch(s, e, i, req, t, eg,
-                                                          s.blocked_since)
+                                # the launch (the controller's _launch, v2 §4.3,
+                                # §4.4, §8): response formed, entry FREE after the last
+                                b = s.blocked_since
+                                if b >= 0:
+                                    s.ch_link_stall[ch] += t - b
+                                    s.blocked_since = -1
+                                flags = e.flags
+                                req.error = bool(flags & FLAG_ERROR)
+                                if e.kind == 0:
+                                    req.buffer_hit = bool(flags & FLAG_BUFFER_HIT)
+                                    req.cache_hit = e.cache
+                                    snap = e.snap
+                                    if snap is not None:
+                                        req.data = snap[req.off:req.off + req.nbytes]
+                                    if i + 1 == len(e.waiters):
+                                        s._free_r.append(e.idx)
+                                elif i + 1 == len(e.waiters):
+                                    s._free_w.append(e)
+                                req.entry_info = (e.tq, e.ti, e.tc, e.depth)
+                                eg.append(req)
                                 k = s.k_hold = None
                                 busy = True
                             else:
@@ -327,7 +325,23 @@ def _run_stack(system, until: int | None) -> int:
                 # (f) dispatch from M (v1 §4.2 rules, start-of-cycle state)
                 m = s.m
                 if m is not None and m.t_accept < t:
-                    w = _dispatch_fast(s, m, t)
+                    q = m.q
+                    if m.op == "R" and s.merge and q not in s.wb_page \
+                            and (e := s.mshr_open.get(q)) is not None:
+                        # a read that merges (v1 §4.2 read step 2), _dispatch_fast's
+                        m.t_map = t
+                        m.mshr_hit = True
+                        e.waiters.append(m)
+                        e.bytes += m.nbytes
+                        s.mshr_hits += 1
+                        w = NEVER
+                        if e.state == WAIT and not s.demand and e.bytes >= s.agg_thr \
+                                and e.ready_at > t + 1:
+                            e.ready_at = t + 1
+                            heappush(s.enq_wait, (t + 1, e.idx, e.alloc))
+                            w = t + 1
+                    else:
+                        w = _dispatch_fast(s, m, t)
                     if w:
                         s.m = None
                         busy = True
@@ -526,7 +540,10 @@ def _run_channel(system, until: int | None) -> int:
     stacks = system.stacks
     C = system.cfg.channels
     resp_ready = system.resp_ready
-    responded = _respond(system)
+    responded, plain = _respond(system)
+    lat_r = system.lat["R"]
+    lat_w = system.lat["W"]
+    lat_first = system.lat_first
     port_in = system.port_in
     shape = [_Ports(s, port_in[s.stack * C:(s.stack + 1) * C]) for s in stacks]
     nsub = system.submitted
@@ -562,7 +579,20 @@ def _run_channel(system, until: int | None) -> int:
                     out.hs_t = t
                     req.t_done = t
                     s._released += 1
-                    responded(req, t)
+                    system.n_done += 1
+                    d = t - req.arrival
+                    if req.op == "R":
+                        lat_r.append(d)
+                        if not req.mshr_hit:
+                            lat_first.append(d)
+                    else:
+                        lat_w.append(d)
+                    if t > system.last_completion:
+                        system.last_completion = t
+                    if req.error:
+                        system.errors += 1
+                    if not plain:
+                        responded(req, t)
             if system.submitted != nsub:
                 # the response callback presented new requests (a closed loop)
                 nsub = system.submitted
@@ -614,7 +644,25 @@ def _run_channel(system, until: int | None) -> int:
                                     x += g - req.nbytes * link.b
                                     ct[ch] = x if x < g else g
                                     link.credit_t[ch] = t + 1
-                                    port.blocked = _launch(s, e, i, req, t, eg, port.blocked)
+                                    # the launch, as in _run_stack
+                                    b = port.blocked
+                                    if b >= 0:
+                                        s.ch_link_stall[ch] += t - b
+                                        port.blocked = -1
+                                    flags = e.flags
+                                    req.error = bool(flags & FLAG_ERROR)
+                                    if e.kind == 0:
+                                        req.buffer_hit = bool(flags & FLAG_BUFFER_HIT)
+                                        req.cache_hit = e.cache
+                                        snap = e.snap
+                                        if snap is not None:
+                                            req.data = snap[req.off:req.off + req.nbytes]
+                                        if i + 1 == len(e.waiters):
+                                            s._free_r.append(e.idx)
+                                    elif i + 1 == len(e.waiters):
+                                        s._free_w.append(e)
+                                    req.entry_info = (e.tq, e.ti, e.tc, e.depth)
+                                    eg.append(req)
                                     es.add(p)
                                     k = port.k_hold = None
                                     busy = True
