@@ -763,7 +763,9 @@ def _run_channel(system, until: int | None) -> int:
                 if free <= 0:
                     continue
                 if len(ps) == 1:
-                    cand = [p for p in ps if (p - t) % C < free]
+                    for p in ps:
+                        break
+                    cand = (p,) if (p - t) % C < free else ()
                 elif free >= C:
                     cand = sorted(ps)
                 elif len(ps) <= free:
