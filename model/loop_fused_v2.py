@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from hbfsim.model.controller import FULL_MASK, WAIT
+from hbfsim.model.controller import FULL_MASK, ISSUED, QUEUED, WAIT
 from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH
-from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, PROGRAM, READ
 from hbfsim.model.system_v2 import ROUTE_DEPTH
 
 __all__ = ["run_fused_v2"]
@@ -116,16 +116,104 @@ def _dispatch_fast(s, m, t: int) -> int:
 
 def _media_phases(s, t: int) -> bool:
     """Phases (c)-(e) of one stack in cycle ``t``: release the completions due, the issue
-    decisions, the enqueue, each called only when its guard says it can act."""
+    decisions, the enqueue, each looked at only when its guard says it can act.
+
+    Written out: the release (:meth:`PipelinedStackController.release_media`), the issue
+    without a stack-wide active cap or a write-drain window (v2 §7) and the enqueue with no
+    write-buffer entry in FLUSH (v1 §6); the other cases call the controller's method."""
     busy = False
-    due = s.media._due
-    if due and due[0][0] <= t and s.release_media(t):
+    media = s.media
+    due = media._due
+    if due and due[0][0] <= t:
+        # (c) the completions of t free their subarrays and slots for (d) (v2 §7)
+        delivered = s._delivered = media.deliver(t)
+        bs, active, ic = s.busy, s.active, s.issue_check
+        for ch, sub, _tag, _flags in delivered:
+            bs[ch].discard(sub)
+            active[ch] -= 1
+            ic.add(ch)
+        s.active_sum -= len(delivered)
         busy = True
-    if (s.issue_check or s.policy == "write-drain") and s.issue(t):
-        busy = True
+    ic = s.issue_check
+    if s.policy == "write-drain" or s.total_cap < 1 << 30:
+        if s.issue(t):
+            busy = True
+    elif ic:
+        # (d) one issue decision per channel (v1 §7 rules; the command on cmd[c] in t + 1)
+        rp = s.policy != "fcfs"
+        cap = s.active_cap
+        active = s.active
+        done = []
+        ti = t + s.cmd_delay
+        for ch in ic:
+            if active[ch] >= cap:
+                done.append(ch)
+                continue
+            bs = s.busy[ch]
+            qc = s.queue[ch]
+            pick = alt = None
+            for e in qc:
+                if e.sub in bs:
+                    continue
+                if not rp or e.kind == 0:   # no drain window: reads first
+                    pick = e
+                    break
+                if alt is None:
+                    alt = e
+            if pick is None:
+                pick = alt
+                if pick is None:
+                    done.append(ch)
+                    continue
+            qc.remove(pick)
+            bs.add(pick.sub)
+            active[ch] += 1
+            pick.state = ISSUED
+            pick.ti = ti
+            s.active_sum += 1
+            s.ch_ops[ch] += 1
+            if pick.kind == 1:
+                s.queued_programs -= 1
+                media.issue(ti, ch, pick.sub, PROGRAM, pick.local, pick.idx * 2 + 1)
+            else:
+                media.issue(ti, ch, pick.sub, READ, pick.local, pick.idx * 2)
+            s.issued_at[ch] = t
+            busy = True
+        for ch in done:
+            ic.discard(ch)
     ew = s.enq_wait
-    if (s.enq_chans or s.wb_flush or ew and ew[0][0] <= t) and s.enqueue(t):
-        busy = True
+    if s.wb_flush:
+        if s.enqueue(t):
+            busy = True
+    elif s.enq_chans or ew and ew[0][0] <= t:
+        # (e) ready MSHR entries into their channels' queues (v1 §6)
+        mshr = s.mshr
+        chans = s.enq_chans
+        enq_ready = s.enq_ready
+        while ew and ew[0][0] <= t:
+            ready_at, idx, alloc = heappop(ew)
+            e = mshr[idx]
+            if e.state == WAIT and e.ready_at == ready_at and e.alloc == alloc:
+                heappush(enq_ready[e.ch], idx)
+                chans.add(e.ch)
+        if chans:
+            queue, issued_at, issued_k = s.queue, s.issued_at, s.issued_k
+            qdepth = s.qdepth
+            for ch in sorted(chans) if len(chans) > 1 else list(chans):
+                qc = queue[ch]
+                if len(qc) + (issued_k[ch] if issued_at[ch] == t else 0) >= qdepth:
+                    continue
+                heap = enq_ready[ch]
+                e = mshr[heappop(heap)]
+                if not heap:
+                    chans.discard(ch)
+                s.agg_wait += t - e.alloc - 1
+                e.state = QUEUED
+                e.tq = t
+                qc.append(e)
+                e.depth = len(qc)
+                ic.add(ch)
+                busy = True
     return busy
 
 
