@@ -72,19 +72,46 @@ def _respond(system):
 
 
 def _dispatch_fast(s, m, t: int) -> int:
-    """Dispatch ``m`` from ``s``'s M in cycle ``t`` if it merges (§4.2: a read into its
-    page's mergeable MSHR entry, a write into its page's OPEN entry). Return 0 if it did
-    not; else the first tick the media side must look again for it (``t + 1`` when the
-    merge made the entry ready or its page full, else ``NEVER``). Every other case
-    (allocation, stall, read-after-write) is the controller's
-    :meth:`~hbfsim.model.controller.StackController.dispatch`."""
+    """Dispatch ``m`` from ``s``'s M in cycle ``t`` if it merges or allocates a free MSHR
+    entry (§4.2: a read into its page's mergeable MSHR entry or a new one, no page cache;
+    a write into its page's OPEN entry). Return 0 if it did not; else the first tick the
+    media side must look again for it (the new entry's ``ready_at``, ``t + 1`` when the
+    merge made the entry ready or its page full, else ``NEVER``). Every other case (a
+    write-buffer allocation, a stall, read-after-write, the page cache) is the
+    controller's :meth:`~hbfsim.model.controller.StackController.dispatch`."""
     q = m.q
     if m.op == "R":
-        if not s.merge or q in s.wb_page:
+        if q in s.wb_page:
             return 0
-        e = s.mshr_open.get(q)
+        e = s.mshr_open.get(q) if s.merge else None
         if e is None:
-            return 0
+            free = s.mshr_free
+            if not free or s.pc_size:
+                return 0
+            # a miss allocates the lowest free entry in WAIT (v1 §4.2 read step 3)
+            m.t_map = t
+            e = s.mshr[heappop(free)]
+            e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
+            e.waiters = [m]
+            e.head = 0
+            e.bytes = m.nbytes
+            e.alloc = t
+            e.flags = 0
+            e.cache = False
+            e.snap = None
+            e.tq = e.ti = e.tc = -1
+            e.depth = 0
+            if s.merge:
+                s.mshr_open[q] = e
+            pend = s.mshr_pend
+            pend[q] = pend.get(q, 0) + 1
+            e.state = WAIT
+            if s.demand or e.bytes >= s.agg_thr or s.agg_window <= 1:
+                r = e.ready_at = t + 1
+            else:
+                r = e.ready_at = t + s.agg_window
+            heappush(s.enq_wait, (r, e.idx, t))
+            return r
         m.t_map = t
         m.mshr_hit = True
         e.waiters.append(m)
@@ -800,6 +827,8 @@ def _run_channel(system, until: int | None) -> int:
                         break
                     port = sp.inp[p]
                     m = port.m
+                    free = s.mshr_free if m.op == "R" else s.wb_free
+                    n_free = len(free)
                     w = _dispatch_fast(s, m, t) if m.t_accept < t else 0
                     if w:
                         port.m = None
@@ -807,10 +836,10 @@ def _run_channel(system, until: int | None) -> int:
                         busy = True
                         if w < hz[si]:
                             hz[si] = w
+                        if m.op == "R" and len(free) < n_free:
+                            s.ap_r = (p + 1) % s.P
                     else:
                         hz[si] = t
-                        free = s.mshr_free if m.op == "R" else s.wb_free
-                        n_free = len(free)
                         s.m = m
                         if dispatch_one(s, t, drain):
                             busy = True
