@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from hbfsim.model.controller import FULL_MASK, ISSUED, QUEUED, WAIT
+from hbfsim.model.controller import FULL_MASK, ISSUED, QUEUED, RETURN, WAIT
 from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, PROGRAM, READ
 from hbfsim.model.system_v2 import ROUTE_DEPTH
@@ -247,16 +247,44 @@ def _media_phases(s, t: int) -> bool:
 def _end_phases(s, t: int, drain: bool, ports: bool) -> bool:
     """Phases (h) and (i) of one stack in cycle ``t``: write-buffer triggers (in the channel
     shape, ``ports``, also the raw flushes of several ports) and completions into RETURN,
-    each method called only when its guard says it can act."""
+    each looked at only when its guard says it can act. Written out: a READ completion
+    without the page cache (``_read_done``: RETURN from ``t + 1``, v2 §4b)."""
     busy = False
     dl = s.wb_deadlines
     if (s.full_pending or s.raw_now is not None or s.pressure_now is not None
             or dl and dl[0][0] <= t or drain and s.wb_open
             or ports and s._raw_more) and s.wb_triggers(t, drain):
         busy = True
-    cd = s.cache_due
-    if (s._delivered or cd and cd[0][0] <= t) and s.complete_entries(t):
+    delivered = s._delivered
+    if delivered:
+        s._delivered = []
         busy = True
+        pc = s.pc_size
+        for _ch, _sub, tag, flags in delivered:
+            if tag & 1 or pc:
+                s._cpl_entry(t, tag, flags)
+                continue
+            e = s.mshr[tag >> 1]
+            e.state = RETURN
+            e.tc = t
+            e.flags = flags
+            q = e.q
+            e.snap = s.data.get(q)
+            mo = s.mshr_open
+            if mo.get(q) is e:
+                del mo[q]
+            pend = s.mshr_pend
+            n = pend[q] - 1
+            if n:
+                pend[q] = n
+            else:
+                del pend[q]
+            heappush(s.ret_r, e.idx)
+    cd = s.cache_due
+    if cd and cd[0][0] <= t:
+        busy = True
+        while cd and cd[0][0] <= t:
+            s._read_done(s.mshr[heappop(cd)[1]], t, 0)
     return busy
 
 
