@@ -343,6 +343,7 @@ def _run_stack(system, until: int | None) -> int:
     # per stack: the first tick in which its media phases (c)-(e) and triggers (h), (i)
     # can act (_media_wake); every phase is looked at in the first cycle
     hz = [t] * n
+    pairs = list(enumerate(stacks))
     try:
         while True:
             if until is not None and t > until:
@@ -387,7 +388,7 @@ def _run_stack(system, until: int | None) -> int:
                         responded(req, t)
             drain_at = system.drain_at
             drain = drain_at is not None and t >= drain_at
-            for si, s in enumerate(stacks):
+            for si, s in pairs:
                 # (b) K launches, then R chooses (v2 §8)
                 k = s.k_hold
                 if k is not None or s.lock is not None or s.ret_r or s.ret_w:
@@ -498,8 +499,9 @@ def _run_stack(system, until: int | None) -> int:
                             busy = True
             # (g) accepts from start-of-cycle occupancy (v2 §4.1, §2)
             if single is not None:
-                if ingress and ingress[0].arrival <= t and len(single.qin) < INGRESS_DEPTH \
-                        and single.inflight < single.admission:
+                # (the reference's test, its cheapest term first: admission backs up)
+                if single.inflight < single.admission and len(single.qin) < INGRESS_DEPTH \
+                        and ingress and ingress[0].arrival <= t:
                     req = ingress.popleft()
                     req.t_accept = t
                     req.depth = single.inflight
@@ -539,8 +541,9 @@ def _run_stack(system, until: int | None) -> int:
                 _drain_wake(stacks, hz, t + 1)
             # (h)-(j)
             drain_at = system.drain_at
-            for si, s in enumerate(stacks):
-                if t >= hz[si] and _end_phases(s, t, drain, False):
+            for si, s in pairs:
+                ev = t >= hz[si]
+                if ev and _end_phases(s, t, drain, False):
                     busy = True
                 # (j) end of cycle: admission releases, entry frees
                 r = s._released
@@ -549,7 +552,7 @@ def _run_stack(system, until: int | None) -> int:
                     s._released = 0
                 if s._free_r or s._free_w:
                     s.end_cycle()
-                if t >= hz[si]:
+                if ev:
                     hz[si] = _media_wake(s, t, drain_at)
             if busy:
                 t += 1
@@ -694,6 +697,7 @@ def _run_channel(system, until: int | None) -> int:
     system.t_resume = None
     steps = 0
     hz = [t] * len(stacks)      # as in _run_stack
+    pairs = list(enumerate(stacks))
     try:
         while True:
             if until is not None and t > until:
@@ -968,8 +972,9 @@ def _run_channel(system, until: int | None) -> int:
                 _drain_wake(stacks, hz, t + 1)
             # (h)-(j)
             drain_at = system.drain_at
-            for si, s in enumerate(stacks):
-                if t >= hz[si] and _end_phases(s, t, drain, True):
+            for si, s in pairs:
+                ev = t >= hz[si]
+                if ev and _end_phases(s, t, drain, True):
                     busy = True
                 # (j) end of cycle: admission releases, entry frees
                 r = s._released
@@ -978,7 +983,7 @@ def _run_channel(system, until: int | None) -> int:
                     s._released = 0
                 if s._free_r or s._free_w:
                     s.end_cycle()
-                if t >= hz[si]:
+                if ev:
                     hz[si] = _media_wake(s, t, drain_at)
             if busy:
                 t += 1
