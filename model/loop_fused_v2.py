@@ -12,13 +12,21 @@ Written out, per request: the egress handshake and the response bookkeeping of
 R, the MSHR merge of a read and the merge of a write into its page's OPEN entry (§4.2), the
 accept into Q (§4.1, the route stage with several stacks, the admission rank in the channel
 shape), the move of Q's head into M, and the admission release at the end of the cycle.
-Every other phase (issue, enqueue, the media completions, the write-buffer triggers, an
-allocating or stalling dispatch, the entry frees) calls the controller's method, and only
-in the cycles in which its own guard says it can act: a method that would change nothing
-is not called, so the busy flag of every cycle, and with it the skipped cycles (C3), is the
-reference loop's. The loop keeps no state of its own between cycles: everything lives in
-the controllers, so ``run(until)`` may stop and restart (and a driver move ``system.t``
-back, docs/gpu.md §2) anywhere.
+Per page: the MSHR allocation of a read (no page cache), the release of the completions
+(§7's forwarding), the issue decision without a stack-wide active cap or a write-drain
+window, the enqueue with no write-buffer entry in FLUSH, and a READ completion without the
+page cache. Every other case (a write-buffer allocation, a stall, read-after-write, the
+page cache, the write-buffer triggers, the entry frees, the write-drain window, the
+stack-wide cap, FLUSH entries, write completions) calls the controller's method, and only in
+the cycles in which its own guard says it can act: a phase that would change nothing is not
+looked at, so the busy flag of every cycle, and with it the skipped cycles (C3), is the
+reference loop's. Per stack, the media phases (c)-(e) and the triggers (h), (i) are looked
+at only from the tick ``hz`` on (:func:`_media_wake`; lowered by the dispatch paths and by
+the rise of ``drain``). In the channel shape only the ports that hold something are looked
+at (:class:`_Ports`), in the reference's ascending order. The loop keeps nothing between
+run calls that the controllers do not hold (``hz`` and the port sets are rebuilt at each
+call), so ``run(until)`` may stop and restart (and a driver move ``system.t`` back over
+skipped ticks, docs/gpu.md §2) anywhere.
 
 Two differences of internal state that no event can see: a controller's ``dispatched``
 flag (contract 1's ``req.ready`` term, unused by contract 2) and ``drain_in`` (read only
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from hbfsim.model.controller import FULL_MASK, ISSUED, QUEUED, RETURN, WAIT
+from hbfsim.model.controller import FULL_MASK, ISSUED, QUEUED, RETURN, WAIT, StackController
 from hbfsim.model.controller_v2 import EGRESS_DEPTH, INGRESS_DEPTH
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, PROGRAM, READ
 from hbfsim.model.system_v2 import ROUTE_DEPTH
@@ -680,9 +688,7 @@ def _run_channel(system, until: int | None) -> int:
     stacks' ports, one request and one response per port per cycle (v2 §2, §12). Only the
     ports that hold something are looked at, in ascending order as the reference loop
     does."""
-    from hbfsim.model.controller import StackController
-
-    dispatch_one = StackController.dispatch
+    dispatch_one = StackController.dispatch     # contract 1's rules for one M (§4.2)
     stacks = system.stacks
     C = system.cfg.channels
     resp_ready = system.resp_ready
