@@ -867,7 +867,25 @@ def _run_channel(system, until: int | None) -> int:
                     m = port.m
                     free = s.mshr_free if m.op == "R" else s.wb_free
                     n_free = len(free)
-                    w = _dispatch_fast(s, m, t) if m.t_accept < t else 0
+                    w = 0
+                    if m.t_accept < t:
+                        q = m.q
+                        if m.op == "R" and s.merge and q not in s.wb_page \
+                                and (e := s.mshr_open.get(q)) is not None:
+                            # a read that merges, as in _run_stack
+                            m.t_map = t
+                            m.mshr_hit = True
+                            e.waiters.append(m)
+                            e.bytes += m.nbytes
+                            s.mshr_hits += 1
+                            w = NEVER
+                            if e.state == WAIT and not s.demand and e.bytes >= s.agg_thr \
+                                    and e.ready_at > t + 1:
+                                e.ready_at = t + 1
+                                heappush(s.enq_wait, (t + 1, e.idx, e.alloc))
+                                w = t + 1
+                        else:
+                            w = _dispatch_fast(s, m, t)
                     if w:
                         port.m = None
                         ms.clear()
