@@ -949,10 +949,10 @@ def _run_channel(system, until: int | None) -> int:
                     b = t % C
                     e = b + free
                     if e <= C:
-                        cand = [p for p in range(b, e) if p in ps]
+                        cand = sorted(ps.intersection(range(b, e)))
                     else:
-                        cand = [p for p in range(e - C) if p in ps] + \
-                            [p for p in range(b, C) if p in ps]
+                        cand = sorted(ps.intersection(range(e - C))) + \
+                            sorted(ps.intersection(range(b, C)))
                 if cand:
                     inp = sp.inp
                     pin = sp.pin
