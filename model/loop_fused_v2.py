@@ -56,6 +56,8 @@ def run_fused_v2(system, until: int | None) -> int:
                          f"{system.cfg.multiplane!r} (HbfSystem.run takes the reference loop)")
     if system.ports:
         return _run_channel(system, until)
+    if len(system.stacks) == 1:
+        return _run_single(system, until)
     return _run_stack(system, until)
 
 
@@ -575,6 +577,212 @@ def _run_stack(system, until: int | None) -> int:
             t = nxt
     finally:
         system.steps += steps
+    system.t = t
+    return t
+
+
+def _run_single(system, until: int | None) -> int:
+    """The stack shape with one stack: :func:`_run_stack`'s cycle with the stack's stable
+    containers in locals and R, K, the entry R drains, the last handshake cycle and the
+    credit-stall start held in locals (written back when the loop stops: no method the loop
+    calls reads them)."""
+    s = system.stacks[0]
+    ingress = system.ingress
+    resp_ready = system.resp_ready
+    responded, plain = _respond(system)
+    lat_r = system.lat["R"]
+    lat_w = system.lat["W"]
+    lat_first = system.lat_first
+    egress = s.egress
+    qin = s.qin
+    ret_r, ret_w = s.ret_r, s.ret_w
+    mshr, wb = s.mshr, s.wb
+    free_r, free_w = s._free_r, s._free_w
+    link = s.link
+    ct, ctt, g, lb = link.credit, link.credit_t, link.gain, link.b
+    stall = s.ch_link_stall
+    mshr_open, wb_page, enq_wait = s.mshr_open, s.wb_page, s.enq_wait
+    merge, demand, agg_thr = s.merge, s.demand, s.agg_thr
+    admission = s.admission
+    dispatch = s.dispatch
+    k_hold, r_hold, lock = s.k_hold, s.r_hold, s.lock
+    hs_t, blocked = s._hs_t, s.blocked_since
+    t = system.t
+    system.t_resume = None
+    steps = 0
+    hz = t              # as in _run_stack
+    try:
+        while True:
+            if until is not None and t > until:
+                break
+            steps += 1
+            busy = False
+            released = False
+            # (a) the E handshake (v2 §8)
+            if egress:
+                busy = True
+                if resp_ready is None or resp_ready(t):
+                    req = egress.popleft()
+                    hs_t = t
+                    req.t_done = t
+                    released = True
+                    system.n_done += 1
+                    d = t - req.arrival
+                    if req.op == "R":
+                        lat_r.append(d)
+                        if not req.mshr_hit:
+                            lat_first.append(d)
+                    else:
+                        lat_w.append(d)
+                    if t > system.last_completion:
+                        system.last_completion = t
+                    if req.error:
+                        system.errors += 1
+                    if not plain:
+                        responded(req, t)
+            drain_at = system.drain_at
+            drain = drain_at is not None and t >= drain_at
+            # (b) K launches, then R chooses (v2 §8)
+            if k_hold is not None or lock is not None or ret_r or ret_w:
+                wait = None
+                if k_hold is not None:
+                    e, i = k_hold
+                    req = e.waiters[i]
+                    if len(egress) + (1 if hs_t == t else 0) < EGRESS_DEPTH:
+                        ch = e.ch
+                        x = ct[ch] + g * (t - ctt[ch])
+                        if x > g:
+                            x = g
+                        if x > 0:
+                            x += g - req.nbytes * lb
+                            ct[ch] = x if x < g else g
+                            ctt[ch] = t + 1
+                            # the launch, as in _run_stack
+                            if blocked >= 0:
+                                stall[ch] += t - blocked
+                                blocked = -1
+                            flags = e.flags
+                            req.error = bool(flags & FLAG_ERROR)
+                            if e.kind == 0:
+                                req.buffer_hit = bool(flags & FLAG_BUFFER_HIT)
+                                req.cache_hit = e.cache
+                                snap = e.snap
+                                if snap is not None:
+                                    req.data = snap[req.off:req.off + req.nbytes]
+                                if i + 1 == len(e.waiters):
+                                    free_r.append(e.idx)
+                            elif i + 1 == len(e.waiters):
+                                free_w.append(e)
+                            req.entry_info = (e.tq, e.ti, e.tc, e.depth)
+                            egress.append(req)
+                            k_hold = None
+                            busy = True
+                        else:
+                            if blocked < 0:
+                                blocked = t
+                            wait = ctt[ch] + -(-(1 - ct[ch]) // g)
+                s.credit_wait = wait
+                if r_hold is None or k_hold is None:
+                    cur = lock
+                    if cur is None:
+                        if ret_r:
+                            cur = mshr[heappop(ret_r)]
+                        elif ret_w:
+                            cur = wb[heappop(ret_w)]
+                    if cur is not None:
+                        i = cur.head
+                        cur.head = i + 1
+                        lock = cur if i + 1 < len(cur.waiters) else None
+                        w = (cur, i)
+                    else:
+                        w = None
+                    if r_hold is not None:
+                        k_hold = r_hold
+                        r_hold = w
+                        busy = True
+                    elif w is not None:
+                        if k_hold is None:
+                            k_hold = w
+                        else:
+                            r_hold = w
+                        busy = True
+            # (c)-(e) media side
+            if t >= hz and _media_phases(s, t):
+                busy = True
+            # (f) dispatch from M
+            m = s.m
+            if m is not None and m.t_accept < t:
+                q = m.q
+                if m.op == "R" and merge and q not in wb_page \
+                        and (e := mshr_open.get(q)) is not None:
+                    m.t_map = t
+                    m.mshr_hit = True
+                    e.waiters.append(m)
+                    e.bytes += m.nbytes
+                    s.mshr_hits += 1
+                    s.m = None
+                    busy = True
+                    if e.state == WAIT and not demand and e.bytes >= agg_thr \
+                            and e.ready_at > t + 1:
+                        e.ready_at = t + 1
+                        heappush(enq_wait, (t + 1, e.idx, e.alloc))
+                        if hz > t + 1:
+                            hz = t + 1
+                else:
+                    w = _dispatch_fast(s, m, t)
+                    if w:
+                        s.m = None
+                        busy = True
+                        if w < hz:
+                            hz = w
+                    else:
+                        hz = t
+                        if dispatch(t, drain):
+                            busy = True
+            # (g) the accept (v2 §4.1), then Q's head into M
+            inflight = s.inflight
+            if inflight < admission and len(qin) < INGRESS_DEPTH and ingress \
+                    and ingress[0].arrival <= t:
+                req = ingress.popleft()
+                req.t_accept = t
+                req.depth = inflight
+                s.inflight = inflight + 1
+                qin.append((req, t))
+                busy = True
+            if qin:
+                if s.m is None and qin[0][1] < t:
+                    s.m = qin.popleft()[0]
+                    busy = True
+            elif drain_at is None and s.m is None and system.inputs_done and not ingress:
+                # drain from the cycle after the last request left M (v2 §1)
+                system.drain_at = t + 1
+                if s.wb_open and hz > t + 1:
+                    hz = t + 1
+            # (h)-(j)
+            ev = t >= hz
+            if ev and _end_phases(s, t, drain, False):
+                busy = True
+            if released:
+                s.inflight -= 1
+            if free_r or free_w:
+                s.end_cycle()
+            if ev:
+                hz = _media_wake(s, t, system.drain_at)
+            if busy:
+                t += 1
+                continue
+            nxt = system._next_tick(t)
+            if nxt is None:
+                break
+            if until is not None and nxt > until:
+                t = until + 1
+                system.t_resume = nxt
+                break
+            t = nxt
+    finally:
+        system.steps += steps
+        s.k_hold, s.r_hold, s.lock = k_hold, r_hold, lock
+        s._hs_t, s.blocked_since = hs_t, blocked
     system.t = t
     return t
 
