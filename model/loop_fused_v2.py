@@ -583,9 +583,10 @@ def _run_stack(system, until: int | None) -> int:
 
 def _run_single(system, until: int | None) -> int:
     """The stack shape with one stack: :func:`_run_stack`'s cycle with the stack's stable
-    containers in locals and R, K, the entry R drains, the last handshake cycle and the
-    credit-stall start held in locals (written back when the loop stops: no method the loop
-    calls reads them)."""
+    containers in locals, and R, K, the entry R drains, the last handshake cycle, the
+    credit-stall start, M and the admission count held in locals (M and the count are
+    written back before the controller's dispatch and the next-event search, which read
+    them, the rest when the loop stops: nothing else the loop calls reads them)."""
     s = system.stacks[0]
     ingress = system.ingress
     resp_ready = system.resp_ready
@@ -607,6 +608,7 @@ def _run_single(system, until: int | None) -> int:
     dispatch = s.dispatch
     k_hold, r_hold, lock = s.k_hold, s.r_hold, s.lock
     hs_t, blocked = s._hs_t, s.blocked_since
+    m, inflight = s.m, s.inflight
     t = system.t
     system.t_resume = None
     steps = 0
@@ -710,7 +712,6 @@ def _run_single(system, until: int | None) -> int:
             if t >= hz and _media_phases(s, t):
                 busy = True
             # (f) dispatch from M
-            m = s.m
             if m is not None and m.t_accept < t:
                 q = m.q
                 if m.op == "R" and merge and q not in wb_page \
@@ -720,7 +721,7 @@ def _run_single(system, until: int | None) -> int:
                     e.waiters.append(m)
                     e.bytes += m.nbytes
                     s.mshr_hits += 1
-                    s.m = None
+                    m = None
                     busy = True
                     if e.state == WAIT and not demand and e.bytes >= agg_thr \
                             and e.ready_at > t + 1:
@@ -731,29 +732,30 @@ def _run_single(system, until: int | None) -> int:
                 else:
                     w = _dispatch_fast(s, m, t)
                     if w:
-                        s.m = None
+                        m = None
                         busy = True
                         if w < hz:
                             hz = w
                     else:
                         hz = t
+                        s.m = m
                         if dispatch(t, drain):
                             busy = True
+                        m = s.m
             # (g) the accept (v2 §4.1), then Q's head into M
-            inflight = s.inflight
             if inflight < admission and len(qin) < INGRESS_DEPTH and ingress \
                     and ingress[0].arrival <= t:
                 req = ingress.popleft()
                 req.t_accept = t
                 req.depth = inflight
-                s.inflight = inflight + 1
+                inflight += 1
                 qin.append((req, t))
                 busy = True
             if qin:
-                if s.m is None and qin[0][1] < t:
-                    s.m = qin.popleft()[0]
+                if m is None and qin[0][1] < t:
+                    m = qin.popleft()[0]
                     busy = True
-            elif drain_at is None and s.m is None and system.inputs_done and not ingress:
+            elif drain_at is None and m is None and system.inputs_done and not ingress:
                 # drain from the cycle after the last request left M (v2 §1)
                 system.drain_at = t + 1
                 if s.wb_open and hz > t + 1:
@@ -763,7 +765,7 @@ def _run_single(system, until: int | None) -> int:
             if ev and _end_phases(s, t, drain, False):
                 busy = True
             if released:
-                s.inflight -= 1
+                inflight -= 1
             if free_r or free_w:
                 s.end_cycle()
             if ev:
@@ -771,6 +773,7 @@ def _run_single(system, until: int | None) -> int:
             if busy:
                 t += 1
                 continue
+            s.m, s.inflight = m, inflight
             nxt = system._next_tick(t)
             if nxt is None:
                 break
@@ -783,6 +786,7 @@ def _run_single(system, until: int | None) -> int:
         system.steps += steps
         s.k_hold, s.r_hold, s.lock = k_hold, r_hold, lock
         s._hs_t, s.blocked_since = hs_t, blocked
+        s.m, s.inflight = m, inflight
     system.t = t
     return t
 
