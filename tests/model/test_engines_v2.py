@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import hbfsim.model.system as system_mod
 from hbfsim.config import PAGE_BYTES, SCHEDULERS, load_config
 from hbfsim.model.controller import Request
-from hbfsim.model.gpu import ClosedLoop, GpuConfig
+import hbfsim.model.gpu_port as gpu_port_mod
+from hbfsim.model.gpu import ClosedLoop, GpuConfig, run_stepped
 from hbfsim.model.loop_fused_v2 import run_fused_v2
 from hbfsim.model.requests import default_workload
 from hbfsim.model.stats import collect_stats
@@ -171,6 +172,24 @@ def test_default_workload_identical(hp):
 
 
 @pytest.mark.parametrize("hp", SHAPES)
+def test_trace_identical(hp, tmp_path):
+    """The hbf-trace-v1 rows (written at each response, every state) are the same file."""
+    from hbfsim.model.trace import TraceWriter
+
+    cfg = v2(hp, stacks=2, admission=6)
+    out = []
+    for engine in ("reference", "fused"):
+        path = tmp_path / f"{engine}.csv"
+        tw = TraceWriter(path, 2)
+        system = HbfSystem(cfg, trace=tw, keep=False)
+        system.engine = engine
+        system.run_requests(mixed_bursts(cfg, seed=5, n=30))
+        tw.close()
+        out.append(path.read_bytes())
+    assert out[0] == out[1] and out[0].count(b"\n") > 100
+
+
+@pytest.mark.parametrize("hp", SHAPES)
 @pytest.mark.parametrize("stacks", [2, 3])
 def test_several_stacks_identical(hp, stacks):
     """The route stage and the egress round robin (stack shape), ``S * C`` ports (channel
@@ -304,6 +323,30 @@ def test_gpu_closed_loop_identical(hp, stacks, seed):
         res = loop.run()
         out.append((res.records, res.kernels, res.span_ticks, collect_stats(loop.system),
                     loop.system.steps))
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("stacks", [1, 2])
+def test_gpu_stepped_port_identical(monkeypatch, stacks):
+    """The stepped GPU port (one run(until=t) per tick, the co-simulation's driver) against
+    both loops, with a consumer that drops resp.ready."""
+    out = []
+    for engine in ("reference", "fused"):
+        cfg = load_config(contract=2, stacks=stacks, channels=2, subarrays_per_channel=4,
+                          active_per_channel=4, admission=6,
+                          capacity_bytes=stacks * 2 * 4 * 256 * PAGE_BYTES * 16, **FAST)
+        engines = []
+
+        class System(HbfSystem):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.engine = engine
+                engines.append(self)
+
+        monkeypatch.setattr(gpu_port_mod, "HbfSystem", System)   # the engine of its system
+        res = run_stepped(cfg, mixed_program(cfg, seed=2, per=5), record=True,
+                          resp_ready=lambda u: u % 4 != 0)
+        out.append((res.records, res.kernels, collect_stats(engines[0]), engines[0].steps))
     assert out[0] == out[1]
 
 
