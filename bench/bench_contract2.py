@@ -14,13 +14,15 @@ compare the loops and nothing else:
 * ``decode``: ``llm_decode`` of qwen3-1.7b scaled by 8, one layer, replayed likewise.
 
 Loops: ``c1-fused`` (contract 1's default loop, the baseline), ``c1-ref`` (its
-phase-by-phase loop), ``c2-stack`` and ``c2-channel`` (contract 2's loop in the two host
-port shapes, ``multiplane = "off"``), ``c2-stack-page`` and ``c2-channel-page``
-(``multiplane = "page"``); contract 2 has one loop (its reference loop), so ``engine``
-does not apply to it. Each figure is the median of ``--repeat`` runs
+phase-by-phase loop), ``c2-stack`` and ``c2-channel`` (contract 2's fused loop,
+model/loop_fused_v2.py, in the two host-port shapes, ``multiplane = "off"``),
+``c2-stack-ref`` and ``c2-channel-ref`` (contract 2's reference loop, ``engine =
+"reference"``), ``c2-stack-page`` and ``c2-channel-page`` (``multiplane = "page"``, which
+always runs the reference loop). Each figure is the median of ``--repeat`` runs
 and is printed beside its ratio to ``c1-fused`` on the same stream, measured in the same
-process (the machines are shared and noisy: quote the ratios). ``steps`` is the number of
-evaluated cycles.
+process (the machines are shared and noisy: quote the ratios); after each stream, the
+contract-2 fused loops' speed-up over their reference loops. ``steps`` is the number of
+evaluated cycles (a fused loop and its reference evaluate the same cycles).
 """
 
 from __future__ import annotations
@@ -45,12 +47,15 @@ LOOPS = {
     "c1-fused": ({}, "fused"),
     "c1-ref": ({}, "reference"),
     "c2-stack": ({"contract": 2}, "fused"),
+    "c2-stack-ref": ({"contract": 2}, "reference"),
     "c2-channel": ({"contract": 2, "host_ports": "channel"}, "fused"),
+    "c2-channel-ref": ({"contract": 2, "host_ports": "channel"}, "reference"),
     "c2-stack-page": ({"contract": 2, "multiplane": "page"}, "fused"),
     "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
                         "fused"),
 }
-DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-channel")
+DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-stack-ref", "c2-channel",
+                 "c2-channel-ref")
 
 
 def read_stream(n: int):
@@ -113,6 +118,7 @@ def main(argv=None) -> int:
         else:
             rows = replayed("llm_decode", model="qwen3-1.7b", scale=8, layers=1)
         base = None
+        hosts = {}
         for loop in loops:
             times = []
             for _ in range(a.repeat):
@@ -122,8 +128,13 @@ def main(argv=None) -> int:
             host = statistics.median(times)
             if base is None:
                 base = host
+            hosts[loop] = host
             print(f"{wl:<8} {loop:<16} {len(rows):>9,} {host:>8.3f} {len(rows) / host:>10,.0f} "
                   f"{host / base:>7.2f} {steps:>9,} {end:>10,}", flush=True)
+        for shape in ("stack", "channel"):
+            fused, ref = hosts.get(f"c2-{shape}"), hosts.get(f"c2-{shape}-ref")
+            if fused and ref:
+                print(f"{wl:<8} c2-{shape} fused is {ref / fused:.2f}x its reference loop")
         if a.profile:
             *_, prof = run(a.profile, rows, profile=True)
             buf = io.StringIO()

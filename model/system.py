@@ -6,8 +6,9 @@ completions leave through the ``on_response(req, tick)`` callback, so an open-lo
 and the closed-loop GPU model use the same controller unchanged (source §3.1).
 
 The run loops live beside it: :mod:`hbfsim.model.loop_reference` (contract 1, phase by phase),
-:mod:`hbfsim.model.loop_fused` (contract 1, one stack, hot paths written out) and
-:mod:`hbfsim.model.system_v2` (contract 2).
+:mod:`hbfsim.model.loop_fused` (contract 1, one stack, hot paths written out),
+:mod:`hbfsim.model.system_v2` (contract 2's reference loop) and
+:mod:`hbfsim.model.loop_fused_v2` (contract 2, hot paths written out).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hbfsim.model.controller import Request, StackController
 from hbfsim.model.controller_ports import ChannelStackController
 from hbfsim.model.controller_v2 import PipelinedStackController
 from hbfsim.model.loop_fused import run_fused
+from hbfsim.model.loop_fused_v2 import run_fused_v2
 from hbfsim.model.loop_reference import run_reference
 from hbfsim.model.mapping import Mapper
 from hbfsim.model.system_v2 import run_pipelined
@@ -186,10 +188,14 @@ class HbfSystem:
         Returns the tick the simulation stopped at. A single-stack system runs the fused
         loop :func:`~hbfsim.model.loop_fused.run_fused`; ``engine = "reference"`` forces the
         phase-by-phase loop :func:`~hbfsim.model.loop_reference.run_reference`, which the
-        fused loop must match event for event. Contract 2 runs its own reference loop,
-        :func:`hbfsim.model.system_v2.run_pipelined`.
+        fused loop must match event for event. Contract 2 runs its fused loop
+        :func:`~hbfsim.model.loop_fused_v2.run_fused_v2` (both host-port shapes, any number
+        of stacks) unless ``engine = "reference"`` or ``multiplane`` is not ``off``: those
+        run its reference loop :func:`hbfsim.model.system_v2.run_pipelined`.
         """
         if self.cfg.contract == 2:
+            if self.engine == "fused" and self.cfg.multiplane == "off":
+                return run_fused_v2(self, until)
             return run_pipelined(self, until)
         if len(self.stacks) == 1 and self.engine == "fused" and self.resp_ready is None:
             return run_fused(self, until)

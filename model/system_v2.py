@@ -6,10 +6,12 @@ queues. Channel shape: ``S * C`` request and response ports, ``k = stack * C + c
 wired straight to the stacks' ports (no routing, no arbitration, no cycle).
 
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_pipelined` when ``cfg.contract ==
-2``. It is a reference loop: every phase of every evaluated cycle runs through the stack
-controllers' methods, and a cycle in which no phase changed state is followed by the next
-tick at which one can (C3), as in contract 1's ``loop_reference.run_reference``. A fused
-version is step 5 of the plan.
+2`` and ``engine = "reference"`` or ``multiplane`` is not ``off``. It is a reference loop:
+every phase of every evaluated cycle runs through the stack controllers' methods, and a
+cycle in which no phase changed state is followed by the next tick at which one can (C3),
+as in contract 1's ``loop_reference.run_reference``. The fused version,
+:func:`hbfsim.model.loop_fused_v2.run_fused_v2` (``run()``'s default for ``multiplane =
+"off"``), must equal it event for event (tests/model/test_engines_v2.py).
 """
 
 from __future__ import annotations

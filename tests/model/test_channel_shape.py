@@ -46,7 +46,10 @@ def outcome(system):
 
 def frees(system):
     """Wrap every stack's launch: return the list ``(first FREE cycle, kind, index)`` it
-    fills (an entry is FREE from the cycle after its last waiter's launch, v2 §4.3)."""
+    fills (an entry is FREE from the cycle after its last waiter's launch, v2 §4.3). The
+    wrapper is the controller's method, which the fused loop writes out: the system runs the
+    reference loop (the fused loop equals it: tests/model/test_engines_v2.py)."""
+    system.engine = "reference"
     out = []
     for s in system.stacks:
         def launch(cur, i, req, t, orig=s._launch):

@@ -26,7 +26,11 @@ def record(system):
     ``A`` (accept), ``M`` (dispatch), ``enq`` and ``resp`` come from the requests and
     entries afterwards (:func:`events`). Entries are named ``m<idx>`` (MSHR) or ``b<idx>``
     (write buffer), requests by their id.
+
+    The recorder wraps the controller's methods, which the fused loop writes out, so the
+    system runs the reference loop (the fused loop equals it: tests/model/test_engines_v2.py).
     """
+    system.engine = "reference"
     log = []
     for s in system.stacks:
         now = [0]
@@ -450,6 +454,7 @@ def test_stall_credit_is_charged_at_launch_not_while_held():
     cfg = v2()              # 32 B responses cost less than one tick's refill: never wait
     spec = [("R", 5, 32 * i, 32, i) for i in range(3)]
     system = HbfSystem(cfg)
+    system.engine = "reference"     # the wrapped charge is written out by the fused loop
     link = system.stacks[0].link
     charges = []
     orig = link.charge
@@ -520,7 +525,9 @@ def test_serial_chain_media_pacing_equal(n, waiters, t_read_us, gap, buffers):
 
 # ------------------------------------------------------------------ §8 credit, step 2
 def _launches(system):
-    """Wrap every stack's credit: record each launch as ``(stack, channel, tick, bytes)``."""
+    """Wrap every stack's credit: record each launch as ``(stack, channel, tick, bytes)``.
+    The fused loop writes the charge out, so the system runs the reference loop."""
+    system.engine = "reference"
     out = []
     for s in system.stacks:
         link = s.link
