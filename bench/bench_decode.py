@@ -30,6 +30,7 @@ import sys
 import time
 
 from hbfsim.config import load_config
+from hbfsim.studies.cli import _config_set
 from hbfsim.model.gpu import run_closed_loop
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.workloads import llm_decode
@@ -55,8 +56,8 @@ def decode_config(**overrides):
     return load_config(**kw)
 
 
-def run(scale=1, layers=None, profile=False, **params):
-    cfg = decode_config()
+def run(scale=1, layers=None, profile=False, config_set=None, **params):
+    cfg = decode_config(**(config_set or {}))
     w = llm_decode(cfg, scale=scale, layers=layers, **params)
     prof = cProfile.Profile() if profile else None
     t0 = time.perf_counter()
@@ -79,10 +80,18 @@ def main(argv=None):
                     help="cProfile a reduced step (default), the step itself, or nothing")
     ap.add_argument("--top", type=int, default=20, help="profile rows to print")
     ap.add_argument("--json", metavar="OUT.json", help="write the figures as JSON")
+    ap.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                    dest="config_set", help="override a configuration key of the decode "
+                    "configuration (repeatable), e.g. --set contract=2 --set host_ports=channel")
     a = ap.parse_args(argv)
     if a.scale < 1 or (a.layers is not None and a.layers < 1):
         ap.error("--scale and --layers must be positive")
-    w, cfg, res, s, host, prof = run(a.scale, a.layers, a.profile == "main")
+    try:
+        config_set = _config_set(a.config_set)
+        decode_config(**config_set)
+    except ValueError as e:
+        ap.error(str(e))
+    w, cfg, res, s, host, prof = run(a.scale, a.layers, a.profile == "main", config_set)
     n = s["requests"]
     full = a.scale == 1 and a.layers is None
     buf, arr = s["page_buffer_hits"], s["page_reads"]
@@ -101,13 +110,14 @@ def main(argv=None):
         "media_utilization": s["media_utilization"],
         "host_seconds": host, "requests_per_second": n / host if host else 0.0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "cpu": os.cpu_count(),
+        "cpu": os.cpu_count(), "config_set": config_set,
     }
     print(f"LLM decode step: {out['model']} ({out['layers']} layers), {out['kernels']} kernels; "
           f"config: 1 stack x {cfg.channels} channels x {cfg.subarrays_per_channel} "
           f"subarrays, {cfg.active_per_channel * cfg.channels} active slots, admission "
           f"{cfg.admission}, MSHRs {cfg.mshr_entries}, page buffers {cfg.page_buffers}, "
-          f"page cache {cfg.page_cache_pages}, tR {cfg.t_read_us} us")
+          f"page cache {cfg.page_cache_pages}, tR {cfg.t_read_us} us, contract "
+          f"{cfg.contract}{f' ({cfg.host_ports} shape)' if cfg.contract == 2 else ''}")
     ref = REFERENCE if full else {}
 
     def row(label, ours, key=None, fmt="{:,}"):
@@ -134,7 +144,7 @@ def main(argv=None):
         return 1
     title = "the step above"
     if a.profile == "reduced":
-        pw, _, pres, ps, phost, prof = run(8, 1, True)
+        pw, _, pres, ps, phost, prof = run(8, 1, True, config_set)
         title = (f"a reduced step: scale 8, 1 layer, {ps['requests']:,} requests, "
                  f"{phost:.1f} s under cProfile")
     if prof:
