@@ -56,6 +56,20 @@ RTL_SETS = {
     "mp-page": dict(contract=2, megaplane_planes=2, active_per_channel=3, multiplane="page"),
     "mp-megaplane": dict(contract=2, megaplane_planes=2, active_per_channel=3,
                          multiplane="megaplane"),
+    # ... and with the rest of the controller's options: merging off, the write-drain
+    # policy, aggregation and a stack-wide cap; four planes a megaplane and a longer window;
+    # two stacks; the page stream on the smallest tables
+    "mp-rich": dict(contract=2, megaplane_planes=2, channels=4, multiplane="megaplane",
+                    scheduler="write-drain", mshr_merge=False, active_total=5,
+                    read_mode="aggregation", write_timeout_policy="partial"),
+    "mp-m4": dict(contract=2, megaplane_planes=4, subarrays_per_channel=8, queue_depth=6,
+                  active_per_channel=8, scheduler="read-priority", multiplane="megaplane",
+                  hyperpage_window_ticks=5),
+    "mp-2stacks": dict(contract=2, megaplane_planes=2, stacks=2, active_per_channel=3,
+                       multiplane="megaplane"),
+    "mp-tiny-page": dict(contract=2, megaplane_planes=4, mshr_entries=2,
+                         write_buffer_entries=2, admission=4, queue_depth=2,
+                         active_per_channel=1, multiplane="page"),
 }
 
 
@@ -394,12 +408,35 @@ def _mp_program(cfg):
 
 
 def _mp_mix(cfg, rng, n):
-    """Seeded random traffic over the first three rows of every megaplane (so pages of a
-    megapage meet in the queue), resp.ready at 0.8."""
-    pages = [q for row in range(3) for g in (0, 1) for ch in range(cfg.channels)
-             for q in _megapage(cfg, ch, g, row)]
-    spec = workload(rng, n, pages=len(pages), reads=0.7)
-    return [(op, pages[p], off, size, t) for op, p, off, size, t in spec]
+    """Seeded random megapage traffic over the first three rows of every megaplane of every
+    stack: bursts that walk a megapage's planes (in random order, sometimes stopping short
+    or skipping a plane), reads of random sizes or whole-page writes (flushed ``full`` at
+    once: PROGRAM groups) and quarter-page writes, with random gaps."""
+    G = cfg.subarrays_per_channel // cfg.megaplane_planes
+    M = cfg.megaplane_planes
+    # stack-local page q of stack s is page q * stacks + s (stack_select = "interleave")
+    megapages = [[q * cfg.stacks + s for q in _megapage(cfg, ch, g, row)]
+                 for s in range(cfg.stacks) for row in range(3) for g in range(G)
+                 for ch in range(cfg.channels)]
+    out, t = [], 0
+    while len(out) < n:
+        pages = list(rng.choice(megapages))
+        rng.shuffle(pages)
+        pages = pages[:rng.choice([M, M, M, max(1, M - 1), 1])]
+        kind = rng.random()
+        for q in pages:
+            t += rng.choice([0, 0, 1, 1, 2, rng.randint(0, 12)])
+            if kind < 0.6:
+                size = rng.choice([64, 512, PAGE_BYTES])
+                out.append(("R", q, size * rng.randrange(PAGE_BYTES // size), size, t))
+            elif kind < 0.85:
+                out.append(("W", q, 0, PAGE_BYTES, t))
+            else:
+                for k in range(4):
+                    out.append(("W", q, 1024 * k, 1024, t + k))
+                t += 3
+    out = sorted(out[:n], key=lambda r: r[4])
+    return out
 
 
 def multiplane(kind: str, mode: str):
@@ -416,14 +453,15 @@ def multiplane(kind: str, mode: str):
     return make_one
 
 
-def multiplane_mix(mode: str):
+def multiplane_mix(mode: str, resp_ready: float = 0.8):
     def make_one(seed: int, n: int = 200) -> Scenario:
         cfg = config(f"mp-{mode}")
-        spec = _mp_mix(cfg, random.Random(seed), n)
-        return Scenario(f"mp-mix-{mode}", cfg.as_dict(), _rows(cfg, spec), resp_ready=0.8,
-                        seed=seed, expect={"responses": n, "answered_once": 1})
-    make_one.__doc__ = (f"Seeded random traffic on the megapages of the multi-plane "
-                        f"geometry, multiplane = {mode!r}.")
+        spec = _mp_mix(cfg, random.Random(seed), n)   # arrival order: sorted, stable
+        return Scenario(f"mp-mix-{mode}", cfg.as_dict(), _rows(cfg, spec),
+                        resp_ready=resp_ready, seed=seed,
+                        expect={"responses": n, "answered_once": 1})
+    make_one.__doc__ = (f"Seeded random traffic on the megapages of RTL set 'mp-{mode}', "
+                        f"resp.ready high with probability {resp_ready}.")
     return make_one
 
 
@@ -529,6 +567,8 @@ for _mode in MP_MODES:
     for _kind in ("full", "partial", "two-rows", "program"):
         SCENARIOS[f"mp-{_kind}-{_mode}"] = multiplane(_kind, _mode)
     SCENARIOS[f"mp-mix-{_mode}"] = multiplane_mix(_mode)
+for _set, _p in (("rich", 0.8), ("m4", 1.0), ("2stacks", 0.7), ("tiny-page", 0.5)):
+    SCENARIOS[f"mp-mix-{_set}"] = multiplane_mix(_set, _p)
 for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 
