@@ -446,7 +446,9 @@ class ChannelQueue(wiring.Component):
             with m.If(issue & (pick_mega == g)):
                 m.d.sync += [group[g][p].eq(lane_tag[p]) for p in range(M)]
         for p in range(M):
-            held_tag = Array([group[g][p] for g in range(G)])[cpl.megaplane]
+            # (one megaplane: no index, a one-entry case statement would not lint)
+            held_tag = Array([group[g][p] for g in range(G)])[cpl.megaplane] if G > 1 \
+                else group[0][p]
             m.d.comb += [
                 self.cpl_ops[p].valid.eq(done & cpl.planes[p]),
                 self.cpl_ops[p].tag.eq(held_tag),
@@ -517,7 +519,8 @@ class ChannelQueue(wiring.Component):
                   "command issued to a megaplane that holds one (MP1)")
         protocol(m, checks, ~cpl.valid | busy_reg.bit_select(cpl.megaplane, 1),
                  "completion for a megaplane that holds no command")
-        protocol(m, checks, ~cpl.valid | (cpl.planes == Array(held)[cpl.megaplane]),
+        held_now = Array(held)[cpl.megaplane] if G > 1 else held[0]
+        protocol(m, checks, ~cpl.valid | (cpl.planes == held_now),
                  "completion's planes differ from its command's (MP7)")
         for g in range(G):
             invariant(m, checks, busy_reg[g] == held[g].any(),
