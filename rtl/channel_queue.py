@@ -492,12 +492,13 @@ class ChannelQueue(wiring.Component):
         if checks:
             self._add_multiplane_checks(m, busy_reg, busy, active_reg, count, valid, taken,
                                         chosen, issue, pick_mega, pick_row, planes, n_taken,
-                                        slots_free, mega, row, is_program, op)
+                                        slots_free, mega, row, is_program, op, lane_sel, push,
+                                        ready, slots, first if gather else taken)
         return m
 
     def _add_multiplane_checks(self, m, busy_reg, busy, active_reg, count, valid, taken, chosen,
                                issue, pick_mega, pick_row, planes, n_taken, slots_free, mega,
-                               row, is_program, op):
+                               row, is_program, op, lane_sel, push, ready, slots, first):
         """docs/timing-contract-multiplane.md, "What each implementation changes": a
         megaplane holds at most one command; a command's operations share op, row and
         megaplane; active counts equal the held commands' popcounts."""
@@ -536,4 +537,29 @@ class ChannelQueue(wiring.Component):
             invariant(m, checks, ~taken[k] | (valid[k] & (is_program[k] == kind)
                                              & (mega[k] == pick_mega)
                                              & (row[k] == pick_row)),
-                      f"slot {k}: grouped with another op or megaplane (MP3)")
+                      f"slot {k}: grouped with another op, row or megaplane (MP3)")
+        for p in range(M):
+            # one operation per plane: its lane names it alone (none is lost or merged)
+            invariant(m, checks, tree_sum(lane_sel[p]) <= 1,
+                      f"plane {p}: two operations of one command (MP3)")
+        # the neighbours' promises: the mapper's subarray is the local page mod S (§3), and
+        # with merging on no two queued operations of one kind share a page (MP3: one
+        # mergeable MSHR entry per page, W4 for the write buffer)
+        d = self.enq.payload
+        _, sub = divmod_const(d.page, cfg.subarrays_per_channel)
+        protocol(m, checks, ~self.enq.valid | (sub == d.subarray),
+                 "enqueued operation's subarray is not its page mod subarrays_per_channel")
+        if cfg.mshr_merge:
+            kind_in = d.tag.kind == EntryKind.WBUF
+            for k in range(depth):
+                protocol(m, checks, ~(push & valid[k] & (is_program[k] == kind_in)
+                                      & (slots[k].page == d.page)),
+                         f"enqueued operation's page is queued already (slot {k}, MP3)")
+        two = tree_sum([planes[p] for p in range(M)]) >= 2
+        cover(m, checks, issue & two, "a command of several planes")
+        cover(m, checks, issue & (tree_sum(first) > n_taken),
+              "a group cut to the free active slots (MP5)")
+        cover(m, checks, issue & cpl.valid & (cpl.megaplane == pick_mega),
+              "a megaplane released and claimed in one cycle (§7 forwarding)")
+        cover(m, checks, Cat(*[valid[k] & ~ready[k] for k in range(depth)]).any()
+              & ~issue & (active_reg == 0), "an operation waits for its megapage (MP4)")
