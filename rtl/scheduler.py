@@ -68,11 +68,12 @@ class Scheduler(wiring.Component):
         Non-FREE write-buffer entries.
     drain_open : ``Out(1)``
         The write-drain window is open in this cycle.
-    dec_ops, cpl_ops : ``Out(lane_layout)``, ``Out(lane_done_layout)``, ``.array(channels * megaplane_planes)``
-        Multi-plane commands only (docs/timing-contract-multiplane.md): the operations of
-        each channel's decision and completion, lane ``c * megaplane_planes + p`` for plane
-        ``p`` of channel ``c``'s megaplane (:class:`ChannelQueue`). The stack-wide cap then
-        counts each channel's group size, ``popcount(planes)`` (MP5).
+    dec_ops, cpl_ops : ``Out(lane_layout).array(n)``, ``Out(lane_done_layout).array(n)``
+        Multi-plane commands only (docs/timing-contract-multiplane.md), ``n = channels *
+        megaplane_planes``: the operations of each channel's decision and completion, lane
+        ``c * megaplane_planes + p`` for plane ``p`` of channel ``c``'s megaplane
+        (:class:`ChannelQueue`). The stack-wide cap then counts each channel's group size,
+        ``popcount(planes)`` (MP5).
     drain : ``In(1)``
         Only under ``multiplane = "megaplane"``: ``drain`` ends every gather window (MP4).
     """
