@@ -344,14 +344,15 @@ class ChannelQueue(wiring.Component):
             slots_free = free
         room = named(m, slots_free != 0, "room")
 
-        # ---- MP4: the megapage count of every slot (one comparator per pair of slots) ----
-        same = {}
-        for k in range(depth):
-            for j in range(k + 1, depth):
-                same[k, j] = same[j, k] = named(
-                    m, valid[k] & valid[j] & (is_program[k] == is_program[j])
-                    & (mega[k] == mega[j]) & (row[k] == row[j]), f"same{k}_{j}")
-        if gather:
+        # ---- MP4: the megapage count of every slot (one comparator per pair of slots); a
+        # window of 0 issues what is queued, so it needs none ----
+        if window:
+            same = {}
+            for k in range(depth):
+                for j in range(k + 1, depth):
+                    same[k, j] = same[j, k] = named(
+                        m, valid[k] & valid[j] & (is_program[k] == is_program[j])
+                        & (mega[k] == mega[j]) & (row[k] == row[j]), f"same{k}_{j}")
             ready = []
             for k in range(depth):
                 held = Signal(M, name=f"megapage{k}")   # the planes its megapage holds
@@ -362,12 +363,8 @@ class ChannelQueue(wiring.Component):
                 for b in bits[1:]:
                     acc = acc | b
                 m.d.comb += held.eq(acc)
-                cond = held.all() | self.drain
-                if window:
-                    cond = cond | (age[k] == window)
-                else:
-                    cond = Const(1)
-                ready.append(named(m, cond, f"gathered{k}"))
+                ready.append(named(m, held.all() | self.drain | (age[k] == window),
+                                   f"gathered{k}"))
         else:
             ready = [Const(1)] * depth
         cand = [named(m, valid[k] & ~busy.bit_select(mega[k], 1) & room & ready[k],
