@@ -344,28 +344,15 @@ class ChannelQueue(wiring.Component):
             slots_free = free
         room = named(m, slots_free != 0, "room")
 
-        # ---- MP4: the megapage count of every slot (one comparator per pair of slots); a
-        # window of 0 issues what is queued, so it needs none ----
+        # ---- MP4: the megapage count of every slot, kept in a register per slot: the
+        # planes its (op, megaplane, row) holds in the queue (a window of 0 issues what is
+        # queued, so it needs none) ----
         if window:
-            same = {}
-            for k in range(depth):
-                for j in range(k + 1, depth):
-                    same[k, j] = same[j, k] = named(
-                        m, valid[k] & valid[j] & (is_program[k] == is_program[j])
-                        & (mega[k] == mega[j]) & (row[k] == row[j]), f"same{k}_{j}")
-            ready = []
-            for k in range(depth):
-                held = Signal(M, name=f"megapage{k}")   # the planes its megapage holds
-                bits = [Mux(valid[k], (Const(1, M) << plane[k])[:M], 0)]
-                bits += [Mux(same[k, j], (Const(1, M) << plane[j])[:M], 0)
-                         for j in range(depth) if j != k]
-                acc = bits[0]
-                for b in bits[1:]:
-                    acc = acc | b
-                m.d.comb += held.eq(acc)
-                ready.append(named(m, held.all() | self.drain | (age[k] == window),
-                                   f"gathered{k}"))
+            held = [Signal(M, name=f"megapage{k}") for k in range(depth)]
+            ready = [named(m, held[k].all() | self.drain | (age[k] == window),
+                           f"gathered{k}") for k in range(depth)]
         else:
+            held = []
             ready = [Const(1)] * depth
         cand = [named(m, valid[k] & ~busy.bit_select(mega[k], 1) & room & ready[k],
                       f"cand{k}") for k in range(depth)]
@@ -471,31 +458,56 @@ class ChannelQueue(wiring.Component):
         def older(a):
             return Mux(a == window, window, a + 1)
 
+        if window:
+            # the megapage registers' next state: the group leaves (its megapage keeps the
+            # planes of the operations that stay: cut off, or a second read of a plane),
+            # then the enqueued operation joins its megapage
+            onehot = [(Const(1, M) << plane[k])[:M] for k in range(depth)]
+            rest = Const(0, M)
+            for k in range(depth):
+                rest = rest | Mux(match[k] & ~taken[k], onehot[k], 0)
+            rest = named(m, rest, "megapage_rest")
+            x = self.enq.payload
+            x_mega, x_plane = divmod_const(x.subarray, M)
+            x_row, _ = divmod_const(x.page, S)
+            x_prog = x.tag.kind == EntryKind.WBUF
+            x_bit = named(m, (Const(1, M) << x_plane)[:M], "enq_plane")
+            joins = [named(m, push & valid[k] & ~taken[k] & (is_program[k] == x_prog)
+                           & (mega[k] == x_mega[:w.megaplane]) & (row[k] == x_row[:w.row]),
+                           f"joins{k}") for k in range(depth)]
+            stay = [named(m, Mux(match[k], rest, held[k]) | Mux(joins[k], x_bit, 0),
+                          f"megapage_next{k}") for k in range(depth)]
+            new_held = x_bit
+            for k in range(depth):
+                new_held = new_held | Mux(joins[k], onehot[k], 0)
+            new_held = named(m, new_held, "megapage_enq")
+
         for k in range(depth):
             with m.If(push & (write_pos == k)):
                 m.d.sync += slots[k].eq(self.enq.payload)
                 if window:
-                    m.d.sync += age[k].eq(min(1, window))
+                    m.d.sync += [age[k].eq(min(1, window)), held[k].eq(new_held)]
             with m.Elif(issue):
                 for d in range(min(M, depth - 1 - k) + 1):
                     j = k + d
                     with m.If(~taken[j] & (below[j] == d)):
                         m.d.sync += slots[k].eq(slots[j])
                         if window:
-                            m.d.sync += age[k].eq(older(age[j]))
+                            m.d.sync += [age[k].eq(older(age[j])), held[k].eq(stay[j])]
             with m.Else():
                 if window:
-                    m.d.sync += age[k].eq(older(age[k]))
+                    m.d.sync += [age[k].eq(older(age[k])), held[k].eq(stay[k])]
         if checks:
             self._add_multiplane_checks(m, busy_reg, busy, active_reg, count, valid, taken,
                                         chosen, issue, pick_mega, pick_row, planes, n_taken,
                                         slots_free, mega, row, is_program, op, lane_sel, push,
-                                        ready, slots, first if gather else taken)
+                                        ready, slots, first if gather else taken, held, plane)
         return m
 
     def _add_multiplane_checks(self, m, busy_reg, busy, active_reg, count, valid, taken, chosen,
                                issue, pick_mega, pick_row, planes, n_taken, slots_free, mega,
-                               row, is_program, op, lane_sel, push, ready, slots, first):
+                               row, is_program, op, lane_sel, push, ready, slots, first,
+                               megapage, plane):
         """docs/timing-contract-multiplane.md, "What each implementation changes": a
         megaplane holds at most one command; a command's operations share op, row and
         megaplane; active counts equal the held commands' popcounts."""
@@ -552,6 +564,17 @@ class ChannelQueue(wiring.Component):
                 protocol(m, checks, ~(push & valid[k] & (is_program[k] == kind_in)
                                       & (slots[k].page == d.page)),
                          f"enqueued operation's page is queued already (slot {k}, MP3)")
+        if megapage:
+            # the megapage registers equal one scan of the queue (model/megaplane.py's count)
+            for k in range(depth):
+                scan = Const(0, M)
+                for j in range(depth):
+                    same = valid[j] & (is_program[j] == is_program[k]) & (mega[j] == mega[k]) \
+                        & (row[j] == row[k])
+                    scan = scan | Mux(same, (Const(1, M) << plane[j])[:M], 0)
+                invariant(m, checks, ~valid[k] | (megapage[k] == scan),
+                          f"slot {k}: its megapage register differs from a scan of the queue "
+                          "(MP4)")
         two = tree_sum([planes[p] for p in range(M)]) >= 2
         cover(m, checks, issue & two, "a command of several planes")
         cover(m, checks, issue & (tree_sum(first) > n_taken),
