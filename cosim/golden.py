@@ -8,11 +8,12 @@ RTL testbench records the same three streams; :mod:`hbfsim.cosim.scoreboard` com
 
 from __future__ import annotations
 
-__all__ = ["Events", "run_golden", "summary"]
+__all__ = ["Events", "cpl_masks", "run_golden", "summary"]
 
 from dataclasses import dataclass, field
 
 from hbfsim.model.gpu import ClosedLoop
+from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR
 from hbfsim.model.system import HbfSystem
 from hbfsim.model.trace import TraceWriter
 
@@ -33,7 +34,14 @@ class Events:
         ``req`` handshakes.
     cmds : list of (cycle, channel, subarray, op, page, tag)
         Media commands, by cycle then channel (``stack * channels + channel``); ``op`` 0 =
-        READ, 1 = PROGRAM; ``tag`` = index * 2 + kind (docs/rtl.md "Command tag").
+        READ, 1 = PROGRAM; ``tag`` = index * 2 + kind (docs/rtl.md "Command tag"). Under
+        multi-plane commands (docs/timing-contract-multiplane.md MP2) each is
+        ``(cycle, channel, op, megaplane, planes, row)``.
+    cpls : list of (cycle, channel, megaplane, planes, buffer_hit, error)
+        Multi-plane commands only (MP7): the media's completions, the last three as masks
+        over the megaplane's planes; empty otherwise.
+    multiplane : bool
+        The events are of a ``multiplane`` run (the command tuples above).
     resps : list of (cycle, id, op, source, mshr_hit, buffer_hit, cache_hit, error)
         ``resp`` handshakes; ``op`` 0 = read, 1 = write.
     kernels : list of dict or None
@@ -45,9 +53,11 @@ class Events:
     cmds: list = field(default_factory=list)
     resps: list = field(default_factory=list)
     kernels: list | None = None
+    cpls: list = field(default_factory=list)
+    multiplane: bool = False
 
     def count(self) -> int:
-        return len(self.accepts) + len(self.cmds) + len(self.resps)
+        return len(self.accepts) + len(self.cmds) + len(self.resps) + len(self.cpls)
 
 
 def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
@@ -80,9 +90,37 @@ def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
 
         return logged
 
+    cpls = []
+    multi = cfg.multiplane != "off"
+
+    def group_logger(media, off):
+        issue_group, deliver = media.issue_group, media.deliver
+        M, S = cfg.megaplane_planes, cfg.subarrays_per_channel
+
+        held = {}       # (channel, megaplane) -> the planes of its command, in ops order
+
+        def logged(t, ch, g, ops):
+            planes = [sub % M for sub, _op, _local, _tag in ops]
+            held[ch, g] = planes
+            cmds.append((t, off + ch, ops[0][1], g, sum(1 << p for p in planes),
+                         ops[0][2] // S))
+            return issue_group(t, ch, g, ops)
+
+        def delivered(t):
+            out = deliver(t)
+            for ch, g, _tags, flags in out:
+                cpls.append((t, off + ch) + cpl_masks(g, held.pop((ch, g)), flags))
+            return out
+
+        return logged, delivered
+
     for s, stack in enumerate(system.stacks):
         # media ports are numbered stack * channels + channel (rtl/system.py)
-        stack.media.issue = logger(stack.media, s * cfg.channels)
+        if multi:
+            stack.media.issue_group, stack.media.deliver = group_logger(stack.media,
+                                                                        s * cfg.channels)
+        else:
+            stack.media.issue = logger(stack.media, s * cfg.channels)
     try:
         if loop is not None:
             gpu = loop.run()
@@ -94,16 +132,30 @@ def run_golden(sc: Scenario, trace_path=None) -> tuple[Events, HbfSystem]:
         raise
     if trace is not None:
         trace.close()
-    ev = Events()
+    ev = Events(multiplane=multi)
     done = system.completed
     ev.accepts = sorted((r.t_accept, r.id) for r in done)
     ev.cmds = sorted(cmds)
+    ev.cpls = sorted(cpls)
     ev.resps = [(r.t_done, r.id, OPS[r.op], r.source, int(r.mshr_hit), int(r.buffer_hit),
                  int(r.cache_hit), int(r.error)) for r in done]
     ev.resps.sort(key=lambda e: e[0])
     if loop is not None:
         ev.kernels = gpu.kernels
     return ev, system
+
+
+def cpl_masks(g: int, planes, flags) -> tuple:
+    """``(megaplane, planes, buffer_hit, error)`` of a multi-plane completion (MP7): the
+    masks over the megaplane's planes from the used planes ``planes`` and their flag words
+    ``flags``, in the order of the command's operations (:meth:`Media.issue_group
+    <hbfsim.model.media.Media.issue_group>`)."""
+    mask = hit = err = 0
+    for p, f in zip(planes, flags):
+        mask |= 1 << p
+        hit |= (1 << p) if f & FLAG_BUFFER_HIT else 0
+        err |= (1 << p) if f & FLAG_ERROR else 0
+    return g, mask, hit, err
 
 
 def summary(ev: Events) -> dict:
@@ -114,13 +166,20 @@ def summary(ev: Events) -> dict:
     ``reads``, ``writes``, ``first_accept``, ``last_response``, ``window``.
     """
     ids = [e[1] for e in ev.resps]
+    if ev.multiplane:
+        # multi-plane commands (MP2): (cycle, channel, op, megaplane, planes, row)
+        reads = sum(bin(c[4]).count("1") for c in ev.cmds if c[2] == 0)
+        programs = sum(bin(c[4]).count("1") for c in ev.cmds if c[2] == 1)
+    else:
+        reads = sum(1 for c in ev.cmds if c[3] == 0)
+        programs = sum(1 for c in ev.cmds if c[3] == 1)
     out = {
         "requests": len(ev.accepts),
         "responses": len(ev.resps),
         "answered_once": int(sorted(ids) == sorted(a[1] for a in ev.accepts)
                              and len(set(ids)) == len(ids)),
-        "page_reads": sum(1 for c in ev.cmds if c[3] == 0),
-        "page_programs": sum(1 for c in ev.cmds if c[3] == 1),
+        "page_reads": reads,
+        "page_programs": programs,
         "mshr_hits": sum(e[4] for e in ev.resps),
         "buffer_hits": sum(e[5] for e in ev.resps),
         "errors": sum(e[7] for e in ev.resps),

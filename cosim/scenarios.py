@@ -49,6 +49,27 @@ RTL_SETS = {
     "2stacks": dict(stacks=2),
     "3stacks-contiguous": dict(stacks=3, stack_select="contiguous", scheduler="read-priority",
                                read_mode="aggregation"),
+    # multi-plane commands (docs/timing-contract-multiplane.md): two megaplanes of two
+    # planes per channel, three active slots (so a second megaplane's group can be cut,
+    # MP5); the same geometry with multiplane off for comparison
+    "mp-off": dict(contract=2, megaplane_planes=2, active_per_channel=3),
+    "mp-page": dict(contract=2, megaplane_planes=2, active_per_channel=3, multiplane="page"),
+    "mp-megaplane": dict(contract=2, megaplane_planes=2, active_per_channel=3,
+                         multiplane="megaplane"),
+    # ... and with the rest of the controller's options: merging off, the write-drain
+    # policy, aggregation and a stack-wide cap; four planes a megaplane and a longer window;
+    # two stacks; the page stream on the smallest tables
+    "mp-rich": dict(contract=2, megaplane_planes=2, channels=4, multiplane="megaplane",
+                    scheduler="write-drain", mshr_merge=False, active_total=5,
+                    read_mode="aggregation", write_timeout_policy="partial"),
+    "mp-m4": dict(contract=2, megaplane_planes=4, subarrays_per_channel=8, queue_depth=6,
+                  active_per_channel=8, scheduler="read-priority", multiplane="megaplane",
+                  hyperpage_window_ticks=5),
+    "mp-2stacks": dict(contract=2, megaplane_planes=2, stacks=2, active_per_channel=3,
+                       multiplane="megaplane"),
+    "mp-tiny-page": dict(contract=2, megaplane_planes=4, mshr_entries=2,
+                         write_buffer_entries=2, admission=4, queue_depth=2,
+                         active_per_channel=1, multiplane="page"),
 }
 
 
@@ -326,6 +347,124 @@ def gpu_mix(seed: int, n: int = 200) -> Scenario:
                                  expect={"responses": n, "answered_once": 1})
 
 
+# ---- multi-plane (hyperpage) commands (docs/timing-contract-multiplane.md) ----------------
+
+MP_MODES = ("off", "page", "megaplane")
+
+
+def _megapage(cfg: HbfConfig, ch: int, g: int, row: int, planes=None) -> list[int]:
+    """Stack-local pages of megapage ``row`` of megaplane ``g`` on channel ``ch``: one per
+    plane (``planes``: the plane indices, default all), under the interleaved mapping (a
+    page's channel is ``q mod channels``, its channel-local page ``q div channels``, its
+    subarray the local page mod ``subarrays_per_channel``; MP2's row is local div S)."""
+    M, S = cfg.megaplane_planes, cfg.subarrays_per_channel
+    planes = range(M) if planes is None else planes
+    return [(row * S + g * M + p) * cfg.channels + ch for p in planes]
+
+
+def _mp_full(cfg):
+    """Every megaplane of both channels reads one whole megapage (8 page reads), the pages
+    presented back to back from tick 0; on each channel the second megaplane's group is cut
+    to the one active slot the first left (MP5), its other page a second command."""
+    spec = [("R", q, 0, PAGE_BYTES, 0) for row in (1,) for g in (0, 1) for ch in (0, 1)
+            for q in _megapage(cfg, ch, g, row)]
+    return spec, {"page_reads": 8, "responses": 8}
+
+
+def _mp_partial(cfg):
+    """Partial megapages: one plane of a megapage alone (it issues at the window, MP4), its
+    other plane 40 ticks later (a second command), and a megapage whose second page comes
+    after the window (two commands)."""
+    a, b = _megapage(cfg, 0, 1, 2)
+    c, d = _megapage(cfg, 1, 0, 3)
+    e, f = _megapage(cfg, 0, 0, 5)
+    spec = [("R", a, 0, 512, 0), ("R", c, 0, PAGE_BYTES, 1), ("R", e, 0, 256, 2),
+            ("R", f, 0, 256, 6), ("R", b, 0, 128, 40), ("R", d, 0, PAGE_BYTES, 41)]
+    return spec, {"page_reads": 6, "responses": 6}
+
+
+def _mp_two_rows(cfg):
+    """Two megapages of one megaplane in a row (MP1: the second waits for the first's
+    completion), with 128-byte reads merging into their pages' MSHR entries, and a third
+    megapage on the other megaplane meanwhile."""
+    rows = [_megapage(cfg, 0, 1, 1), _megapage(cfg, 0, 1, 4), _megapage(cfg, 0, 0, 6)]
+    spec = [("R", q, 128 * k, 128, i) for i, q in enumerate(rows[0] + rows[1])
+            for k in range(2)]
+    spec += [("R", q, 0, 2048, 3) for q in rows[2]]
+    return spec, {"page_reads": 6, "mshr_hits": 4, "responses": len(spec)}
+
+
+def _mp_program(cfg):
+    """PROGRAM groups (MP9): whole-page writes of a megapage on both megaplanes of channel
+    0 (each flushed ``full`` at once), a megapage of channel 1 written in quarter pages
+    (flushed ``full`` on their last quarters), then reads of the programmed pages."""
+    full = _megapage(cfg, 0, 0, 2) + _megapage(cfg, 0, 1, 2)
+    spec = [("W", q, 0, PAGE_BYTES, i) for i, q in enumerate(full)]
+    spec += [("W", q, 1024 * k, 1024, 4 + k) for q in _megapage(cfg, 1, 1, 3)
+             for k in range(4)]
+    spec.sort(key=lambda r: r[4])
+    spec += [("R", q, 0, 64, 120) for q in full]
+    return spec, {"page_programs": 6, "errors": 0, "responses": len(spec)}
+
+
+def _mp_mix(cfg, rng, n):
+    """Seeded random megapage traffic over the first three rows of every megaplane of every
+    stack: bursts that walk a megapage's planes (in random order, sometimes stopping short
+    or skipping a plane), reads of random sizes or whole-page writes (flushed ``full`` at
+    once: PROGRAM groups) and quarter-page writes, with random gaps."""
+    G = cfg.subarrays_per_channel // cfg.megaplane_planes
+    M = cfg.megaplane_planes
+    # stack-local page q of stack s is page q * stacks + s (stack_select = "interleave")
+    megapages = [[q * cfg.stacks + s for q in _megapage(cfg, ch, g, row)]
+                 for s in range(cfg.stacks) for row in range(3) for g in range(G)
+                 for ch in range(cfg.channels)]
+    out, t = [], 0
+    while len(out) < n:
+        pages = list(rng.choice(megapages))
+        rng.shuffle(pages)
+        pages = pages[:rng.choice([M, M, M, max(1, M - 1), 1])]
+        kind = rng.random()
+        for q in pages:
+            t += rng.choice([0, 0, 1, 1, 2, rng.randint(0, 12)])
+            if kind < 0.6:
+                size = rng.choice([64, 512, PAGE_BYTES])
+                out.append(("R", q, size * rng.randrange(PAGE_BYTES // size), size, t))
+            elif kind < 0.85:
+                out.append(("W", q, 0, PAGE_BYTES, t))
+            else:
+                for k in range(4):
+                    out.append(("W", q, 1024 * k, 1024, t + k))
+                t += 3
+    out = sorted(out[:n], key=lambda r: r[4])
+    return out
+
+
+def multiplane(kind: str, mode: str):
+    build = {"full": _mp_full, "partial": _mp_partial, "two-rows": _mp_two_rows,
+             "program": _mp_program}[kind]
+
+    def make_one(seed: int, n: int = 0) -> Scenario:
+        cfg = config(f"mp-{mode}")
+        spec, expect = build(cfg)
+        return Scenario(f"mp-{kind}-{mode}", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                        expect=expect)
+    make_one.__doc__ = (f"{build.__doc__.split('.')[0]}, multiplane = {mode!r} "
+                        "(docs/timing-contract-multiplane.md).")
+    return make_one
+
+
+def multiplane_mix(mode: str, resp_ready: float = 0.8):
+    def make_one(seed: int, n: int = 200) -> Scenario:
+        cfg = config(f"mp-{mode}")
+        spec = _mp_mix(cfg, random.Random(seed), n)   # arrival order: sorted, stable
+        return Scenario(f"mp-mix-{mode}", cfg.as_dict(), _rows(cfg, spec),
+                        resp_ready=resp_ready, seed=seed,
+                        expect={"responses": n, "answered_once": 1})
+    make_one.__doc__ = (f"Seeded random traffic on the megapages of RTL set 'mp-{mode}', "
+                        f"resp.ready high with probability {resp_ready}.")
+    return make_one
+
+
 # ---- random configurations --------------------------------------------------------------
 
 def random_config(rng: random.Random, **fixed) -> HbfConfig:
@@ -424,6 +563,12 @@ SCENARIOS = {
     "gpu-3stacks": gpu_mix_on("3stacks-contiguous", "3stacks", 0.8, pages=768, reads=0.7),
     "gpu-mix": gpu_mix,
 }
+for _mode in MP_MODES:
+    for _kind in ("full", "partial", "two-rows", "program"):
+        SCENARIOS[f"mp-{_kind}-{_mode}"] = multiplane(_kind, _mode)
+    SCENARIOS[f"mp-mix-{_mode}"] = multiplane_mix(_mode)
+for _set, _p in (("rich", 0.8), ("m4", 1.0), ("2stacks", 0.7), ("tiny-page", 0.5)):
+    SCENARIOS[f"mp-mix-{_set}"] = multiplane_mix(_set, _p)
 for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 

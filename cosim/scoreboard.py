@@ -1,9 +1,10 @@
 """In-order comparison of the RTL's observed events with the golden model's.
 
-Three streams (:class:`hbfsim.cosim.golden.Events`): accepts, media commands, responses.
-The testbench hands over what it saw in a cycle; every expected event of that cycle (and
-any older one still pending, which would be a missed event) must match it exactly, field
-for field and cycle for cycle. The first disagreement stops the run with a
+Three streams (:class:`hbfsim.cosim.golden.Events`): accepts, media commands, responses;
+with multi-plane commands a fourth, the media's completions (their planes and flag masks,
+docs/timing-contract-multiplane.md MP7), empty otherwise. The testbench hands over what
+it saw in a cycle; every expected event of that cycle (and any older one still pending,
+which would be a missed event) must match it exactly, field for field and cycle for cycle. The first disagreement stops the run with a
 :class:`Mismatch`, whose text names the stream, both events, the cycle, the VCD time and the
 last events of both sides.
 """
@@ -16,17 +17,25 @@ from collections import deque
 
 from hbfsim.cosim.golden import Events
 
-STREAMS = ("accept", "cmd", "resp")
+STREAMS = ("accept", "cmd", "resp", "cpl")
 _CMD_OPS = ("READ", "PROGRAM")
 _REQ_OPS = ("R", "W")
 
 
-def format_event(stream: str, e: tuple | None) -> str:
-    """One event as a line of text (None: "(none)")."""
+def format_event(stream: str, e: tuple | None, multiplane: bool = False) -> str:
+    """One event as a line of text (None: "(none)"); ``multiplane``: the command and
+    completion tuples of multi-plane commands (:class:`~hbfsim.cosim.golden.Events`)."""
     if e is None:
         return "(none)"
     if stream == "accept":
         return f"t={e[0]} accept id={e[1]}"
+    if stream == "cpl":
+        t, ch, g, planes, hit, err = e
+        return (f"t={t} cpl ch={ch} megaplane={g} planes={planes:#b} buffer_hit={hit:#b} "
+                f"error={err:#b}")
+    if stream == "cmd" and multiplane:
+        t, ch, op, g, planes, row = e
+        return f"t={t} cmd ch={ch} op={_CMD_OPS[op]} megaplane={g} planes={planes:#b} row={row}"
     if stream == "cmd":
         t, ch, sub, op, page, tag = e
         kind = "wbuf" if tag & 1 else "mshr"
@@ -63,12 +72,14 @@ class Scoreboard:
     """
 
     def __init__(self, expected: Events, name: str, vcd_time, history: int = 8):
-        self.exp = {"accept": expected.accepts, "cmd": expected.cmds, "resp": expected.resps}
+        self.exp = {"accept": expected.accepts, "cmd": expected.cmds, "resp": expected.resps,
+                    "cpl": expected.cpls}
+        self.multiplane = expected.multiplane
         self.pos = dict.fromkeys(STREAMS, 0)
         self.name = name
         self.vcd_time = vcd_time
         self.compared = 0
-        self.actual = Events()
+        self.actual = Events(multiplane=expected.multiplane)
         self._gold_hist: deque = deque(maxlen=history)
         self._rtl_hist: deque = deque(maxlen=history)
 
@@ -131,24 +142,27 @@ class Scoreboard:
         raise Mismatch(self._diff(t, stream, exp_e, act_e, later), t, stream)
 
     def _diff(self, t, stream, exp_e, act_e, later) -> str:
+        def fmt(s, e):
+            return format_event(s, e, self.multiplane)
+
         cyc = exp_e[0] if exp_e is not None and exp_e[0] < t else t
         lines = [f"co-simulation mismatch in scenario {self.name!r}, stream {stream!r}, "
                  f"cycle {cyc} (VCD time {self.vcd_time(cyc)} ns)",
-                 f"  expected (golden model): {format_event(stream, exp_e)}",
-                 f"  actual   (RTL):          {format_event(stream, act_e)}"]
+                 f"  expected (golden model): {fmt(stream, exp_e)}",
+                 f"  actual   (RTL):          {fmt(stream, act_e)}"]
         if exp_e is None:
             lines.append(f"  the golden model has no {stream} event in cycle {t}; its next: "
-                         f"{format_event(stream, later)}")
+                         f"{fmt(stream, later)}")
         if act_e is None:
             lines.append(f"  the RTL produced no {stream} event in cycle {cyc}"
                          + (f" (noticed in cycle {t})" if cyc < t else ""))
         lines.append(f"  events matched before: {self.compared}")
-        w = max([len(format_event(s, e)) for s, e in self._gold_hist] + [20]) + 4
+        w = max([len(fmt(s, e)) for s, e in self._gold_hist] + [20]) + 4
         lines.append(f"  {'last events, golden model':<{w}}last events, RTL")
-        gold = [format_event(s, e) for s, e in self._gold_hist] + \
-            [">> " + format_event(stream, exp_e)]
-        rtl = [format_event(s, e) for s, e in self._rtl_hist] + \
-            [">> " + format_event(stream, act_e)]
+        gold = [fmt(s, e) for s, e in self._gold_hist] + \
+            [">> " + fmt(stream, exp_e)]
+        rtl = [fmt(s, e) for s, e in self._rtl_hist] + \
+            [">> " + fmt(stream, act_e)]
         for a, b in zip(gold, rtl):
             lines.append(f"    {a:<{w - 2}}{b}")
         return "\n".join(lines)

@@ -57,7 +57,7 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
 from hbfsim.config import PAGE_BYTES
-from hbfsim.cosim.golden import OPS, run_golden, summary
+from hbfsim.cosim.golden import OPS, cpl_masks, run_golden, summary
 from hbfsim.cosim.ports import ControllerPorts
 from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
 from hbfsim.cosim.scoreboard import Mismatch, Scoreboard
@@ -150,6 +150,27 @@ class MediaResponder:
         self.codec = ports.cpl
         self.driven: list[int] = []
         self._packed: dict = {}
+        self.multiplane = cfg.multiplane != "off"
+        self.M, self.S = cfg.megaplane_planes, cfg.subarrays_per_channel
+        self.delivered: list[tuple] = []    # multi-plane: this cycle's completions (MP7)
+
+    def issue_group(self, t: int, k: int, op: int, g: int, planes: int, row: int) -> None:
+        """A multi-plane command of cycle ``t`` on port ``k`` (MP2): plane ``p`` of the mask
+        is subarray ``g * M + p``, its page ``row * S`` plus that subarray (v2 §3); the
+        media's tag of each operation is its plane."""
+        s, ch = divmod(k, self.channels)
+        ops = [(g * self.M + p, op, row * self.S + g * self.M + p, p)
+               for p in range(self.M) if planes >> p & 1]
+        self.medias[s].issue_group(t, ch, g, ops)
+
+    def _pack_group(self, g: int, tags, flags) -> tuple[int, tuple]:
+        masks = cpl_masks(g, tags, flags)
+        v = self._packed.get(masks)
+        if v is None:
+            v = self._packed[masks] = self.codec.pack({
+                "valid": 1, "megaplane": g, "planes": masks[1], "buffer_hit": masks[2],
+                "error": masks[3]})
+        return v, masks
 
     def _pack(self, sub: int, tag: int, flags: int) -> int:
         key = (sub, tag, flags)
@@ -169,11 +190,18 @@ class MediaResponder:
     def cycle(self, t: int) -> None:
         """Drive the completions of cycle ``t`` (after its commands were issued)."""
         now = []
+        self.delivered = []
         for s, media in enumerate(self.medias):
             off = s * self.channels
             for ch, sub, tag, flags in media.deliver(t):
-                self.ports[off + ch].write(self._pack(sub, tag, flags))
+                if self.multiplane:     # (channel, megaplane, tags = planes, flags), MP7
+                    v, masks = self._pack_group(sub, tag, flags)
+                    self.ports[off + ch].write(v)
+                    self.delivered.append((t, off + ch) + masks)
+                else:
+                    self.ports[off + ch].write(self._pack(sub, tag, flags))
                 now.append(off + ch)
+        self.delivered.sort()       # by channel, as the scoreboard's streams are
         for k in self.driven:
             if k not in now:
                 self.ports[k].write(0)
@@ -197,13 +225,27 @@ class CommandMonitor:
     def __init__(self, ports: ControllerPorts, media: MediaResponder):
         self.ports = list(enumerate(ports.cmds))
         self.valid = ports.cmd.mask("valid")
-        self.get = ports.cmd.getter("subarray", "op", "page", "tag.index", "tag.kind")
+        self.multiplane = media.multiplane
+        if self.multiplane:
+            self.get = ports.cmd.getter("op", "megaplane", "planes", "row")
+        else:
+            self.get = ports.cmd.getter("subarray", "op", "page", "tag.index", "tag.kind")
         self.issue = media.issue
+        self.issue_group = media.issue_group
         self.triggers = [port.handle.value_change for _, port in self.ports]
 
     def sample(self, t: int) -> list[tuple]:
-        """``(t, channel, subarray, op, page, tag)`` of the commands of cycle ``t``."""
+        """``(t, channel, subarray, op, page, tag)`` of the commands of cycle ``t``; with
+        multi-plane commands ``(t, channel, op, megaplane, planes, row)`` (MP2)."""
         out = []
+        if self.multiplane:
+            for ch, port in self.ports:
+                v = port.read()
+                if v & self.valid:
+                    op, g, planes, row = self.get(v)
+                    out.append((t, ch, op, g, planes, row))
+                    self.issue_group(t, ch, op, g, planes, row)
+            return out
         for ch, port in self.ports:
             v = port.read()
             if v & self.valid:
@@ -495,6 +537,7 @@ class Testbench:
             else:
                 check(t, "resp", [])
             check(t, "cmd", cmds)
+            check(t, "cpl", media.delivered)
             if t >= end and sb.done():
                 return t
             # plan the next wake-up

@@ -42,17 +42,19 @@ def check_supported(cfg: HbfConfig) -> None:
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
     groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
     they change nothing here. Contract 2 is implemented in the stack shape only (step 3 of
-    timing-contract-v2.md §18): the channel shape (step 6) and multi-plane commands
-    (docs/timing-contract-multiplane.md) are model-only for now and refused by name.
+    timing-contract-v2.md §18): the channel shape (step 6) is model-only for now and refused
+    by name. Multi-plane commands (``multiplane = "page"`` or ``"megaplane"``,
+    docs/timing-contract-multiplane.md) are implemented in that shape (the configuration
+    already refuses them under contract 1).
     """
     if getattr(cfg, "host_ports", "stack") != "stack":
         raise ValueError(f"host_ports = {cfg.host_ports!r}: the RTL implements contract 2 in "
                          "the stack shape only (host_ports = 'stack'); the channel shape is "
                          "model-only until step 6 of timing-contract-v2.md §18")
-    if getattr(cfg, "multiplane", "off") != "off":
-        raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands are "
-                         "model-only (docs/timing-contract-multiplane.md); the RTL needs "
-                         "multiplane = 'off'")
+    if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
+        raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
+                         "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "
+                         "contract = 2 or multiplane = 'off'")
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
                          "is model-only; the RTL needs page_cache_pages = 0")
@@ -406,11 +408,16 @@ class Controller(wiring.Component):
             wb.drain.eq(self.drain),
             sched.wb_occupied.eq(wb.occupied),
         ]
+        if cfg.multiplane == "megaplane":
+            m.d.comb += sched.drain.eq(self.drain)   # MP4: drain ends the gather windows
         for c in range(cfg.channels):
             wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
             wiring.connect(m, wb.enq[c], sched.wb_enq[c])
             # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
-            self._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
+            if self._w.planes:
+                self._wire_multiplane(m, c, sched, mshr, wb)
+            else:
+                self._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
 
         # ---- responses: R, K, E (v2 §8) ----
         wiring.connect(m, mshr.ret, arb.mshr_ret)
@@ -453,3 +460,29 @@ class Controller(wiring.Component):
             wb.done[c].buffer_hit.eq(cpl.buffer_hit),
             wb.done[c].error.eq(cpl.error),
         ]
+
+    def _wire_multiplane(self, m, c, sched, mshr, wb) -> None:
+        """Multi-plane commands (docs/timing-contract-multiplane.md MP2, MP7): channel
+        ``c``'s command and completion ports carry no tag; the scheduler's lanes name the
+        entries of each decision and completion, one per plane, routed to the MSHR or the
+        write buffer by the tag's entry kind."""
+        m.d.comb += [self.cmd[c].eq(sched.cmd[c]), sched.cpl[c].eq(self.cpl[c])]
+        lanes = self._w.planes
+        for k in range(c * lanes, (c + 1) * lanes):
+            issue, done = sched.dec_ops[k], sched.cpl_ops[k]
+            to_mshr = issue.tag.kind == EntryKind.MSHR
+            done_mshr = done.tag.kind == EntryKind.MSHR
+            m.d.comb += [
+                mshr.issue[k].valid.eq(issue.valid & to_mshr),
+                mshr.issue[k].index.eq(issue.tag.index),
+                wb.issue[k].valid.eq(issue.valid & ~to_mshr),
+                wb.issue[k].index.eq(issue.tag.index),
+                mshr.done[k].valid.eq(done.valid & done_mshr),
+                mshr.done[k].index.eq(done.tag.index),
+                mshr.done[k].buffer_hit.eq(done.buffer_hit),
+                mshr.done[k].error.eq(done.error),
+                wb.done[k].valid.eq(done.valid & ~done_mshr),
+                wb.done[k].index.eq(done.tag.index),
+                wb.done[k].buffer_hit.eq(done.buffer_hit),
+                wb.done[k].error.eq(done.error),
+            ]

@@ -76,7 +76,7 @@ def _build(block: str, cfg, mutations):
         from hbfsim.rtl.controller import Controller
 
         return Controller(cfg, id_bits=2, source_bits=1, sector_bytes=PAGE_BYTES // 2, **opts)
-    if block == "channel_queue":
+    if block in ("channel_queue", "channel_queue_mp"):
         return ChannelQueue(cfg, **opts)
     if block == "scheduler":
         return Scheduler(cfg, **opts)
@@ -128,6 +128,12 @@ class FormalBlock:
 
 BLOCKS = {b.name: b for b in (
     FormalBlock("channel_queue", dict(subarrays_per_channel=4, queue_depth=2), 20, 12, True),
+    # Multi-plane commands (docs/timing-contract-multiplane.md): a megaplane holds at most
+    # one command, a command's operations share op, row and megaplane and use each plane
+    # once, the active count is the sum of the held commands' popcounts.
+    FormalBlock("channel_queue_mp", dict(contract=2, multiplane="megaplane",
+                                         megaplane_planes=2, subarrays_per_channel=4,
+                                         queue_depth=3, active_per_channel=3), 12, 8, False),
     FormalBlock("scheduler", dict(channels=2), 12, 8, True),
     FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 8, False),
     FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False),

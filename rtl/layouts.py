@@ -15,6 +15,8 @@ __all__ = [
     "cpl_layout",
     "done_layout",
     "event_layout",
+    "lane_done_layout",
+    "lane_layout",
     "queue_op_layout",
     "req_layout",
     "resp_layout",
@@ -79,6 +81,13 @@ class Widths:
         Request size 1..4096.
     id, source : int
         Request id and source (return routing only, sources.md A5).
+    planes : int
+        Multi-plane commands (docs/timing-contract-multiplane.md MP2): ``megaplane_planes``
+        when ``multiplane`` is not ``off``, else 0 (``cmd`` and ``cpl`` keep contract 1's
+        fields, and nothing below is used).
+    megaplane, row : int
+        Under multi-plane commands: a megaplane of a channel and a channel-local row (a
+        page's channel-local index div ``subarrays_per_channel``, MP2).
     """
 
     page: int
@@ -92,6 +101,9 @@ class Widths:
     bytes: int
     id: int
     source: int
+    planes: int = 0
+    megaplane: int = 1
+    row: int = 1
 
     @classmethod
     def of(cls, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8) -> "Widths":
@@ -99,6 +111,9 @@ class Widths:
         page = _index_bits(cfg.pages_per_stack)
         mshr_index = _index_bits(cfg.mshr_entries)
         wb_index = _index_bits(cfg.write_buffer_entries)
+        multi = getattr(cfg, "multiplane", "off") != "off"
+        planes = cfg.megaplane_planes if multi else 0
+        subs = cfg.subarrays_per_channel
         return cls(
             page=page,
             addr=page + ceil_log2(PAGE_BYTES),
@@ -111,6 +126,9 @@ class Widths:
             bytes=bits_for(PAGE_BYTES),
             id=id_bits,
             source=source_bits,
+            planes=planes,
+            megaplane=_index_bits(subs // planes) if multi else 1,
+            row=_index_bits(-(-cfg.pages_per_stack // subs)) if multi else 1,
         )
 
 
@@ -201,7 +219,19 @@ def resp_layout(w: Widths) -> data.StructLayout:
 
 
 def cmd_layout(w: Widths) -> data.StructLayout:
-    """Media command, valid only (contract §1 ``cmd[c]``)."""
+    """Media command, valid only (contract §1 ``cmd[c]``).
+
+    Under multi-plane commands (``w.planes > 0``, docs/timing-contract-multiplane.md MP2):
+    ``op``, ``megaplane``, the ``planes`` mask of the megaplane's subarrays it uses and the
+    ``row`` every used plane reads or programs; no tag (the controller keeps the tags)."""
+    if w.planes:
+        return data.StructLayout({
+            "valid": 1,
+            "op": CmdOp,
+            "megaplane": unsigned(w.megaplane),
+            "planes": unsigned(w.planes),
+            "row": unsigned(w.row),
+        })
     return data.StructLayout({
         "valid": 1,
         "op": CmdOp,
@@ -212,7 +242,19 @@ def cmd_layout(w: Widths) -> data.StructLayout:
 
 
 def cpl_layout(w: Widths) -> data.StructLayout:
-    """Media completion, valid only (contract §1 ``cpl[c]``)."""
+    """Media completion, valid only (contract §1 ``cpl[c]``).
+
+    Under multi-plane commands (MP7): one per command, with its ``megaplane``, ``planes``
+    mask and per-plane ``buffer_hit`` and ``error`` masks (bit ``p``: plane ``p`` of the
+    megaplane)."""
+    if w.planes:
+        return data.StructLayout({
+            "valid": 1,
+            "megaplane": unsigned(w.megaplane),
+            "planes": unsigned(w.planes),
+            "buffer_hit": unsigned(w.planes),
+            "error": unsigned(w.planes),
+        })
     return data.StructLayout({
         "valid": 1,
         "subarray": unsigned(w.subarray),
@@ -221,3 +263,15 @@ def cpl_layout(w: Widths) -> data.StructLayout:
         "error": 1,
     })
 
+
+
+def lane_layout(w: Widths) -> data.StructLayout:
+    """One operation of a multi-plane issue decision (MP2, MP3): lane ``p`` is plane ``p``
+    of the command's megaplane, valid when the command uses it; its entry's tag."""
+    return data.StructLayout({"valid": 1, "tag": tag_layout(w)})
+
+
+def lane_done_layout(w: Widths) -> data.StructLayout:
+    """One operation of a multi-plane completion (MP7): lane ``p`` completes the entry its
+    command's group register held for plane ``p``, with that plane's flags."""
+    return data.StructLayout({"valid": 1, "tag": tag_layout(w), "buffer_hit": 1, "error": 1})

@@ -125,8 +125,8 @@ class Mshr(wiring.Component):
             "disp_hit": Out(1),
             "disp_index": Out(range(max(2, n))),
             "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
-            "issue": In(event_layout(w.mshr_index)).array(c),
-            "done": In(done_layout(w.mshr_index)).array(c),
+            "issue": In(event_layout(w.mshr_index)).array(c * max(1, w.planes)),
+            "done": In(done_layout(w.mshr_index)).array(c * max(1, w.planes)),
             "ret": Out(stream.Signature(ret_layout(w, w.mshr_index))),
             "ret_sel": In(1),
             "ret_locked": Out(1),
@@ -238,17 +238,21 @@ class Mshr(wiring.Component):
             if aggregation:
                 with m.If((state[i] == MshrState.WAIT) & (age[i] != window)):
                     m.d.sync += age[i].eq(age[i] + 1)
+            # one issue and one done port per channel; with multi-plane commands one per
+            # plane of a channel's megaplane (several entries per cycle, MP7)
+            lanes = len(self.issue) // channels
             for c in range(channels):
                 with m.If(enq_fire[c] & (enq_index[c] == i)):
                     m.d.sync += state[i].eq(MshrState.QUEUED)
-                with m.If(self.issue[c].valid & (self.issue[c].index == i)):
-                    m.d.sync += state[i].eq(MshrState.ISSUED)
-                with m.If(self.done[c].valid & (self.done[c].index == i)):
-                    m.d.sync += [
-                        state[i].eq(MshrState.RETURN),
-                        buffer_hit[i].eq(self.done[c].buffer_hit),
-                        error[i].eq(self.done[c].error),
-                    ]
+                for k in range(c * lanes, (c + 1) * lanes):
+                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
+                        m.d.sync += state[i].eq(MshrState.ISSUED)
+                    with m.If(self.done[k].valid & (self.done[k].index == i)):
+                        m.d.sync += [
+                            state[i].eq(MshrState.RETURN),
+                            buffer_hit[i].eq(self.done[k].buffer_hit),
+                            error[i].eq(self.done[k].error),
+                        ]
             with m.If(pop & (cur == i)):
                 with m.If(last):
                     m.d.sync += drained[i].eq(1) if v2 else state[i].eq(MshrState.FREE)
@@ -295,7 +299,7 @@ class Mshr(wiring.Component):
                 invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
                           f"MSHR entries {i} and {j} are both mergeable for one page")
         states = Array(state)
-        for c in range(cfg.channels):
+        for c in range(len(self.issue)):
             ev, done = self.issue[c], self.done[c]
             protocol(m, checks,
                      ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),

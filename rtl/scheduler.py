@@ -16,7 +16,8 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.channel_queue import ChannelQueue
 from hbfsim.rtl.checks import check_mode, cover, invariant
-from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, queue_op_layout
+from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, lane_done_layout, lane_layout,
+                                queue_op_layout)
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -67,6 +68,14 @@ class Scheduler(wiring.Component):
         Non-FREE write-buffer entries.
     drain_open : ``Out(1)``
         The write-drain window is open in this cycle.
+    dec_ops, cpl_ops : ``Out(lane_layout).array(n)``, ``Out(lane_done_layout).array(n)``
+        Multi-plane commands only (docs/timing-contract-multiplane.md), ``n = channels *
+        megaplane_planes``: the operations of each channel's decision and completion, lane
+        ``c * megaplane_planes + p`` for plane ``p`` of channel ``c``'s megaplane
+        (:class:`ChannelQueue`). The stack-wide cap then counts each channel's group size,
+        ``popcount(planes)`` (MP5).
+    drain : ``In(1)``
+        Only under ``multiplane = "megaplane"``: ``drain`` ends every gather window (MP4).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
@@ -85,6 +94,11 @@ class Scheduler(wiring.Component):
         }
         if cfg.contract == 2:
             ports["dec"] = Out(cmd_layout(w)).array(c)
+        if w.planes:
+            ports["dec_ops"] = Out(lane_layout(w)).array(c * w.planes)
+            ports["cpl_ops"] = Out(lane_done_layout(w)).array(c * w.planes)
+            if cfg.multiplane == "megaplane":
+                ports["drain"] = In(1)
         super().__init__(ports)
 
     @property
@@ -113,12 +127,26 @@ class Scheduler(wiring.Component):
             ]
             if cfg.contract == 2:
                 m.d.comb += self.dec[c].eq(q.dec)
+            planes = self._w.planes
+            for p in range(planes):
+                m.d.comb += [self.dec_ops[c * planes + p].eq(q.dec_ops[p]),
+                             self.cpl_ops[c * planes + p].eq(q.cpl_ops[p])]
+            if cfg.multiplane == "megaplane":
+                m.d.comb += q.drain.eq(self.drain)
             invariant(m, checks, ~(wb.valid & wb.ready & mshr.valid),
                       f"channel {c}: the write buffer's offer taken over the MSHR's (§6)")
             cover(m, checks, mshr.valid & wb.valid & q.enq.ready,
                   f"channel {c}: both tables offer, the MSHR wins")
 
-        if cfg.active_total:
+        if cfg.active_total and self._w.planes:
+            # MP5: each channel may take the stack's slots left after the lower channels'
+            # groups (popcount(planes) each)
+            used = sum((q.active for q in queues[1:]), queues[0].active)
+            for q in queues:
+                m.d.comb += q.total_free.eq(Mux(used < cfg.active_total,
+                                                cfg.active_total - used, 0))
+                used = used + q.issued
+        elif cfg.active_total:
             # start-of-cycle stack count, then each channel's issue in ascending order
             used = sum((q.active for q in queues[1:]), queues[0].active)
             for q in queues:

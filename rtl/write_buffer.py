@@ -185,8 +185,8 @@ class WriteBuffer(wiring.Component):
             "mshr_tags": In(data.ArrayLayout(unsigned(w.page), n)),
             "mshr_pending": In(n),
             "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
-            "issue": In(event_layout(w.wb_index)).array(c),
-            "done": In(done_layout(w.wb_index)).array(c),
+            "issue": In(event_layout(w.wb_index)).array(c * max(1, w.planes)),
+            "done": In(done_layout(w.wb_index)).array(c * max(1, w.planes)),
             "ret": Out(stream.Signature(ret_layout(w, w.wb_index))),
             "ret_sel": In(1),
             "ret_locked": Out(1),
@@ -413,13 +413,17 @@ class WriteBuffer(wiring.Component):
                         m.d.sync += [state[i].eq(WbState.FLUSH), cause[i].eq(why)]
             with m.If(strict_error[i]):
                 m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(1)]
+            # one issue and one done port per channel, or per plane of its megaplane (MP9)
+            lanes = len(self.issue) // cfg.channels
             for c in range(cfg.channels):
                 with m.If(enq_fire[c] & (enq_index[c] == i)):
                     m.d.sync += state[i].eq(WbState.QUEUED)
-                with m.If(self.issue[c].valid & (self.issue[c].index == i)):
-                    m.d.sync += state[i].eq(WbState.PROGRAM)
-                with m.If(self.done[c].valid & (self.done[c].index == i)):
-                    m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(self.done[c].error)]
+                for k in range(c * lanes, (c + 1) * lanes):
+                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
+                        m.d.sync += state[i].eq(WbState.PROGRAM)
+                    with m.If(self.done[k].valid & (self.done[k].index == i)):
+                        m.d.sync += [state[i].eq(WbState.RETURN),
+                                     error[i].eq(self.done[k].error)]
             with m.If(pop & (cur == i)):
                 with m.If(last):
                     m.d.sync += drained[i].eq(1) if v2 else state[i].eq(WbState.FREE)
@@ -471,7 +475,7 @@ class WriteBuffer(wiring.Component):
             invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
                       f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
             if strict:
-                for c in range(cfg.channels):
+                for c in range(len(self.issue)):
                     ev = self.issue[c]
                     invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
                               f"write-buffer entry {i}: PROGRAM of an incomplete page under "
@@ -502,7 +506,7 @@ class WriteBuffer(wiring.Component):
                                        & (page[i] == page[j])),
                           f"write-buffer entries {i} and {j} are both OPEN for one page")
         states = Array(state)
-        for c in range(cfg.channels):
+        for c in range(len(self.issue)):
             ev, done = self.issue[c], self.done[c]
             protocol(m, checks,
                      ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),

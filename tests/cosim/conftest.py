@@ -31,8 +31,18 @@ FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging
 FAST_V2 = [f"{k}-v2" for k in (
     "conservation", "shared-staging", "burst", "coverage", "strict", "read-after-write",
     "mix-backpressure", "gpu-backpressure", "partial", "mix-link", "mix-tiny", "mix-2stacks")]
+#: Multi-plane commands (docs/timing-contract-multiplane.md): the four directed scenarios
+#: under ``multiplane = "megaplane"`` are in the CI subset (one build); the same under
+#: ``page`` and ``off`` on the same geometry, and the random mixes (also on four more RTL
+#: sets: the other options, four planes a megaplane, two stacks, the smallest tables), with
+#: HBFSIM_COSIM_FULL=1 (six more builds).
+FAST_V2 += [f"mp-{k}-megaplane-v2" for k in ("full", "partial", "two-rows", "program")]
 FULL_V2 = FAST_V2 + [f"{k}-v2" for k in (
-    "sched-write-drain", "mix-aggregation", "merging-off", "mix-merge-off", "gpu-3stacks")]
+    "sched-write-drain", "mix-aggregation", "merging-off", "mix-merge-off", "gpu-3stacks")] + \
+    [f"mp-{k}-{mode}-v2" for mode in ("page", "off")
+     for k in ("full", "partial", "two-rows", "program")] + \
+    [f"mp-mix-{mode}-v2" for mode in ("megaplane", "page", "off", "rich", "m4", "2stacks",
+                                      "tiny-page")]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",

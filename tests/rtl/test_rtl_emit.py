@@ -66,3 +66,44 @@ def test_the_rtl_rejects_nothing_the_new_profiles_need(profile):
     from hbfsim.rtl.controller import check_supported
 
     check_supported(load_config(profile=profile))  # raises naming the key otherwise
+
+
+def _port_widths(text):
+    top = text[text.index("module hbf_controller("):]
+    return dict((name, int(width or 0) + 1) for width, name in re.findall(
+        r"^\s*(?:input|output)\s+(?:\[(\d+):0\]\s+)?(\w+)", top, re.M))
+
+
+def test_multiplane_commands_carry_the_planes_mask():
+    """docs/timing-contract-multiplane.md MP2, MP7: cmd is (valid, op, megaplane, planes,
+    row), cpl (valid, megaplane, planes, buffer_hit mask, error mask); no tag."""
+    from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout
+
+    cfg = small_config(contract=2, multiplane="megaplane", megaplane_planes=2)
+    w = Widths.of(cfg)
+    assert [n for n, _ in cmd_layout(w)] == ["valid", "op", "megaplane", "planes", "row"]
+    assert [n for n, _ in cpl_layout(w)] == ["valid", "megaplane", "planes", "buffer_hit",
+                                             "error"]
+    assert (w.planes, w.megaplane) == (2, 1)
+    ports = _port_widths(emit_verilog(cfg, sector_bytes=32))
+    assert ports["cmd__0"] == 1 + 1 + 1 + 2 + w.row
+    assert ports["cpl__0"] == 1 + 1 + 3 * 2
+
+
+def test_multiplane_off_has_no_new_hardware():
+    """With multiplane off the layouts are contract 1's (the emitted Verilog of every
+    existing configuration is unchanged)."""
+    from hbfsim.rtl.layouts import Widths, cmd_layout
+
+    w = Widths.of(small_config(contract=2, megaplane_planes=2))
+    assert w.planes == 0
+    assert [n for n, _ in cmd_layout(w)] == ["valid", "op", "subarray", "page", "tag"]
+
+
+def test_multiplane_refusals_name_the_key():
+    from hbfsim.rtl.controller import check_supported
+
+    check_supported(small_config(contract=2, multiplane="page", megaplane_planes=2))
+    with pytest.raises(ValueError, match="host_ports"):
+        check_supported(small_config(contract=2, multiplane="megaplane", megaplane_planes=2,
+                                     host_ports="channel"))

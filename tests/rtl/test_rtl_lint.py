@@ -23,6 +23,12 @@ from hbfsim.rtl.emit import emit_verilog
     dict(contract=2, stacks=2),
     dict(contract=2, stacks=3, stack_select="contiguous",
          capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
+    # multi-plane commands (docs/timing-contract-multiplane.md)
+    dict(contract=2, multiplane="megaplane", megaplane_planes=2),
+    dict(contract=2, multiplane="page", megaplane_planes=4),
+    dict(contract=2, multiplane="megaplane", subarrays_per_channel=6, planes_per_die=6,
+         megaplane_planes=3, active_per_channel=4, active_total=5, mshr_merge=False,
+         scheduler="write-drain", capacity_bytes=2 * 6 * 256 * PAGE_BYTES * 4),
 ])
 def test_verilator_lint_clean(tmp_path, over):
     cfg = load_config(**({"channels": 2, "subarrays_per_channel": 4, "mshr_entries": 8,
