@@ -2,7 +2,7 @@
 
     hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
                       [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
-    hbfsim cosim soak [--requests N] [--seed S] [--sim verilator|icarus]
+    hbfsim cosim soak [--requests N] [--seed S] [--contract 1|2] [--sim verilator|icarus]
     hbfsim waves list F.vcd
     hbfsim waves request F.vcd --id N
     hbfsim waves check F.vcd --trace T.csv
@@ -70,6 +70,9 @@ def register(subparsers, parser_class=None) -> None:
     soak.add_argument("--requests", type=int, default=20000, metavar="N",
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
+    soak.add_argument("--contract", type=int, default=1, metavar="1|2",
+                      help="timing contract of every run (default 1); 2 adds the multi-plane "
+                           "configurations (stack shape, docs/cosim.md)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
@@ -226,7 +229,7 @@ def _cmd_soak(a) -> int:
     sim = _sim(a.sim)
     if a.requests < 1:
         raise ValueError(f"--requests must be at least 1, not {a.requests}")
-    cfgs = scenarios.soak_configs()
+    cfgs = scenarios.soak_configs(a.contract)
     rng = random.Random(a.seed)
     per = 400  # requests per run: several seeds per configuration, each run short
     total = a.requests
@@ -246,8 +249,7 @@ def _cmd_soak(a) -> int:
             scs.append(Scenario.from_program(name + "-gpu", cfg, prog, resp_ready=ready,
                                              seed=seed))
             continue
-        spec = scenarios.workload(r2, n, pages=r2.choice([4, 8, 16, 32]),
-                                  reads=r2.choice([0.3, 0.6, 0.9]), gap=r2.choice([1, 3, 10]))
+        spec = scenarios.soak_traffic(r2, cfg, n)
         b = cfg.base_address
         rows = [[j, op, b + page * 4096 + off, size, 0, t]
                 for j, (op, page, off, size, t) in enumerate(spec)]

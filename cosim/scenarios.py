@@ -505,10 +505,17 @@ def mix(seed: int, n: int = 200) -> Scenario:
                     expect={"responses": n, "answered_once": 1})
 
 
-def soak_configs() -> list[HbfConfig]:
+def soak_configs(contract: int = 1) -> list[HbfConfig]:
     """Six configurations that together use every scheduler, read mode, write policy and
     merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap and one
-    with two stacks (``cosim soak``)."""
+    with two stacks (``cosim soak``).
+
+    ``contract = 2`` runs the same six under timing contract 2 (stack shape, the one the RTL
+    has) and adds the multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their
+    runs use megapage traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream).
+    """
+    if contract not in (1, 2):
+        raise ValueError(f"contract must be 1 or 2, not {contract!r}")
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
         dict(channels=2, scheduler="read-priority", read_mode="aggregation",
@@ -523,7 +530,20 @@ def soak_configs() -> list[HbfConfig]:
         dict(channels=16, scheduler="partition-3r1w", read_mode="aggregation",
              write_timeout_policy="partial", subarrays_per_channel=2),
     ]
-    return [config(**r) for r in rows]
+    if contract == 1:
+        return [config(**r) for r in rows]
+    return [config(**r, contract=2) for r in rows] + \
+        [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
+
+
+def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
+    """One soak run's requests ``(op, page, offset, bytes, arrival)``: megapage bursts
+    (:func:`_mp_mix`) on a multi-plane configuration, so that commands group; otherwise
+    :func:`workload` over a random number of pages."""
+    if getattr(cfg, "multiplane", "off") != "off":
+        return _mp_mix(cfg, rng, n)
+    return workload(rng, n, pages=rng.choice([4, 8, 16, 32]), reads=rng.choice([0.3, 0.6, 0.9]),
+                    gap=rng.choice([1, 3, 10]))
 
 
 SCENARIOS = {

@@ -72,11 +72,51 @@ def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     verilator_or_skip()
     # one configuration (an RTL set the scenario suite builds anyway) keeps this test short;
     # the real soak uses scenarios.soak_configs(): every policy, 1 to 16 channels
-    monkeypatch.setattr(scenarios, "soak_configs", lambda: [scenarios.config()])
+    monkeypatch.setattr(scenarios, "soak_configs", lambda contract=1: [scenarios.config()])
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
                         r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", last)
+
+
+def test_soak_configurations_cover_every_policy_under_both_contracts():
+    from hbfsim.config import SCHEDULERS
+
+    for contract in (1, 2):
+        cfgs = scenarios.soak_configs(contract)
+        assert {c.contract for c in cfgs} == {contract}
+        assert {c.scheduler for c in cfgs} >= set(SCHEDULERS)
+        assert {c.read_mode for c in cfgs} == {"demand", "aggregation"}
+        assert {c.write_timeout_policy for c in cfgs} == {"strict", "partial"}
+        assert {c.mshr_merge for c in cfgs} == {True, False}
+        assert max(c.stacks for c in cfgs) == 2
+    assert {c.multiplane for c in scenarios.soak_configs(1)} == {"off"}
+    assert {c.multiplane for c in scenarios.soak_configs(2)} == {"off", "page", "megaplane"}
+    with pytest.raises(ValueError, match="contract must be 1 or 2"):
+        scenarios.soak_configs(3)
+
+
+def test_soak_traffic_walks_megapages_on_a_multiplane_configuration():
+    import random
+
+    cfg = scenarios.config("mp-rich")
+    spec = scenarios.soak_traffic(random.Random(1), cfg, 400)
+    assert len(spec) == 400
+    M, G = cfg.megaplane_planes, cfg.subarrays_per_channel // cfg.megaplane_planes
+    megapage = {q * cfg.stacks + s: (s, ch, g, row) for s in range(cfg.stacks)
+                for ch in range(cfg.channels) for g in range(G) for row in range(3)
+                for q in scenarios._megapage(cfg, ch, g, row)}
+    assert all(page in megapage for _, page, *_ in spec)
+    # some burst names every plane of a megapage (so a command can group all M planes)
+    seen = {}
+    for op, page, *_ in spec:
+        seen.setdefault((op, megapage[page]), set()).add(page)
+    assert max(len(v) for v in seen.values()) == M
+    # without multi-plane the soak keeps its random page traffic (same draws as before)
+    r1, r2 = random.Random(7), random.Random(7)
+    assert scenarios.soak_traffic(r1, scenarios.config(), 50) == scenarios.workload(
+        r2, 50, pages=r2.choice([4, 8, 16, 32]), reads=r2.choice([0.3, 0.6, 0.9]),
+        gap=r2.choice([1, 3, 10]))
 
 
 @pytest.fixture(scope="module")
