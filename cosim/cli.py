@@ -322,8 +322,13 @@ def _cmd_waves_request(a) -> int:
         print(f"  dispatch:   {hit}")
     c = life["command"]
     if c is not None:
-        print(f"  media:      {c['op']} issued cycle {c['cycle']} ({c['ns']} ns), tag "
-              f"{c['tag']}, subarray {c['subarray']}")
+        if "tag" in c:
+            print(f"  media:      {c['op']} issued cycle {c['cycle']} ({c['ns']} ns), tag "
+                  f"{c['tag']}, subarray {c['subarray']}")
+        else:                                # a multi-plane command (MP2)
+            print(f"  media:      {c['op']} issued cycle {c['cycle']} ({c['ns']} ns), "
+                  f"megaplane {c['megaplane']}, planes {c['planes']:#x}, row {c['row']} "
+                  f"(subarray {c['subarray']})")
         d = life["completion"]
         if d is not None:
             print(f"  completion: cycle {d['cycle']} ({d['ns']} ns), buffer_hit "

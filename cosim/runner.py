@@ -532,6 +532,7 @@ def _keep_waves(b: Build, sc: Scenario, test_dir: Path, result: dict, window) ->
         "golden_trace": result.get("golden_trace"), "rtl_trace": result.get("rtl_trace"),
         "ingress": _ingress(result)}, indent=1))
     with outs["gtkw"].temp_path() as tmp:
-        write_gtkw(vcd, tmp, media_ports(sc.cfg()))
+        cfg = sc.cfg()
+        write_gtkw(vcd, tmp, media_ports(cfg), cfg.multiplane != "off")
     return {"vcd": str(vcd), "gtkw": str(outs["gtkw"].path),
             "scenario_json": str(outs["json"].path)}

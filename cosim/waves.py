@@ -49,12 +49,15 @@ def _header_vars(path: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-def write_gtkw(vcd_path: Path, gtkw: Path, channels: int) -> None:
+def write_gtkw(vcd_path: Path, gtkw: Path, channels: int,
+               multiplane: bool = False) -> None:
     """Write a GTKWave save file that shows the contract's interfaces first (§1).
 
     Groups ``req``, ``resp``, ``cmd[c]``, ``cpl[c]`` (``channels``: media port pairs, every
     stack's) with their payload fields (the nets
     Amaranth names ``req__payload.id`` and so on), then ``drain``, ``m_valid``, ``clk``.
+    With ``multiplane`` the media ports carry the fields of docs/timing-contract-multiplane.md
+    MP2 and MP7 (megaplane, planes mask, row; completion masks).
     """
     from vcd.gtkw import GTKWSave
 
@@ -67,13 +70,13 @@ def write_gtkw(vcd_path: Path, gtkw: Path, channels: int) -> None:
               ("resp", ["resp__valid", "resp__ready", "resp__payload.id", "resp__payload.op",
                         "resp__payload.mshr_hit", "resp__payload.buffer_hit",
                         "resp__payload.error"])]
+    cmd_f = (("valid", "op", "megaplane", "planes", "row") if multiplane else
+             ("valid", "op", "subarray", "page", "tag.kind", "tag.index"))
+    cpl_f = (("valid", "megaplane", "planes", "buffer_hit", "error") if multiplane else
+             ("valid", "subarray", "tag.kind", "tag.index", "buffer_hit", "error"))
     for c in range(channels):
-        groups.append((f"cmd[{c}]", [f"cmd__{c}.valid", f"cmd__{c}.op", f"cmd__{c}.subarray",
-                                     f"cmd__{c}.page", f"cmd__{c}.tag.kind",
-                                     f"cmd__{c}.tag.index"]))
-        groups.append((f"cpl[{c}]", [f"cpl__{c}.valid", f"cpl__{c}.subarray",
-                                     f"cpl__{c}.tag.kind", f"cpl__{c}.tag.index",
-                                     f"cpl__{c}.buffer_hit", f"cpl__{c}.error"]))
+        groups.append((f"cmd[{c}]", [f"cmd__{c}.{f}" for f in cmd_f]))
+        groups.append((f"cpl[{c}]", [f"cpl__{c}.{f}" for f in cpl_f]))
     with open(gtkw, "w") as fh:
         save = GTKWSave(fh)
         save.comment("hbfsim co-simulation: the controller's four interfaces (contract §1)")
@@ -291,6 +294,11 @@ class WaveFile:
         ch += stack * self.cfg.channels          # the global channel of the media ports
         want = 0 if op == "R" else 1
         end = resp[0] if resp else self.last_cycle
+        if getattr(self.cfg, "multiplane", "off") != "off":
+            return self._request_multiplane(dict(
+                id=rid, op=op, addr=addr, bytes=nbytes, source=source, arrival=arrival,
+                channel=ch, subarray=sub, local_page=local, accept=acc,
+                accept_ns=self.time_of(acc)), want, end, resp)
         cmds = [(t, c, f) for t, c, f in self.commands()
                 if c == ch and f["page"] == local and f["op"] == want and t < end]
         out = {"id": rid, "op": op, "addr": addr, "bytes": nbytes, "source": source,
@@ -309,6 +317,36 @@ class WaveFile:
                 out["completion"] = {"cycle": done[0], "ns": self.time_of(done[0]),
                                      "buffer_hit": done[1]["buffer_hit"],
                                      "error": done[1]["error"]}
+        if resp is not None:
+            t, f = resp
+            out["response"] = {"cycle": t, "ns": self.time_of(t),
+                               **{k: f[k] for k in ("mshr_hit", "buffer_hit", "cache_hit",
+                                                    "error")}}
+        return out
+
+    def _request_multiplane(self, out, want, end, resp):
+        """:meth:`request` under multi-plane commands: the command is the one of the
+        request's megaplane and row whose planes mask holds its plane (MP2); its completion
+        the next of that megaplane naming the plane, the flags that plane's mask bits (MP7)."""
+        M, S = self.cfg.megaplane_planes, self.cfg.subarrays_per_channel
+        ch, sub = out["channel"], out["subarray"]
+        g, plane, row = sub // M, sub % M, out["local_page"] // S
+        out.update(response=None, command=None, completion=None)
+        cmds = [(t, c, f) for t, c, f in self.commands()
+                if c == ch and f["op"] == want and f["megaplane"] == g and f["row"] == row
+                and f["planes"] >> plane & 1 and t < end]
+        if cmds:
+            t, c, f = cmds[-1]
+            out["command"] = {"cycle": t, "ns": self.time_of(t), "op": "READ" if want == 0
+                              else "PROGRAM", "subarray": sub, "megaplane": g,
+                              "planes": f["planes"], "row": row}
+            done = next(((tc, d) for tc, cc, d in self.completions()
+                         if cc == ch and tc > t and d["megaplane"] == g
+                         and d["planes"] >> plane & 1), None)
+            if done is not None:
+                out["completion"] = {"cycle": done[0], "ns": self.time_of(done[0]),
+                                     "buffer_hit": done[1]["buffer_hit"] >> plane & 1,
+                                     "error": done[1]["error"] >> plane & 1}
         if resp is not None:
             t, f = resp
             out["response"] = {"cycle": t, "ns": self.time_of(t),

@@ -44,11 +44,30 @@ def test_rtl_emit_several_stacks(tmp_path):
 
 @pytest.mark.parametrize("extra,key", [
     ("page_cache_pages = 16\n", "page_cache_pages"),
-    ('contract = 2\nhost_ports = "channel"\n', "host_ports"),
-    ('contract = 2\nmultiplane = "megaplane"\nmegaplane_planes = 2\n', "multiplane")])
+    ('contract = 2\nhost_ports = "channel"\n', "host_ports")])
 def test_rtl_rejects_model_only_config(tmp_path, extra, key):
     cfg = tmp_path / "c.toml"
     cfg.write_text(SMALL + extra)
     p = hbfsim("rtl", "emit", "--config", str(cfg), "-o", str(tmp_path / "d.v"))
     assert p.returncode == 2 and key in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert not (tmp_path / "d.v").exists()
+
+
+def test_rtl_emits_multiplane_commands(tmp_path):
+    # multi-plane commands are RTL under contract 2 (docs/rtl.md "Multi-plane commands"):
+    # the media port carries the megaplane and planes mask instead of subarray and tag
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SMALL + 'contract = 2\nmultiplane = "megaplane"\nmegaplane_planes = 2\n')
+    out = tmp_path / "d.v"
+    p = hbfsim("rtl", "emit", "--config", str(cfg), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    from hbfsim.config import load_config
+    from hbfsim.rtl.layouts import Widths, cmd_layout
+
+    c = load_config(channels=2, subarrays_per_channel=4, mshr_entries=8, write_buffer_entries=4,
+                    admission=16, queue_depth=4, capacity_bytes=33554432, contract=2,
+                    multiplane="megaplane", megaplane_planes=2)
+    layout = cmd_layout(Widths.of(c))
+    assert "planes" in layout.members and "tag" not in layout.members
+    assert f"output [{layout.size - 1}:0] cmd__0;" in text

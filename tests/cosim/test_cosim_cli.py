@@ -168,6 +168,29 @@ def test_waves_check_against_traces(waves_run, capsys, tmp_path):
     assert "disagree" in capsys.readouterr().out
 
 
+def test_waves_of_a_multiplane_run(capsys):
+    """`waves` reads a multi-plane run (docs/timing-contract-multiplane.md MP2, MP7): one
+    full megapage per megaplane, so a request's command is its megaplane's group."""
+    verilator_or_skip()
+    assert cli("cosim", "run", "--scenario", "mp-full-megaplane", "--waves") == 0
+    vcd = Path(__file__).resolve().parents[2] / "waves" / "mp-full-megaplane.vcd"
+    side = json.loads(vcd.with_suffix(".json").read_text())
+    gtkw = vcd.with_suffix(".gtkw").read_text()
+    assert "cmd__0.planes" in gtkw and "cpl__0.buffer_hit" in gtkw and ".tag." not in gtkw
+    assert cli("waves", "check", vcd, "--trace", side["golden_trace"]) == 0
+    capsys.readouterr()
+    assert cli("waves", "request", vcd, "--id", 0) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"media: +READ issued cycle (\d+) .*megaplane (\d+), planes (0x[0-9a-f]+), "
+                  r"row (\d+)", out)
+    # request 0 reads row 1 of megaplane 0 on channel 0; both planes issue as one command
+    assert m, out
+    assert (int(m.group(2)), int(m.group(3), 16), int(m.group(4))) == (0, 0b11, 1), out
+    c = re.search(r"completion: cycle (\d+)", out)
+    assert c and int(c.group(1)) > int(m.group(1))
+    assert re.search(r"response: +cycle \d+", out)
+
+
 def test_waves_window_keeps_only_those_cycles(capsys):
     verilator_or_skip()
     assert cli("cosim", "run", "--scenario", "coverage", "--waves", "--window", "10:30") == 0
