@@ -167,6 +167,9 @@ def build_raw(cfg: HbfConfig, requests: list, *, sector_bytes: int = 1,
     if cfg.stacks != 1:
         raise ValueError(f"stacks = {cfg.stacks}: the raw C++ harness drives one stack "
                          "controller; it needs stacks = 1")
+    if cfg.multiplane != "off":
+        raise ValueError(f"multiplane = {cfg.multiplane!r}: the raw C++ harness answers "
+                         "per-subarray commands (subarray and tag); it needs multiplane = 'off'")
 
     root = Path(root) if root is not None else BUILD_ROOT / "raw"
     text = emit_verilog(cfg, sector_bytes=sector_bytes)

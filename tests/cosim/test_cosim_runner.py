@@ -59,3 +59,13 @@ def test_each_simulator_runs_a_scenario(sim):
     (r,) = runner.run([scenarios.make("coverage")], sim=sim)
     assert r["passed"], r["diff"]
     assert r["traces_identical"]
+
+
+def test_raw_harness_refuses_what_it_cannot_answer(tmp_path):
+    # bench/bench_cosim.py's plain C++ harness answers per-subarray commands of one stack
+    from hbfsim.cosim import raw, scenarios
+
+    with pytest.raises(ValueError, match="multiplane = 'megaplane'.*needs multiplane = 'off'"):
+        raw.build_raw(scenarios.config("mp-megaplane"), [], root=tmp_path)
+    with pytest.raises(ValueError, match="stacks = 2"):
+        raw.build_raw(scenarios.config("A", stacks=2), [], root=tmp_path)
