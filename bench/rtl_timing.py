@@ -2,6 +2,7 @@
 
     python bench/rtl_timing.py [--sweep mshr_entries|write_buffer_entries|channels]
                                [--values 8,16,32] [--sector-bytes 32] [--seed 1] [--json F]
+                               [--set KEY=VALUE ...]
 
 Each row is one ``hbfsim rtl timing`` run (Yosys ``synth_ecp5`` + nextpnr-ecp5, LFE5U-85F-6
 CABGA381; needs the ``timing`` extra): Yosys 0.5-4 min and nextpnr 1-4 min per point on a
@@ -25,6 +26,7 @@ from rtl_area import BASE, SWEEPS  # noqa: E402
 
 from hbfsim.config import load_config  # noqa: E402
 from hbfsim.rtl.timing import timing_report  # noqa: E402
+from hbfsim.studies.cli import _config_set  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -35,21 +37,30 @@ def main(argv=None) -> int:
     ap.add_argument("--sector-bytes", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", metavar="F", help="also write every row as JSON")
+    ap.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                    dest="config_set", help="override a key of the base point (repeatable), "
+                    "e.g. --set contract=2")
     a = ap.parse_args(argv)
+    try:
+        base = BASE | _config_set(a.config_set)
+        load_config(**base)
+    except ValueError as e:
+        ap.error(str(e))
     sweeps = [(k, v) for k, v in SWEEPS if not a.sweep or k in a.sweep]
     if a.values:
         if len(sweeps) != 1:
             ap.error("--values needs exactly one --sweep")
         sweeps = [(sweeps[0][0], tuple(int(x) for x in a.values.split(",")))]
     print(f"LFE5U-85F-6 CABGA381, coverage granularity {a.sector_bytes} B, nextpnr seed "
-          f"{a.seed}; resources of the placed netlist (Yosys stat after synth_ecp5)")
+          f"{a.seed}; resources of the placed netlist (Yosys stat after synth_ecp5)"
+          + (f"; base point with {_config_set(a.config_set)}" if a.config_set else ""))
     print("| sweep | value | wrapped | Fmax MHz | LUT4 | FF | DPR16X4 | DP16KD | MULT18 | "
           "critical path | yosys s | nextpnr s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for key, values in sweeps:
         for v in values:
-            r = timing_report(load_config(**(BASE | {key: v})), sector_bytes=a.sector_bytes,
+            r = timing_report(load_config(**(base | {key: v})), sector_bytes=a.sector_bytes,
                               seed=a.seed)
             res, cp = r["resources"], r["critical_path"]
             print(f"| {key} | {v} | {'yes' if r['wrapped'] else 'no'} | {r['fmax_mhz']:.2f} | "
