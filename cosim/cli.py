@@ -269,7 +269,8 @@ def _cmd_soak(a) -> int:
     for i, cfg in enumerate(cfgs):
         mine = [r for r, s in zip(results, scs) if f"-c{i}" in s.name]
         print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
-              f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}: "
+              f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
+              + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "") + ": "
               f"{sum(r['events_compared'] for r in mine):,} events, "
               f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs")
     for r in bad[:3]:
