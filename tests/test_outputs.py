@@ -125,7 +125,11 @@ def test_signal_leaves_no_temporary(tmp_path, sig, rc):
     p = subprocess.Popen([sys.executable, "-m", "hbfsim.cli", "run", "--workload",
                           "llm-decode", "--param", "scale=4", "--trace", "t.csv",
                           "--stats-json", "s.json"],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # as from a shell: an ignored SIGINT is inherited through exec, and
+                         # in the full suite the parent's is ignored (the child then ran to
+                         # completion, rc 0), so the child starts with the default disposition
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not list(tmp_path.glob(f".t.*{TEMP_SUFFIX}.csv")) and time.monotonic() < deadline:
