@@ -28,7 +28,9 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,18 +171,46 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+#: Amaranth elaboration is not documented as thread-safe, and it holds the GIL anyway.
+_EMIT_LOCK = threading.Lock()
+
+#: Guards :func:`_environ`: builds run on several threads (:func:`run`), and the process
+#: environment is one for all of them.
+_ENV_COND = threading.Condition()
+_ENV_HELD: dict[str, list] = {}   # name -> [value, holders, value before the first holder]
+
+
 @contextlib.contextmanager
 def _environ(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+    """Set environment variables for the duration; safe on several threads at once.
+
+    Threads that ask for the same value share it (it is restored when the last leaves); a
+    thread that asks for another value of a variable in use waits until it is free, so no
+    build ever starts with a variable another thread has just restored.
+    """
+    with _ENV_COND:
+        _ENV_COND.wait_for(lambda: all(k not in _ENV_HELD or _ENV_HELD[k][0] == v
+                                       for k, v in values.items()))
+        for k, v in values.items():
+            if k in _ENV_HELD:
+                _ENV_HELD[k][1] += 1
+            else:
+                _ENV_HELD[k] = [v, 1, os.environ.get(k)]
+                os.environ[k] = v
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        with _ENV_COND:
+            for k in values:
+                held = _ENV_HELD[k]
+                held[1] -= 1
+                if held[1] == 0:
+                    del _ENV_HELD[k]
+                    if held[2] is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = held[2]
+            _ENV_COND.notify_all()
 
 
 def _runner(sim: str):
@@ -253,7 +283,8 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
                          time.perf_counter() - t0, True)
     from hbfsim.rtl.emit import emit_verilog
 
-    text = emit_verilog(cfg, sector_bytes=sector_bytes, checks=checks, mutations=mutations)
+    with _EMIT_LOCK:   # elaboration is pure Python: one at a time, the compiles overlap
+        text = emit_verilog(cfg, sector_bytes=sector_bytes, checks=checks, mutations=mutations)
     key = _sha(BUILD_FORMAT, text, sim, version, flags, waves, cocotb.__version__)[:16]
     bdir = root / key
     with _locked(root / "locks" / f"{key}.lock"):
@@ -383,8 +414,10 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
     _prune_runs()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.perf_counter_ns() % 10**6}"
     out = Path(out_dir) if out_dir is not None else BUILD_ROOT / "runs" / run_id
-    results: dict[str, dict] = {}
-    for i, (cfg, sector, group) in enumerate(_group(scenarios).values()):
+    groups = list(_group(scenarios).values())
+
+    def one(i: int) -> list[dict]:
+        cfg, sector, group = groups[i]
         b = build(cfg, sim=sim, waves=waves, sector_bytes=sector, verbose=verbose,
                   checks=checks, mutations=mutations)
         test_dir = BUILD_ROOT / "runs" / run_id / f"sim{i}"
@@ -392,12 +425,53 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
         out.mkdir(parents=True, exist_ok=True)
         batch_file = test_dir / "batch.json"
         Batch(group, str(out), tail_cycles).write(batch_file)
-        for r in _run_group(b, group, test_dir, batch_file, out, waves, window, verbose):
+        rs = _run_group(b, group, test_dir, batch_file, out, waves, window, verbose)
+        for r in rs:
             r["build_s"] = b.seconds
             r["build_key"] = b.key
             r["checks"] = checks_for(sim, checks)
+        return rs
+
+    # Each group is one compiler run and one simulator process, both outside Python: run as
+    # many groups at once as there are cores (or HBFSIM_COSIM_JOBS), one with --verbose so
+    # the compiler's output stays readable. Results do not depend on it (test_cosim_runner).
+    width = 1 if verbose else min(len(groups), jobs())
+    results: dict[str, dict] = {}
+    if width <= 1:
+        batches = [one(i) for i in range(len(groups))]
+    else:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="cosim") as pool:
+            batches = list(pool.map(one, range(len(groups))))
+    for rs in batches:
+        for r in rs:
             results[r["name"]] = r
     return [results[n] for n in names]
+
+
+#: ``HBFSIM_COSIM_JOBS=N``: how many RTL builds (and their simulations) :func:`run` runs at
+#: once; default one per core.
+JOBS_ENV = "HBFSIM_COSIM_JOBS"
+
+
+def jobs() -> int:
+    """Parallel groups for :func:`run`: ``HBFSIM_COSIM_JOBS``, else the number of cores.
+
+    Raises
+    ------
+    ValueError
+        ``HBFSIM_COSIM_JOBS`` is not a positive integer (the message names it).
+    """
+    text = os.environ.get(JOBS_ENV, "").strip()
+    if not text:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else (os.cpu_count() or 1))
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{JOBS_ENV} = {text!r}: must be a positive integer")
+    return value
 
 
 def _run_group(b: Build, group, test_dir: Path, batch_file: Path, out: Path, waves: bool,

@@ -3,6 +3,9 @@ readably; Icarus runs where it is installed."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from hbfsim.cosim import runner, scenarios
@@ -69,3 +72,66 @@ def test_raw_harness_refuses_what_it_cannot_answer(tmp_path):
         raw.build_raw(scenarios.config("mp-megaplane"), [], root=tmp_path)
     with pytest.raises(ValueError, match="stacks = 2"):
         raw.build_raw(scenarios.config("A", stacks=2), [], root=tmp_path)
+
+
+def test_groups_run_at_once_give_the_results_of_one_after_another(monkeypatch):
+    """``run`` runs its RTL builds on several threads (one per core, HBFSIM_COSIM_JOBS): the
+    events compared and both sides' traces are those of a run that takes them in turn."""
+    verilator_or_skip()
+    # three RTL sets of the CI subset (A, 1 channel, 16 channels): built once per session
+    keys = ["burst", "conservation-1ch", "conservation-16ch"]
+    serial = {}
+    for width in ("1", "3"):
+        monkeypatch.setenv(runner.JOBS_ENV, width)
+        rs = runner.run([scenarios.make(k) for k in keys])
+        assert [r["name"] for r in rs] == keys
+        assert len({r["build_key"] for r in rs}) == 3
+        assert all(r["passed"] and r["mismatches"] == 0 for r in rs)
+        assert all(Path(r["rtl_trace"]).stat().st_size > 0 for r in rs)
+        got = {r["name"]: (r["events_compared"], Path(r["golden_trace"]).read_text(),
+                           Path(r["rtl_trace"]).read_text()) for r in rs}
+        if not serial:
+            serial = got
+    assert got == serial
+
+
+@pytest.mark.parametrize("text", ["0", "-2", "two", "1.5"])
+def test_bad_job_count_is_refused_by_name(monkeypatch, text):
+    monkeypatch.setenv(runner.JOBS_ENV, text)
+    with pytest.raises(ValueError, match="HBFSIM_COSIM_JOBS"):
+        runner.jobs()
+
+
+def test_threads_share_an_environment_value_and_wait_for_another(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.delenv("HBFSIM_TEST_VAR", raising=False)
+    seen = []
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def first():
+        with runner._environ(HBFSIM_TEST_VAR="a"):
+            inside.set()
+            leave.wait(5)
+            seen.append(("first leaves", os.environ.get("HBFSIM_TEST_VAR")))
+
+    def other():
+        inside.wait(5)
+        with runner._environ(HBFSIM_TEST_VAR="b"):  # waits until "a" is released
+            seen.append(("other", os.environ.get("HBFSIM_TEST_VAR")))
+
+    t1, t2 = threading.Thread(target=first), threading.Thread(target=other)
+    t1.start()
+    t2.start()
+    inside.wait(5)
+    with runner._environ(HBFSIM_TEST_VAR="a"):       # the same value: shared at once
+        seen.append(("same", os.environ.get("HBFSIM_TEST_VAR")))
+    time.sleep(0.2)
+    assert seen == [("same", "a")]                   # "b" is still waiting
+    leave.set()
+    t1.join(5)
+    t2.join(5)
+    assert seen == [("same", "a"), ("first leaves", "a"), ("other", "b")]
+    assert "HBFSIM_TEST_VAR" not in os.environ       # restored by the last holder
