@@ -223,7 +223,7 @@ def elaborate_channel_shape(ctrl) -> Module:
             m.d.sync += [m_mshr[p].eq((m_mshr[p] & mshr.pending)
                                       | (m_mshr_fwd if merge_on else 0)),
                          m_used[p].eq((m_used[p] & wb.in_use) | m_wb_fwd),
-                         m_open[p].eq(m_open[p] & wb.is_open)]
+                         m_open[p].eq((m_open[p] & wb.is_open) | m_wb_fwd)]
             if not merge_on:
                 m.d.sync += m_pend[p].eq((m_pend[p] & mshr.pending) | m_mshr_fwd)
         if checks:
