@@ -325,6 +325,19 @@ def admission_rank(rtl: str):
     return make_one
 
 
+def pressure_raw(seed: int, n: int = 0) -> Scenario:
+    """The oldest OPEN entry flushed by a read of another port in the cycle a write stalls
+    for a write-buffer entry (v2 §4.2 write step 2, §4.2.4): the golden model chooses no
+    pressure victim in that cycle and the next oldest OPEN entry in the next one
+    (docs/rtl.md "Channel shape": the contract's text would count the raw-flushed entry as
+    the pending victim). Two entries, ports 0 and 1."""
+    cfg = config("ports")
+    spec = [("W", 0, 0, 128, 0), ("W", 1, 0, 128, 0), ("R", 0, 0, 128, 1),
+            ("W", 3, 0, 128, 1)]
+    return Scenario("pressure-raw", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"responses": 4, "errors": 3, "page_reads": 1})
+
+
 def partition_same_page(seed: int, n: int = 64) -> Scenario:
     """A page on two ports under ``partition-2r2w`` (v2 §4.2.4): its reads enter a read
     port, its writes a write port, in the same cycles; a read and a write of one page
@@ -688,6 +701,7 @@ SCENARIOS = {
     "mix-2stacks": mix_on("2stacks", "2stacks", 0.7, pages=16, reads=0.6),
     "mix": mix,
     "partition-same-page": partition_same_page,
+    "pressure-raw": pressure_raw,
     "mix-ports": mix_on("ports", "ports", 0.7, pages=8, reads=0.6),
     "mix-ports-partition": mix_on("ports-partition", "ports-partition", 0.8, pages=8,
                                   reads=0.6),

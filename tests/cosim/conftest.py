@@ -49,7 +49,7 @@ FULL_V2 = FAST_V2 + [f"{k}-v2" for k in (
 #: page on two ports), the random mixes, and the contract-1 scenarios in the channel shape
 #: (``<name>-ch``; ``conservation-1ch-ch``: one channel, the shape equal to the stack shape).
 FAST_CH = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports",
-           "mix-ports"]
+           "pressure-raw", "mix-ports"]
 FULL_CH = FAST_CH + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-fairness",
                                                       "admission-rank")] + \
     ["partition-same-page", "mix-ports-partition", "mix-ports-fcfs"] + \
