@@ -195,7 +195,9 @@ class Admission(wiring.Component):
         for k in range(P):
             found, idx = lowest_set(m, avail, f"free_slot_k{k}")
             kth.append(idx)
-            avail = [a & ~(found & (idx == i)) for i, a in enumerate(avail)]
+            if k + 1 < P:   # the free slots above the k-th, named (built once per level)
+                avail = [named(m, a & ~(found & (idx == i)), f"avail_k{k + 1}_{i}")
+                         for i, a in enumerate(avail)]
         takes, slots = [], []
         count = 0
         for p in range(P):

@@ -50,10 +50,11 @@ def elaborate_channel_shape(ctrl) -> Module:
     Forwarding into the match vectors (v2 §4.2): an entry allocated in a cycle for the page
     of a Q head or of a waiting M matches from the next cycle. In the channel shape a page's
     reads and writes enter one port unless a partition scheduler sends them to two (§1,
-    §4.2.4), so only then does another port's allocation forward: a write-buffer entry into
-    the read ports' in-use vectors (the RAW probe), an MSHR entry into the write ports'
-    pending vectors (the blocker set), and an MSHR entry a read takes in the cycle a write of
-    its page allocates goes into that write's blocker set at once (``WriteBuffer.disp_fwd``).
+    §4.2.4), so only then does another port's allocation forward, from the ports of the
+    other direction: a write-buffer entry into the read ports' in-use vectors (the RAW
+    probe), an MSHR entry into the write ports' pending vectors (the blocker set), and an
+    MSHR entry a read takes in the cycle a write of its page allocates goes into that
+    write's blocker set at once (``WriteBuffer.disp_fwd``).
     """
     m = Module()
     cfg, w = ctrl.cfg, ctrl.widths
@@ -150,9 +151,15 @@ def elaborate_channel_shape(ctrl) -> Module:
         m.d.comb += [adm.hit[p].valid.eq(rf & mshr.disp_hit[p]), adm.hit[p].slot.eq(r.slot)]
 
     # which ports' allocations can forward into port p's vectors: its own (into L only),
-    # and under a partition scheduler every other port (a page's other direction, §4.2.4)
+    # and under a partition scheduler the ports of the other direction (a page's reads
+    # enter one of the first R ports, its writes one of the others, §3, §4.2.4)
+    R = cfg.read_channels if partition else P
+
+    def others(p):
+        return [s for s in range(P) if (s < R) != (p < R)] if partition else []
+
     def sources(p):
-        return list(range(P)) if partition else [p]
+        return [p] + others(p)
 
     def onehot(index, n):
         return Cat(*[index == i for i in range(n)])
@@ -161,10 +168,8 @@ def elaborate_channel_shape(ctrl) -> Module:
     # earlier: its MSHR entry goes into the blocker set of the entry the write allocates
     for p in range(P):
         fwd = []
-        if partition:
-            for s in range(P):
-                if s == p:
-                    continue
+        if partition and p >= R:    # a write port: the read ports' same-cycle entries
+            for s in others(p):
                 same = named(m, is_read[s] & is_write[p] & (mreq[s].page == mreq[p].page),
                              f"m_same_page{s}_{p}")
                 fwd.append(Cat(*[same & read_fire[s] & (mshr.disp_index[s] == i)
@@ -199,9 +204,7 @@ def elaborate_channel_shape(ctrl) -> Module:
         # (partition schedulers only; its own port allocates only when M_p leaves)
         m_mshr_fwd, m_wb_fwd = Const(0, n_mshr), Const(0, n_wb)
         if partition:
-            for s in range(P):
-                if s == p:
-                    continue
+            for s in others(p):
                 same = named(m, mv[s] & mv[p] & (mreq[s].page == mreq[p].page),
                              f"m_fwd_page{s}_{p}")
                 m_mshr_fwd = m_mshr_fwd | Cat(*[same & mshr_alloc[s] & (mshr.disp_index[s] == i)

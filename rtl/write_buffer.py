@@ -55,6 +55,14 @@ def flushes_layout() -> data.ArrayLayout:
     return data.ArrayLayout(unsigned(32), len(FLUSH_CAUSES))
 
 
+def _or_fields(onehot, values):
+    """``values[p]`` for the set bit ``p`` of a one-hot (or zero) vector, as an AND-OR."""
+    out = Const(0, 1)
+    for p, v in enumerate(values):
+        out = out | Mux(onehot[p], v, 0)
+    return out
+
+
 def wdisp_layout(w: Widths) -> data.StructLayout:
     """A write dispatched from the map register M (contract §4.2)."""
     return data.StructLayout({
@@ -533,7 +541,7 @@ class WriteBuffer(wiring.Component):
             hit_indexes.append(hit_index)
         want = [named(m, d.valid & ~hits[p], f"want_p{p}") for p, d in enumerate(disps)]
         grants, granted, alloc_index = grant_free(m, [~u for u in used], want, "alloc")
-        fires, merges, allocs, masks = [], [], [], []
+        fires, merges, allocs = [], [], []
         for p, d in enumerate(disps):
             m.d.comb += [
                 d.ready.eq(hits[p] | granted[p]),
@@ -544,17 +552,30 @@ class WriteBuffer(wiring.Component):
             fires.append(fire)
             merges.append(named(m, fire & hits[p], f"merge_p{p}"))
             allocs.append(named(m, fire & ~hits[p], f"allocate_p{p}"))
-            pl = d.payload
-            lo = pl.offset >> shift
-            hi_plus_1 = Signal(range(sectors + 1), name=f"hi_plus_1_p{p}")
-            m.d.comb += hi_plus_1.eq(((pl.offset + pl.bytes - 1) >> shift) + 1)
-            mask = Signal(sectors, name=f"mask_p{p}")
-            m.d.comb += mask.eq(at_least(m, lo, sectors, f"from_lo_p{p}")
-                                & ~at_least(m, hi_plus_1, sectors, f"from_hi_p{p}"))
-            masks.append(mask)
             m.d.comb += [link_wrs[p].addr.eq(select(m, tail, hit_indexes[p], f"hit_tail_p{p}")),
-                         link_wrs[p].data.eq(pl.slot),
+                         link_wrs[p].data.eq(d.payload.slot),
                          link_wrs[p].en.eq(merges[p])]
+        # Per entry, the one port that allocates it or merges into it in this cycle (a page
+        # has one write port), and that write's sector mask: the byte range is selected
+        # before the mask is decoded, so the coverage logic grows with the entries, not with
+        # entries x ports (two thermometer decoders per entry)
+        masks, sources = [], []
+        for i in range(n):
+            src = Cat(*[grants[i][p] | (merges[p] & (hit_indexes[p] == i)) for p in range(P)])
+            src = named(m, src, f"src{i}")
+            sources.append(src)
+            invariant(m, self._checks, (src & (src - 1)) == 0,
+                      f"write-buffer entry {i} written by two ports in one cycle")
+            off = Signal(ceil_log2(PAGE_BYTES), name=f"src_offset{i}")
+            nb = Signal(range(PAGE_BYTES + 1), name=f"src_bytes{i}")
+            m.d.comb += [off.eq(_or_fields(src, [d.payload.offset for d in disps])),
+                         nb.eq(_or_fields(src, [d.payload.bytes for d in disps]))]
+            hi_plus_1 = Signal(range(sectors + 1), name=f"hi_plus_1_e{i}")
+            m.d.comb += hi_plus_1.eq(((off + nb - 1) >> shift) + 1)
+            mask = Signal(sectors, name=f"mask_e{i}")
+            m.d.comb += mask.eq(at_least(m, off >> shift, sectors, f"from_lo_e{i}")
+                                & ~at_least(m, hi_plus_1, sectors, f"from_hi_e{i}"))
+            masks.append(mask)
         # a write stalls when it neither merges nor gets an entry for its rank (§4.2.3)
         stalled = named(m, Cat(*[d.valid & ~hits[p] & ~granted[p]
                                  for p, d in enumerate(disps)]).any(), "stalled")
@@ -670,7 +691,7 @@ class WriteBuffer(wiring.Component):
                         state[i].eq(WbState.OPEN),
                         page[i].eq(d.payload.page),
                         target[i].eq(d.payload.target),
-                        cov[i].eq(masks[p]),
+                        cov[i].eq(masks[i]),
                         remain[i].eq(deadline - 1),
                         cause[i].eq(FlushCause.NONE),
                         pressure[i].eq(0),
@@ -687,7 +708,7 @@ class WriteBuffer(wiring.Component):
             for p in range(P):
                 # a page maps to one write port: at most one port merges into an entry
                 with m.If(merges[p] & (hit_indexes[p] == i)):
-                    merged = masks[p] if "wb-coverage-overwrite" in mut else cov[i] | masks[p]
+                    merged = masks[i] if "wb-coverage-overwrite" in mut else cov[i] | masks[i]
                     m.d.sync += [cov[i].eq(merged), tail[i].eq(disps[p].payload.slot)]
             with m.If(~allocated_here & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)
