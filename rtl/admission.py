@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -24,6 +24,14 @@ from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import ReqOp, Widths
 from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
+
+
+def _rank(p: int, ports: int, phase):
+    """``(p - t) mod P`` for ``phase = t mod P`` (v2 §4.1), as a chain of constants."""
+    out = Const(p % ports)
+    for ph in range(1, ports):
+        out = Mux(phase == ph, (p - ph) % ports, out)
+    return out
 
 
 def slot_layout(w: Widths) -> data.StructLayout:
@@ -202,7 +210,10 @@ class Admission(wiring.Component):
         count = 0
         for p in range(P):
             slot = Signal(w.slot, name=f"alloc_slot_p{p}")
-            m.d.comb += slot.eq(Array(kth)[count] if p else kth[0])
+            pick = kth[0]
+            for k in range(1, p + 1):   # a chain, not an index: count <= p (no case gaps)
+                pick = Mux(count == k, kth[k], pick)
+            m.d.comb += slot.eq(pick)
             slots.append(slot)
             take = named(m, self.alloc[p], f"take_p{p}")
             takes.append(take)
@@ -218,14 +229,12 @@ class Admission(wiring.Component):
                              - tree_sum([r.valid for r in self.release]))
         room = Signal(P, init=sum(1 << p for p in range(P) if p < n), name="room")
         for p in range(P):
-            rank = Array([(p - ph) % P for ph in range(P)])
-            m.d.sync += room[p].eq(rank[phase_next] + after < n)
+            m.d.sync += room[p].eq(_rank(p, P, phase_next) + after < n)
         m.d.comb += [self.alloc_ready.eq(room), self.inflight.eq(tree_sum(used))]
         if checks:
             now = tree_sum(used)
             for p in range(P):
-                rank = Array([(p - ph) % P for ph in range(P)])
-                invariant(m, checks, room[p] == (rank[phase] + now < n),
+                invariant(m, checks, room[p] == (_rank(p, P, phase) + now < n),
                           f"port {p}: the registered admission room differs from the rank "
                           "rule (v2 §4.1)")
         for p in range(P):

@@ -45,7 +45,10 @@ def grant_free(m, free, want, name):
             before = [(a + k) % P for k in range((p - a) % P)]
             opts.append(tree_sum([want[q] for q in before]) if before else Const(0, 1))
         rank = Signal(range(P), name=f"{name}_rank{p}")
-        m.d.comb += rank.eq(Array(opts)[ap])
+        pick = opts[0]
+        for a in range(1, P):     # a chain, not an index (no case gaps when P is not 2**k)
+            pick = Mux(ap == a, opts[a], pick)
+        m.d.comb += rank.eq(pick)
         ranks.append(rank)
     grants = []
     below = Const(0, 1)
