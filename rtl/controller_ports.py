@@ -32,7 +32,8 @@ from hbfsim.rtl.stage_queue import StageQueue
 from hbfsim.rtl.write_buffer import WriteBuffer
 
 
-def _or(values) -> object:
+def _or(values):
+    """The OR of ``values`` (0 for none)."""
     out = Const(0, 1)
     for v in values:
         out = out | v
@@ -55,6 +56,18 @@ def elaborate_channel_shape(ctrl) -> Module:
     probe), an MSHR entry into the write ports' pending vectors (the blocker set), and an
     MSHR entry a read takes in the cycle a write of its page allocates goes into that
     write's blocker set at once (``WriteBuffer.disp_fwd``).
+
+    Parameters
+    ----------
+    ctrl : Controller
+        The controller being elaborated (its configuration, widths, ports ``req[p]``,
+        ``resp[p]``, ``cmd[c]``, ``cpl[c]``, ``drain``, ``m_valid``, ``flushes``, and its
+        ``checks``, ``mutations`` and ``sector_bytes`` options).
+
+    Returns
+    -------
+    Module
+        The controller's module.
     """
     m = Module()
     cfg, w = ctrl.cfg, ctrl.widths

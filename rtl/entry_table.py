@@ -184,6 +184,7 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
 
 
 def _or(values):
+    """The OR of a non-empty list of values."""
     out = values[0]
     for v in values[1:]:
         out = out | v
