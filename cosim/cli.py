@@ -268,7 +268,9 @@ def _cmd_soak(a) -> int:
     events = sum(r["events_compared"] for r in results)
     bad = [r for r in results if not r["passed"]]
     for i, cfg in enumerate(cfgs):
-        mine = [r for r, s in zip(results, scs) if f"-c{i}" in s.name]
+        # names are soak-<run>-c<k>[-gpu]: match the configuration field exactly ("-c1"
+        # is also a prefix of "-c10" ... "-c14")
+        mine = [r for r, s in zip(results, scs) if s.name.split("-")[2] == f"c{i}"]
         print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} {cfg.scheduler:15s} "
               f"{cfg.read_mode:11s} "
               f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
