@@ -72,7 +72,7 @@ def register(subparsers, parser_class=None) -> None:
     soak.add_argument("--seed", type=int, default=1)
     soak.add_argument("--contract", type=int, default=1, metavar="1|2",
                       help="timing contract of every run (default 1); 2 adds the multi-plane "
-                           "configurations (stack shape, docs/cosim.md)")
+                           "configurations and the channel shape (docs/cosim.md)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
@@ -242,8 +242,9 @@ def _cmd_soak(a) -> int:
         r2 = random.Random(seed)
         ready = r2.choice([1.0, 0.9, 0.6])
         name = f"soak-{i}-c{i % len(cfgs)}"
-        if i % 2:
-            # every other run: a random closed-loop GPU program on the RTL's responses
+        if i % 2 and cfg.host_ports != "channel":
+            # every other run: a random closed-loop GPU program on the RTL's responses (not
+            # in the channel shape: the stepped GPU port has one grant per tick, G5)
             prog = scenarios.gpu_program(r2, cfg, n, pages=r2.choice([4, 8, 16, 32]),
                                          reads=r2.choice([0.3, 0.6, 0.9]))
             scs.append(Scenario.from_program(name + "-gpu", cfg, prog, resp_ready=ready,
@@ -267,8 +268,11 @@ def _cmd_soak(a) -> int:
     events = sum(r["events_compared"] for r in results)
     bad = [r for r in results if not r["passed"]]
     for i, cfg in enumerate(cfgs):
-        mine = [r for r, s in zip(results, scs) if f"-c{i}" in s.name]
-        print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.scheduler:15s} {cfg.read_mode:11s} "
+        # names are soak-<run>-c<k>[-gpu]: match the configuration field exactly ("-c1"
+        # is also a prefix of "-c10" ... "-c14")
+        mine = [r for r, s in zip(results, scs) if s.name.split("-")[2] == f"c{i}"]
+        print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} {cfg.scheduler:15s} "
+              f"{cfg.read_mode:11s} "
               f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
               + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "") + ": "
               f"{sum(r['events_compared'] for r in mine):,} events, "

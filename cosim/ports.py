@@ -15,7 +15,8 @@ Elsewhere (Icarus) it goes through the public ``handle.value``.
 
 from __future__ import annotations
 
-__all__ = ["Codecs", "ControllerPorts", "Port", "StructCodec", "media_ports", "port_names"]
+__all__ = ["Codecs", "ControllerPorts", "Port", "StructCodec", "host_ports", "media_ports",
+           "port_names", "req_names"]
 
 import enum
 import os
@@ -107,12 +108,33 @@ def media_ports(cfg: HbfConfig) -> int:
     return cfg.stacks * cfg.channels
 
 
+def host_ports(cfg: HbfConfig) -> int:
+    """Request (and response) ports of the top level: ``channels`` in the channel shape of
+    contract 2 (timing-contract-v2.md §1; one stack), else 1 (the channel shape with one
+    channel is the stack shape, :attr:`hbfsim.rtl.controller.Controller.ports`)."""
+    if cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel":
+        return cfg.channels
+    return 1
+
+
+def req_names(cfg: HbfConfig) -> list[tuple[str, str]]:
+    """Per request port, the name prefixes of its ``req`` and ``resp`` signals:
+    ``("req", "resp")`` with one port, ``("req__p", "resp__p")`` with several."""
+    P = host_ports(cfg)
+    if P == 1:
+        return [("req", "resp")]
+    return [(f"req__{p}", f"resp__{p}") for p in range(P)]
+
+
 def port_names(cfg: HbfConfig) -> list[str]:
     """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``); with
     several stacks also the system layer's observability outputs ``rr`` and ``offers`` (and,
-    under contract 2, ``routed``)."""
-    names = ["clk", "rst", "req__valid", "req__ready", "req__payload", "resp__valid",
-             "resp__ready", "resp__payload", "drain", "m_valid", "flushes"]
+    under contract 2, ``routed``); in the channel shape ``req__<p>__valid`` ... per port."""
+    names = ["clk", "rst"]
+    for rq, rs in req_names(cfg):
+        names += [f"{rq}__valid", f"{rq}__ready", f"{rq}__payload", f"{rs}__valid",
+                  f"{rs}__ready", f"{rs}__payload"]
+    names += ["drain", "m_valid", "flushes"]
     if cfg.stacks > 1:
         names += ["rr", "offers"]
         if cfg.contract == 2:   # the route stage's hand-over (rtl/system.py, v2 §2)
@@ -225,16 +247,20 @@ class ControllerPorts(Codecs):
         g = lambda n: Port(getattr(dut, n))  # noqa: E731
         self.clk = dut.clk
         self.rst = g("rst")
-        self.req_valid, self.req_ready, self.req_payload = (g("req__valid"), g("req__ready"),
-                                                            g("req__payload"))
-        self.resp_valid, self.resp_ready, self.resp_payload = (
-            g("resp__valid"), g("resp__ready"), g("resp__payload"))
+        # per port (v2 §1): (valid, ready, payload) of req[p] and of resp[p]
+        self.reqs, self.resps = [], []
+        for rq, rs in req_names(cfg):
+            self.reqs.append((g(f"{rq}__valid"), g(f"{rq}__ready"), g(f"{rq}__payload")))
+            self.resps.append((g(f"{rs}__valid"), g(f"{rs}__ready"), g(f"{rs}__payload")))
+        self.req_valid, self.req_ready, self.req_payload = self.reqs[0]
+        self.resp_valid, self.resp_ready, self.resp_payload = self.resps[0]
         self.drain, self.m_valid = g("drain"), g("m_valid")
         self.flushes = g("flushes")
         self.routed = g("routed") if self.system and cfg.contract == 2 else None
         self.cmds = [g(f"cmd__{c}") for c in range(media_ports(cfg))]
         self.cpls = [g(f"cpl__{c}") for c in range(media_ports(cfg))]
-        for port, codec in ([(self.req_payload, self.req), (self.resp_payload, self.resp)]
+        for port, codec in ([(r[2], self.req) for r in self.reqs]
+                            + [(r[2], self.resp) for r in self.resps]
                             + [(p, self.cmd) for p in self.cmds]
                             + [(p, self.cpl) for p in self.cpls]):
             if port.width != codec.size:

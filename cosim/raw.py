@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.cosim import toolchain
-from hbfsim.cosim.ports import StructCodec
+from hbfsim.cosim.ports import StructCodec, host_ports
 from hbfsim.cosim.runner import BUILD_ROOT, TOPLEVEL, _environ, _locked
 from hbfsim.model.mapping import Mapper
 from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout, req_layout
@@ -160,7 +160,8 @@ def build_raw(cfg: HbfConfig, requests: list, *, sector_bytes: int = 1,
     RuntimeError
         The build failed (the message names the log).
     ValueError
-        ``stacks > 1``: the harness drives one stack controller (the speed benchmark's).
+        ``stacks > 1``: the harness drives one stack controller (the speed benchmark's);
+        ``multiplane`` not ``off``; the channel shape (one request and one response port).
     """
     from hbfsim.rtl.emit import emit_verilog
 
@@ -170,6 +171,9 @@ def build_raw(cfg: HbfConfig, requests: list, *, sector_bytes: int = 1,
     if cfg.multiplane != "off":
         raise ValueError(f"multiplane = {cfg.multiplane!r}: the raw C++ harness answers "
                          "per-subarray commands (subarray and tag); it needs multiplane = 'off'")
+    if host_ports(cfg) > 1:
+        raise ValueError("host_ports = 'channel': the raw C++ harness drives one request and "
+                         "one response port; it needs host_ports = 'stack'")
 
     root = Path(root) if root is not None else BUILD_ROOT / "raw"
     text = emit_verilog(cfg, sector_bytes=sector_bytes)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from hbfsim.config import HbfConfig
 from hbfsim.cosim import toolchain
-from hbfsim.cosim.ports import media_ports, port_names
+from hbfsim.cosim.ports import host_ports, media_ports, port_names
 from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -409,6 +409,10 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
         raise ValueError(f"scenario name {dup!r} appears twice")
     if waves and len(scenarios) != 1:
         raise ValueError("--waves records one scenario per run")
+    if waves and any(host_ports(sc.cfg()) > 1 for sc in scenarios):
+        # cosim/waves.py knows one req and one resp port (docs/cosim.md "Channel shape")
+        raise ValueError("--waves: the wave tools read one request and one response port; "
+                         "the channel shape (host_ports = 'channel') is not supported there")
     for sc in scenarios:
         sc.validate()
     _prune_runs()

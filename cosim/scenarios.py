@@ -70,6 +70,19 @@ RTL_SETS = {
     "mp-tiny-page": dict(contract=2, megaplane_planes=4, mshr_entries=2,
                          write_buffer_entries=2, admission=4, queue_depth=2,
                          active_per_channel=1, multiplane="page"),
+    # the channel shape (timing-contract-v2.md §1, §4.1, §4.2.3, §4.2.4): two ports over
+    # small shared pools and fewer admission slots than a burst needs (the CI build, kept
+    # small); four ports under a partition scheduler, where a page's reads enter a read port
+    # and its writes a write port; four interleaved fcfs ports on larger tables
+    "ports": dict(contract=2, host_ports="channel", channels=2, admission=5, mshr_entries=3,
+                  write_buffer_entries=2, queue_depth=2, active_per_channel=2,
+                  write_deadline_ticks=25),
+    "ports-partition": dict(contract=2, host_ports="channel", channels=4,
+                            scheduler="partition-2r2w", subarrays_per_channel=2,
+                            active_per_channel=2, admission=6, mshr_entries=3,
+                            write_buffer_entries=2, queue_depth=2, write_deadline_ticks=25),
+    "ports-fcfs": dict(contract=2, host_ports="channel", channels=4, admission=12,
+                       mshr_entries=4, write_buffer_entries=3, active_per_channel=2),
 }
 
 
@@ -234,6 +247,117 @@ def mix_on(rtl: str, tag: str, resp_ready: float, sector_bytes: int = 1, **load)
 
 def _coverage_note(sector_bytes: int) -> str:
     return f", {sector_bytes}-byte write coverage." if sector_bytes > 1 else "."
+
+
+# ---- the channel shape (timing-contract-v2.md §1, §4.1, §4.2.3, §4.2.4, §11.6) -----------
+
+def _on_port(cfg: HbfConfig, port: int, k: int, op: str = "R") -> tuple[str, int]:
+    """``(op, page)``: the ``k``-th stack-local page whose requests of kind ``op`` enter
+    port ``port`` (v2 §1: the port of the mapped channel). Under a partition scheduler the
+    port decides the kind (the first ``R`` ports take reads, the others writes)."""
+    from hbfsim.model.mapping import Mapper
+
+    if cfg.scheduler.startswith("partition-"):
+        op = "W" if port >= cfg.read_channels else "R"
+    mapper = Mapper(cfg)
+    pages = (q for q in range(cfg.pages_per_stack)
+             if mapper.channel_of(q, op == "W")[0] == port)
+    for _ in range(k):
+        next(pages)
+    return op, next(pages)
+
+
+def ports_same_cycle(rtl: str):
+    def make_one(seed: int, n: int = 96) -> Scenario:
+        cfg = config(rtl)
+        rng = random.Random(seed)
+        spec = []
+        for k in range(max(1, n // cfg.channels)):
+            for p in range(cfg.channels):
+                op, page = _on_port(cfg, p, rng.randrange(3), rng.choice("RRW"))
+                size = rng.choice([128, 1024, 4096]) if op == "W" else 128
+                off = size * rng.randrange(PAGE_BYTES // size)
+                spec.append((op, page, off, size, 2 * k))
+        return Scenario(f"ports-same-cycle-{rtl}", cfg.as_dict(), _rows(cfg, spec),
+                        seed=seed, expect={"responses": len(spec), "answered_once": 1})
+    make_one.__doc__ = (f"Every port of RTL set {rtl!r} presents a request in the same "
+                        "cycles (v2 §4.1): reads, sector and whole-page writes of a few pages "
+                        "each, so that merges, pool stalls and RAW stalls on one port meet the "
+                        "other ports' accepts and dispatches.")
+    return make_one
+
+
+def pool_fairness(rtl: str):
+    def make_one(seed: int, n: int = 64) -> Scenario:
+        cfg = config(rtl)
+        per = max(1, n // (2 * cfg.channels))
+        reads = [_on_port(cfg, p, k, "R") for k in range(per) for p in range(cfg.channels)]
+        writes = [_on_port(cfg, p, per + k, "W") for k in range(per)
+                  for p in range(cfg.channels)]
+        reads = [r for r in reads if r[0] == "R"]
+        writes = [w for w in writes if w[0] == "W"]
+        spec = [(op, page, 0, 64, 0) for op, page in reads]
+        spec += [(op, page, 1024 * j, 1024, 1) for op, page in writes for j in range(2)]
+        return Scenario(f"pool-fairness-{rtl}", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                        expect={"responses": len(spec), "page_reads": len(reads)})
+    make_one.__doc__ = (f"Shared pools exhausted by every port at once on RTL set {rtl!r} "
+                        "(v2 §4.2.3, §11.6): read misses of distinct pages at tick 0 against "
+                        "the few MSHR entries, then half-page writes of distinct pages against "
+                        "the write buffer (pressure victims, one per cycle); each pool's "
+                        "pointer rotates.")
+    return make_one
+
+
+def admission_rank(rtl: str):
+    def make_one(seed: int, n: int = 48) -> Scenario:
+        cfg = config(rtl)
+        rng = random.Random(seed)
+        spec = [(op, page, 0, 256, 0) for _ in range(max(1, n // cfg.channels))
+                for op, page in (_on_port(cfg, p, rng.randrange(4), rng.choice("RW"))
+                                 for p in range(cfg.channels))]
+        return Scenario(f"admission-rank-{rtl}", cfg.as_dict(), _rows(cfg, spec),
+                        resp_ready=0.6, seed=seed,
+                        expect={"responses": len(spec), "answered_once": 1})
+    make_one.__doc__ = (f"Admission full with the rotating rank on RTL set {rtl!r} (v2 "
+                        "§4.1): every port keeps presenting requests of its pages against "
+                        "fewer admission slots; ``req[p].ready`` follows ``rank_p(t) = "
+                        "(p - t) mod P < free``, with backpressure on every response port.")
+    return make_one
+
+
+def pressure_raw(seed: int, n: int = 0) -> Scenario:
+    """The oldest OPEN entry flushed by a read of another port in the cycle a write stalls
+    for a write-buffer entry (v2 §4.2 write step 2, §4.2.4): the golden model chooses no
+    pressure victim in that cycle and the next oldest OPEN entry in the next one
+    (docs/rtl.md "Channel shape": the contract's text would count the raw-flushed entry as
+    the pending victim). Two entries, ports 0 and 1."""
+    cfg = config("ports")
+    spec = [("W", 0, 0, 128, 0), ("W", 1, 0, 128, 0), ("R", 0, 0, 128, 1),
+            ("W", 3, 0, 128, 1)]
+    return Scenario("pressure-raw", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"responses": 4, "errors": 3, "page_reads": 1})
+
+
+def partition_same_page(seed: int, n: int = 64) -> Scenario:
+    """A page on two ports under ``partition-2r2w`` (v2 §4.2.4): its reads enter a read
+    port, its writes a write port, in the same cycles; a read and a write of one page
+    dispatched together (the write's PROGRAM waits for the read's entry), a read after a
+    write of its page (RAW across ports), and a write that waits for an entry while a
+    read of its page allocates."""
+    cfg = config("ports-partition")
+    rng = random.Random(seed)
+    spec = []
+    t = 0
+    for _ in range(max(1, n // 2)):
+        page = rng.randrange(6)
+        wsize = rng.choice([1024, 4096])
+        spec.append(("R", page, 0, 128, t))
+        spec.append(("W", page, wsize * rng.randrange(PAGE_BYTES // wsize), wsize,
+                     t + rng.choice([0, 0, 1, 3])))
+        t += rng.choice([0, 1, 2, 6])
+    spec.sort(key=lambda r: r[4])
+    return Scenario("partition-same-page", cfg.as_dict(), _rows(cfg, spec), seed=seed,
+                    expect={"responses": len(spec), "answered_once": 1})
 
 
 # ---- the closed-loop GPU model on the RTL (issue 4 item 1) --------------------------------
@@ -510,9 +634,11 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
     merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap and one
     with two stacks (``cosim soak``).
 
-    ``contract = 2`` runs the same six under timing contract 2 (stack shape, the one the RTL
-    has) and adds the multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their
-    runs use megapage traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream).
+    ``contract = 2`` runs the same six under timing contract 2 in the stack shape, adds the
+    multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their runs use megapage
+    traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream), and the six again
+    in the channel shape (``host_ports = "channel"``, v2 §1; one stack, the shape the RTL
+    has for it: the two-stack row runs with one).
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
@@ -533,7 +659,8 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
     if contract == 1:
         return [config(**r) for r in rows]
     return [config(**r, contract=2) for r in rows] + \
-        [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
+        [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
+        [config(**(r | {"stacks": 1}), contract=2, host_ports="channel") for r in rows]
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
@@ -573,6 +700,12 @@ SCENARIOS = {
     "mix-sectors": mix_on("A", "sectors", 0.8, sector_bytes=32, reads=0.4),
     "mix-2stacks": mix_on("2stacks", "2stacks", 0.7, pages=16, reads=0.6),
     "mix": mix,
+    "partition-same-page": partition_same_page,
+    "pressure-raw": pressure_raw,
+    "mix-ports": mix_on("ports", "ports", 0.7, pages=8, reads=0.6),
+    "mix-ports-partition": mix_on("ports-partition", "ports-partition", 0.8, pages=8,
+                                  reads=0.6),
+    "mix-ports-fcfs": mix_on("ports-fcfs", "ports-fcfs", 0.8, pages=12, reads=0.6),
     "gpu-mshr-grid": gpu_mshr_grid,
     "gpu-rw-isolation": gpu_rw_isolation,
     "gpu-backpressure": gpu_mix_on("A", "backpressure", 0.6),
@@ -589,16 +722,23 @@ for _mode in MP_MODES:
     SCENARIOS[f"mp-mix-{_mode}"] = multiplane_mix(_mode)
 for _set, _p in (("rich", 0.8), ("m4", 1.0), ("2stacks", 0.7), ("tiny-page", 0.5)):
     SCENARIOS[f"mp-mix-{_set}"] = multiplane_mix(_set, _p)
+for _set in ("ports", "ports-partition"):   # the channel shape's directed scenarios
+    SCENARIOS[f"ports-same-cycle-{_set}"] = ports_same_cycle(_set)
+    SCENARIOS[f"pool-fairness-{_set}"] = pool_fairness(_set)
+    SCENARIOS[f"admission-rank-{_set}"] = admission_rank(_set)
 for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 
 
-def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1) -> Scenario:
+def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
+         host_ports: str = "stack") -> Scenario:
     """Build scenario ``name`` (``n`` requests where it has a size).
 
     ``contract = 2`` gives the same requests, media and ``resp.ready`` pattern under timing
     contract 2 (docs/timing-contract-v2.md, stack shape); the scenario is then named
-    ``<name>-v2`` (its own RTL build: the Verilog differs).
+    ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
+    (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
+    port per channel), named ``<name>-ch``.
 
     Raises
     ------
@@ -607,6 +747,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1) -> S
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
+    if host_ports not in ("stack", "channel"):
+        raise ValueError(f"host_ports must be stack or channel, not {host_ports!r}")
+    if host_ports == "channel" and contract != 2:
+        raise ValueError("host_ports = 'channel' needs contract = 2")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -614,7 +758,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1) -> S
     if n is not None and n < 1:
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
-    if contract == 2:
+    if host_ports == "channel":
+        sc.config = dict(sc.config, contract=2, host_ports="channel")
+        sc.name = f"{sc.name}-ch"
+    elif contract == 2:
         sc.config = dict(sc.config, contract=2)
         sc.name = f"{sc.name}-v2"
     return sc

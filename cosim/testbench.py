@@ -87,9 +87,10 @@ class RequestDriver:
     its tick (``arrival`` = the grant tick), and ``exhausted`` follows the GPU.
     """
 
-    def __init__(self, ports: ControllerPorts, mapper: Mapper, requests=(), gpu=None):
-        self.valid, self.ready, self.payload = ports.req_valid, ports.req_ready, \
-            ports.req_payload
+    def __init__(self, ports: ControllerPorts, mapper: Mapper, requests=(), gpu=None,
+                 port: int = 0):
+        # the channel shape has one driver per request port (v2 §1)
+        self.valid, self.ready, self.payload = ports.reqs[port]
         self.codec = ports.req
         self.system = ports.system
         self.fifo = deque(requests)
@@ -257,11 +258,12 @@ class CommandMonitor:
 
 
 class ResponseMonitor:
-    """Drives ``resp.ready`` from the scenario's pattern and samples the handshakes (§8)."""
+    """Drives ``resp.ready`` from the scenario's pattern and samples the handshakes (§8);
+    in the channel shape one per response port, all driven by the one pattern (the golden
+    model's ``HbfSystem.resp_ready`` holds every port)."""
 
-    def __init__(self, ports: ControllerPorts, ready_fn):
-        self.valid, self.ready, self.payload = ports.resp_valid, ports.resp_ready, \
-            ports.resp_payload
+    def __init__(self, ports: ControllerPorts, ready_fn, port: int = 0):
+        self.valid, self.ready, self.payload = ports.resps[port]
         self.ready_fn = ready_fn
         self.get = ports.resp.getter("id", "op", "source", "mshr_hit", "buffer_hit",
                                      "cache_hit", "error")
@@ -379,8 +381,10 @@ class Testbench:
     async def _reset(self) -> None:
         p = self.ports
         p.rst.write(1)
-        p.req_valid.write(0)
-        p.resp_ready.write(0)
+        for valid, _ready, _payload in p.reqs:
+            valid.write(0)
+        for _valid, ready, _payload in p.resps:
+            ready.write(0)
         p.drain.write(0)
         for c in p.cpls:
             c.write(0)
@@ -478,15 +482,29 @@ class Testbench:
                 f"  golden: {expected.kernels[k] if k < len(expected.kernels) else None}\n"
                 f"  RTL:    {gpu.kernels[k] if k < len(gpu.kernels) else None}"))
 
+    def _drivers(self) -> list[RequestDriver]:
+        """One request driver per port: the channel shape presents each request on the port
+        of its mapped channel (v2 §1), in arrival order per port; otherwise one driver."""
+        p, gpu = self.ports, self.gpu
+        if len(p.reqs) == 1:
+            return [RequestDriver(p, self.mapper, () if gpu else self.sc.model_requests(), gpu)]
+        fifos = [[] for _ in p.reqs]
+        for r in self.sc.model_requests():
+            page = (r.addr - self.cfg.base_address) // PAGE_BYTES
+            q = self.mapper.stack_of(page)[1]
+            fifos[self.mapper.channel_of(q, r.op == "W")[0]].append(r)
+        return [RequestDriver(p, self.mapper, f, None, port=k) for k, f in enumerate(fifos)]
+
     async def _loop(self, sb: Scoreboard, trace: TraceRecorder) -> int:
         """The cycle loop; returns the cycles simulated. Raises Mismatch."""
         p = self.ports
         gpu = self.gpu
         ingress = self.ingress
-        drv = RequestDriver(p, self.mapper, () if gpu else self.sc.model_requests(), gpu)
+        drvs = self._drivers()
         media = MediaResponder(p, self.cfg)
         cmon = CommandMonitor(p, media)
-        rmon = ResponseMonitor(p, self.sc.ready())
+        ready = self.sc.ready()
+        rmons = [ResponseMonitor(p, ready, port=k) for k in range(len(p.resps))]
         m_valid, drain_port = p.m_valid, p.drain
         check = sb.check
         settle = p.system
@@ -502,40 +520,40 @@ class Testbench:
                 if g is not None and g <= t:
                     r = gpu.tick(t)
                     if r is not None:
-                        drv.fifo.append(r)
+                        drvs[0].fifo.append(r)
+            all_accepted = all(d.all_accepted for d in drvs)
             # drain: from the first cycle with every request accepted and M empty (§1, W2)
-            if not drain and drv.all_accepted and not m_valid.read():
+            if not drain and all_accepted and not m_valid.read():
                 drain = True
                 drain_port.write(1)
-            # Drive every input of the cycle first: the request (§4.1), resp.ready (§8), and
+            # Drive every input of the cycle first: the requests (§4.1), resp.ready (§8), and
             # the completions of this cycle after its commands were issued to the media
             # (§1, §7). A system of stacks routes req.payload to req.ready combinationally
             # (§2), so its req.ready is read once the inputs have settled.
-            presented = drv.present(t)
-            ev = rmon.sample(t)
+            presented = [d.present(t) for d in drvs]
+            evs = [e for e in (rm.sample(t) for rm in rmons) if e is not None]
             cmds = cmon.sample(t)
             media.cycle(t)
-            if presented and settle:
+            if settle and any(presented):
                 await ReadOnly()
-            acc = drv.take(t) if presented else None
-            if acc is not None:
+            # accepts in port order: each takes the next admission depth (v2 §4.1)
+            accs = [d.take(t) if pr else None for d, pr in zip(drvs, presented)]
+            accepted = [a for a in accs if a is not None]
+            for acc in accepted:
                 trace.accept(t, acc)
-                check(t, "accept", [(t, acc.id)])
                 if ingress is not None:
                     ingress.append([acc.id, acc.op, acc.addr, acc.nbytes, acc.source,
                                     acc.arrival])
-            else:
-                check(t, "accept", [])
+            check(t, "accept", sorted((t, a.id) for a in accepted))
             routed = p.routed.read() if p.routed is not None else 0
             if routed:
                 trace.routed(t, routed)
-            if ev is not None:
-                check(t, "resp", [ev])
+            # responses in port order, as the golden model hands them over (v2 §8)
+            check(t, "resp", evs)
+            for ev in evs:
                 req = trace.respond(ev)
                 if gpu is not None:
                     gpu.respond(req, t)
-            else:
-                check(t, "resp", [])
             check(t, "cmd", cmds)
             check(t, "cpl", media.delivered)
             if t >= end and sb.done():
@@ -545,22 +563,23 @@ class Testbench:
             # Stay awake while an output is busy or an input must change next cycle (cpl
             # to clear; req.valid after an accept). A request that waits for req.ready
             # holds its inputs and sleeps on a change of req.ready instead.
-            waiting = drv.valid.last and acc is None
-            if not (rmon.busy or cmds or media.driven or acc is not None or routed):
+            waiting = [d.valid.last and a is None for d, a in zip(drvs, accs)]
+            if not (any(rm.busy for rm in rmons) or cmds or media.driven or accepted
+                    or routed):
                 cands = [end]
-                for c in (None if waiting else drv.next_cycle(), media.next_cycle(t),
-                          sb.next_cycle(), gpu.next_tick() if gpu is not None else None):
+                for c in ([d.next_cycle() for d, wt in zip(drvs, waiting) if not wt]
+                          + [media.next_cycle(t), sb.next_cycle(),
+                             gpu.next_tick() if gpu is not None else None]):
                     if c is not None:
                         cands.append(c)
                 wake = min(cands)
                 if wake > nxt:
                     self.sleeps += 1
                     trig = [Timer(PERIOD * (wake - t), unit="step"),
-                            rmon.valid.handle.value_change, *cmon.triggers]
-                    if not drain and drv.all_accepted:
+                            *[rm.valid.handle.value_change for rm in rmons], *cmon.triggers]
+                    if not drain and all(d.all_accepted for d in drvs):
                         trig.append(m_valid.handle.value_change)
-                    if waiting:
-                        trig.append(drv.ready.handle.value_change)
+                    trig += [d.ready.handle.value_change for d, wt in zip(drvs, waiting) if wt]
                     if p.routed is not None:
                         trig.append(p.routed.handle.value_change)
                     fired = await First(*trig)

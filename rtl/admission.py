@@ -4,13 +4,18 @@ Implements docs/timing-contract.md §4.1 (L1): a slot is taken in the accept cyc
 released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
 ``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
 source, size, and the ``mshr_hit`` flag recorded at dispatch.
+
+In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract-v2.md §4.1) the
+count is shared by ``P`` request ports: port ``p`` is ready while ``rank_p(t) = (p - t) mod
+P`` is below the free slots, and every port has its own accept, release, ``mshr_hit`` and
+read port.
 """
 
 from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,6 +24,14 @@ from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import ReqOp, Widths
 from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
+
+
+def _rank(p: int, ports: int, phase):
+    """``(p - t) mod P`` for ``phase = t mod P`` (v2 §4.1), as a chain of constants."""
+    out = Const(p % ports)
+    for ph in range(1, ports):
+        out = Mux(phase == ph, (p - ph) % ports, out)
+    return out
 
 
 def slot_layout(w: Widths) -> data.StructLayout:
@@ -46,6 +59,11 @@ class Admission(wiring.Component):
         protocol: one response per request slot).
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
+    ports : int
+        Request ports sharing the count: 1 (stack shape, contract 1), or ``channels`` in
+        the channel shape (v2 §4.1). With ``P > 1`` every member below except ``inflight``
+        is one per port: ``alloc_ready``, ``alloc`` and ``rd_hit`` are ``P``-bit vectors
+        (bit ``p`` for port ``p``), the others arrays of ``P``.
 
     Members
     -------
@@ -70,12 +88,27 @@ class Admission(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 checks: bool | str = True, mutations=()):
+                 checks: bool | str = True, mutations=(), ports: int = 1):
         self._cfg = cfg
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
+        self._ports = ports
         slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
+        if ports > 1:
+            super().__init__({
+                "alloc_ready": Out(ports),
+                "alloc": In(ports),
+                "alloc_slot": Out(w.slot).array(ports),
+                "alloc_data": In(slot_layout(w)).array(ports),
+                "hit": In(slot_ev).array(ports),
+                "release": In(slot_ev).array(ports),
+                "rd_slot": In(w.slot).array(ports),
+                "rd_data": Out(slot_layout(w)).array(ports),
+                "rd_hit": Out(ports),
+                "inflight": Out(range(cfg.admission + 1)),
+            })
+            return
         super().__init__({
             "alloc_ready": Out(1),
             "alloc": In(1),
@@ -90,6 +123,8 @@ class Admission(wiring.Component):
         })
 
     def elaborate(self, platform):
+        if self._ports > 1:
+            return self._elaborate_ports()
         m = Module()
         n = self._cfg.admission
         w = self._w
@@ -146,6 +181,93 @@ class Admission(wiring.Component):
                 m.d.sync += mshr_hit[i].eq(1)
         if self._checks:
             self._add_checks(m, used, take, free)
+        return m
+
+    def _elaborate_ports(self):
+        """The channel shape (v2 §4.1): ``P`` ports over one count, the rotating rank."""
+        m = Module()
+        n, P, w = self._cfg.admission, self._ports, self._w
+        checks = self._checks
+        used = [Signal(name=f"used{i}") for i in range(n)]
+        mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
+        m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
+        # v2 §19 item 1: one store, P write and P read ports (slot numbers are internal; an
+        # RTL for a FPGA would bank it per port, P x admission words)
+        wrs = [store.write_port() for _ in range(P)]
+        rds = [store.read_port() for _ in range(P)]
+
+        # The k-th accepting port (in port order) takes the k-th lowest free slot: accepted
+        # ports have distinct ranks below the free count, so there are enough (v2 §4.1).
+        avail = [~u for u in used]
+        kth = []
+        for k in range(P):
+            found, idx = lowest_set(m, avail, f"free_slot_k{k}")
+            kth.append(idx)
+            if k + 1 < P:   # the free slots above the k-th, named (built once per level)
+                avail = [named(m, a & ~(found & (idx == i)), f"avail_k{k + 1}_{i}")
+                         for i, a in enumerate(avail)]
+        takes, slots = [], []
+        count = 0
+        for p in range(P):
+            slot = Signal(w.slot, name=f"alloc_slot_p{p}")
+            pick = kth[0]
+            for k in range(1, p + 1):   # a chain, not an index: count <= p (no case gaps)
+                pick = Mux(count == k, kth[k], pick)
+            m.d.comb += slot.eq(pick)
+            slots.append(slot)
+            take = named(m, self.alloc[p], f"take_p{p}")
+            takes.append(take)
+            count = count + take
+        # v2 §0, §4.1: ready_p(t) = rank_p(t) < admission - inflight(t), registered from the
+        # next-state count and the next cycle's phase t + 1 mod P
+        phase = Signal(range(P), name="phase")
+        phase_next = Signal(range(P), name="phase_next")
+        m.d.comb += phase_next.eq(Mux(phase == P - 1, 0, phase + 1))
+        m.d.sync += phase.eq(phase_next)
+        after = Signal(range(n + P + 1), name="inflight_next")
+        m.d.comb += after.eq(tree_sum(used) + tree_sum(takes)
+                             - tree_sum([r.valid for r in self.release]))
+        room = Signal(P, init=sum(1 << p for p in range(P) if p < n), name="room")
+        for p in range(P):
+            m.d.sync += room[p].eq(_rank(p, P, phase_next) + after < n)
+        m.d.comb += [self.alloc_ready.eq(room), self.inflight.eq(tree_sum(used))]
+        if checks:
+            now = tree_sum(used)
+            for p in range(P):
+                invariant(m, checks, room[p] == (_rank(p, P, phase) + now < n),
+                          f"port {p}: the registered admission room differs from the rank "
+                          "rule (v2 §4.1)")
+        for p in range(P):
+            m.d.comb += [self.alloc_slot[p].eq(slots[p]),
+                         wrs[p].addr.eq(slots[p]),
+                         wrs[p].data.eq(self.alloc_data[p]),
+                         wrs[p].en.eq(takes[p]),
+                         rds[p].addr.eq(self.rd_slot[p]),
+                         self.rd_data[p].eq(rds[p].data)]
+            m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p], f"rd_hit_p{p}"))
+        for i in range(n):
+            for p in range(P):
+                with m.If(takes[p] & (slots[p] == i)):
+                    m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+            for p in range(P):
+                with m.If(self.release[p].valid & (self.release[p].slot == i)):
+                    m.d.sync += used[i].eq(0)
+                with m.If(self.hit[p].valid & (self.hit[p].slot == i)):
+                    m.d.sync += mshr_hit[i].eq(1)
+        if checks:
+            for p in range(P):
+                rel, hit = self.release[p], self.hit[p]
+                protocol(m, checks, ~rel.valid | select(m, used, rel.slot, f"release_used_p{p}"),
+                         f"port {p}: response for a request slot that holds no request")
+                protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
+                         f"port {p}: mshr_hit recorded for a request slot that holds no request")
+                invariant(m, checks, ~takes[p] | ~select(m, used, slots[p], f"take_used_p{p}"),
+                          f"port {p}: a request slot handed out while it still holds a request")
+                for q in range(p):
+                    invariant(m, checks, ~(takes[p] & takes[q]) | (slots[p] != slots[q]),
+                              f"ports {q} and {p} took one request slot")
+            cover(m, checks, self.alloc.all(), "every port accepts in one cycle")
+            cover(m, checks, ~self.alloc_ready.any(), "admission full")
         return m
 
     def _check_sync_read(self, m, used, mshr_hit, store):

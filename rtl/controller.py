@@ -21,6 +21,7 @@ from amaranth.utils import ceil_log2
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
 from hbfsim.rtl.checks import check_mode
+from hbfsim.rtl.controller_ports import elaborate_channel_shape
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
                                 resp_layout, target_layout)
 from hbfsim.rtl.logic import named
@@ -41,16 +42,21 @@ def check_supported(cfg: HbfConfig) -> None:
     :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
     groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
-    they change nothing here. Contract 2 is implemented in the stack shape only (step 3 of
-    timing-contract-v2.md §18): the channel shape (step 6) is model-only for now and refused
-    by name. Multi-plane commands (``multiplane = "page"`` or ``"megaplane"``,
-    docs/timing-contract-multiplane.md) are implemented in that shape (the configuration
-    already refuses them under contract 1).
+    they change nothing here. Contract 2 is implemented in the stack shape (step 3 of
+    timing-contract-v2.md §18) and in the channel shape for one stack (step 6,
+    :mod:`hbfsim.rtl.controller_ports`); the channel shape of several stacks and with
+    multi-plane commands is refused by name. Multi-plane commands (``multiplane = "page"``
+    or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in the stack
+    shape (the configuration already refuses them under contract 1).
     """
-    if getattr(cfg, "host_ports", "stack") != "stack":
-        raise ValueError(f"host_ports = {cfg.host_ports!r}: the RTL implements contract 2 in "
-                         "the stack shape only (host_ports = 'stack'); the channel shape is "
-                         "model-only until step 6 of timing-contract-v2.md §18")
+    if getattr(cfg, "host_ports", "stack") == "channel":
+        if cfg.stacks != 1:
+            raise ValueError(f"host_ports = 'channel' with stacks = {cfg.stacks}: the RTL "
+                             "implements the channel shape for one stack only (a system of "
+                             "S * C ports is model-only)")
+        if getattr(cfg, "multiplane", "off") != "off":
+            raise ValueError(f"host_ports = 'channel' with multiplane = {cfg.multiplane!r}: "
+                             "the RTL implements multi-plane commands in the stack shape only")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "
@@ -102,9 +108,12 @@ class Controller(wiring.Component):
     Members
     -------
     req : ``In(stream.Signature(req_layout))``
-        Host requests (stack-local address).
+        Host requests (stack-local address); in the channel shape (:attr:`ports` > 1) an
+        array of one per host channel, a request entering the port of its mapped channel
+        (v2 §1).
     resp : ``Out(stream.Signature(resp_layout))``
-        Host responses.
+        Host responses; in the channel shape one per host channel, a response leaving on
+        the port its request entered.
     cmd : ``Out(cmd_layout).array(channels)``
         Media commands, valid only.
     cpl : ``In(cpl_layout).array(channels)``
@@ -143,6 +152,17 @@ class Controller(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         c = cfg.channels
+        if self.ports > 1:   # the channel shape: req[p], resp[p] (v2 §1)
+            super().__init__({
+                "req": In(stream.Signature(req_layout(w))).array(c),
+                "resp": Out(stream.Signature(resp_layout(w))).array(c),
+                "cmd": Out(cmd_layout(w)).array(c),
+                "cpl": In(cpl_layout(w)).array(c),
+                "drain": In(1),
+                "m_valid": Out(1),
+                "flushes": Out(flushes_layout()),
+            })
+            return
         super().__init__({
             "req": In(stream.Signature(req_layout(w))),
             "resp": Out(stream.Signature(resp_layout(w))),
@@ -161,7 +181,18 @@ class Controller(wiring.Component):
     def widths(self) -> Widths:
         return self._w
 
+    @property
+    def ports(self) -> int:
+        """Request (and response) ports: ``channels`` in the channel shape of contract 2
+        (v2 §1), else 1. The channel shape with one channel is the stack shape."""
+        cfg = self._cfg
+        if cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel":
+            return cfg.channels
+        return 1
+
     def elaborate(self, platform):
+        if self.ports > 1:
+            return elaborate_channel_shape(self)
         if self._cfg.contract == 2:
             return self._elaborate_v2()
         m = Module()

@@ -8,12 +8,70 @@ list is empty; otherwise the lowest-index entry in RETURN).
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_waiters", "offer_enqueues"]
+__all__ = ["check_waiters", "drain_waiters", "grant_free", "offer_enqueues"]
 
-from amaranth.hdl import Array, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from hbfsim.rtl.checks import invariant, protocol
-from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
+
+
+def grant_free(m, free, want, name):
+    """Allocation from a shared pool by several ports (docs/timing-contract-v2.md §4.2.3).
+
+    The ports that want an entry are ranked from the pool's round-robin pointer ``ap``
+    (``p = ap, ap + 1, ... mod P``), the FREE entries by a prefix count of the free bits;
+    entry ``i`` goes to the port whose rank equals its own, so each grant is one-hot. After
+    a cycle with a grant ``ap`` moves to the last granted port + 1.
+
+    Parameters
+    ----------
+    free : list of 1-bit values, one per entry (FREE at the start of the cycle)
+    want : list of 1-bit values, one per port (its M allocates from this pool)
+    name : str
+        Prefix of the signals made here.
+
+    Returns
+    -------
+    (grants, granted, index) : per entry a ``P``-bit one-hot (or zero) grant vector; per
+    port whether it got an entry, and the entry's index (0 when not granted)
+    """
+    n, P = len(free), len(want)
+    ap = Signal(range(P), name=f"{name}_ap")
+    ranks = []
+    for p in range(P):
+        opts = []
+        for a in range(P):
+            before = [(a + k) % P for k in range((p - a) % P)]
+            opts.append(tree_sum([want[q] for q in before]) if before else Const(0, 1))
+        rank = Signal(range(P), name=f"{name}_rank{p}")
+        pick = opts[0]
+        for a in range(1, P):     # a chain, not an index (no case gaps when P is not 2**k)
+            pick = Mux(ap == a, opts[a], pick)
+        m.d.comb += rank.eq(pick)
+        ranks.append(rank)
+    grants = []
+    below = Const(0, 1)
+    for i in range(n):
+        # free entries below i, saturated at P (no port has a rank of P or more)
+        fr = Signal(range(P + 1), name=f"{name}_free_rank{i}")
+        m.d.comb += fr.eq(below)
+        below = Mux(fr == P, P, fr + free[i])
+        g = Signal(P, name=f"{name}_grant{i}")
+        m.d.comb += g.eq(Cat(*[free[i] & want[p] & (fr == ranks[p]) for p in range(P)]))
+        grants.append(g)
+    granted, index = [], []
+    for p in range(P):
+        got, idx = lowest_set(m, [g[p] for g in grants], f"{name}_index{p}")
+        granted.append(named(m, got, f"{name}_granted{p}"))
+        index.append(idx)
+    total = tree_sum(granted)
+    nxt = Const(0, 1)
+    for p in range(P):
+        nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == total), (p + 1) % P, 0)
+    with m.If(Cat(*granted).any()):
+        m.d.sync += ap.eq(nxt)
+    return grants, granted, index
 
 
 def offer_enqueues(m, enq_ports, ready, target, kind):
@@ -48,7 +106,7 @@ def offer_enqueues(m, enq_ports, ready, target, kind):
 
 
 def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, error,
-                  link_rd, buffer_hit=None, taken=False):
+                  link_rd, buffer_hit=None, taken=False, prefix=""):
     """Offer the head waiter of the entry being drained on ``ret`` (§8).
 
     ``buffer_hit`` is a list of per-entry flags, or None for a table whose responses never
@@ -57,28 +115,29 @@ def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, er
 
     With ``taken`` (contract 2, v2 §8) the handshake is R taking the waiter: the lock is
     taken and released by that alone ("until its last waiter has been taken into R"), and
-    ``in_return`` must leave out the entries whose waiters have all been taken.
+    ``in_return`` must leave out the entries whose waiters have all been taken. ``prefix``
+    names the signals of one response port of several (the channel shape).
     """
     n = len(in_return)
-    locked = Signal()
-    lock_index = Signal(range(max(2, n)))
-    any_return, low_return = lowest_set(m, in_return, "return_index")
-    cur = Signal(range(max(2, n)))
+    locked = Signal(name=f"{prefix}locked" if prefix else None)
+    lock_index = Signal(range(max(2, n)), name=f"{prefix}lock_index" if prefix else None)
+    any_return, low_return = lowest_set(m, in_return, f"{prefix}return_index")
+    cur = Signal(range(max(2, n)), name=f"{prefix}cur" if prefix else None)
     m.d.comb += cur.eq(Mux(locked, lock_index, low_return))
-    cur_head = select(m, head, cur, "cur_head")
-    last = named(m, cur_head == select(m, tail, cur, "cur_tail"), "last")
+    cur_head = select(m, head, cur, f"{prefix}cur_head")
+    last = named(m, cur_head == select(m, tail, cur, f"{prefix}cur_tail"), f"{prefix}last")
     m.d.comb += [
         ret.valid.eq(locked | any_return),
         ret.payload.index.eq(cur),
         ret.payload.slot.eq(cur_head),
-        ret.payload.channel.eq(select(m, target, cur, "cur_target").channel),
+        ret.payload.channel.eq(select(m, target, cur, f"{prefix}cur_target").channel),
         ret.payload.last.eq(last),
         ret.payload.buffer_hit.eq(0 if buffer_hit is None else Array(buffer_hit)[cur]),
         ret.payload.error.eq(Array(error)[cur]),
         link_rd.addr.eq(cur_head),
         ret_locked.eq(locked),
     ]
-    pop = named(m, ret.valid & ret.ready, "pop")
+    pop = named(m, ret.valid & ret.ready, f"{prefix}pop")
     if taken:
         with m.If(pop):
             m.d.sync += [locked.eq(~last), lock_index.eq(cur)]
@@ -100,6 +159,20 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
     inside = Signal(slots, name="chk_inside")
     add = Signal(slots, name="chk_add")
     drop = Signal(slots, name="chk_drop")
+    if isinstance(fire, list):   # several ports (the channel shape): one of each per port
+        m.d.comb += [add.eq(_or([Mux(f, 1 << s, 0) for f, s in zip(fire, slot)])),
+                     drop.eq(_or([Mux(o, 1 << r.payload.slot, 0) for o, r in zip(pop, ret)]))]
+        m.d.sync += inside.eq((inside & ~drop) | add)
+        for f, s in zip(fire, slot):
+            protocol(m, checks, ~f | ~(inside >> s)[0],
+                     f"request dispatched to the {table} for a slot already inside it")
+        for r in ret:
+            invariant(m, checks, ~r.valid | (inside >> r.payload.slot)[0],
+                      f"{table} response for a request slot that is not waiting (duplicated "
+                      "waiter)")
+        invariant(m, checks, ~all_free | (inside == 0),
+                  f"every {table} entry is FREE but a request is still waiting (lost waiter)")
+        return
     m.d.comb += [add.eq(Mux(fire, 1 << slot, 0)), drop.eq(Mux(pop, 1 << ret.payload.slot, 0))]
     m.d.sync += inside.eq((inside & ~drop) | add)
     protocol(m, checks, ~fire | ~(inside >> slot)[0],
@@ -108,3 +181,11 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
               f"{table} response for a request slot that is not waiting (duplicated waiter)")
     invariant(m, checks, ~all_free | (inside == 0),
               f"every {table} entry is FREE but a request is still waiting (lost waiter)")
+
+
+def _or(values):
+    """The OR of a non-empty list of values."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out

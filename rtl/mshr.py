@@ -17,8 +17,8 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import check_waiters, drain_waiters, offer_enqueues
-from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.entry_table import check_waiters, drain_waiters, grant_free, offer_enqueues
+from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -78,6 +78,14 @@ class Mshr(wiring.Component):
         table), byte counts do not overflow; events name entries in the right state.
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
+    ports : int
+        1, or ``P = channels`` in the channel shape of contract 2 (v2 §4.2.3, §8): then
+        ``disp``, ``disp_index``, ``disp_match``, ``ret`` and ``launched`` are arrays of
+        ``P`` (one per request / response port), ``disp_hit``, ``ret_sel`` and
+        ``ret_locked`` ``P``-bit vectors. Each port merges on its own; the ports that
+        allocate take FREE entries by :func:`~hbfsim.rtl.entry_table.grant_free` (the k-th
+        lowest free entry to the k-th port from the pool's pointer); response port ``p``
+        drains the RETURN entries of channel ``p``.
 
     Members
     -------
@@ -112,14 +120,33 @@ class Mshr(wiring.Component):
         mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
+                 ports: int = 1):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
+        self._ports = P = ports
         n, c = cfg.mshr_entries, cfg.channels
         v2 = {"launched": In(event_layout(w.mshr_index)),
               "disp_match": In(n)} if cfg.contract == 2 else {}
+        if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
+            super().__init__({
+                "launched": In(event_layout(w.mshr_index)).array(P),
+                "disp_match": In(n).array(P),
+                "disp": In(stream.Signature(disp_layout(w))).array(P),
+                "disp_hit": Out(P),
+                "disp_index": Out(range(max(2, n))).array(P),
+                "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
+                "issue": In(event_layout(w.mshr_index)).array(c * max(1, w.planes)),
+                "done": In(done_layout(w.mshr_index)).array(c * max(1, w.planes)),
+                "ret": Out(stream.Signature(ret_layout(w, w.mshr_index))).array(P),
+                "ret_sel": In(P),
+                "ret_locked": Out(P),
+                "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
+                "pending": Out(n),
+            })
+            return
         super().__init__(v2 | {
             "disp": In(stream.Signature(disp_layout(w))),
             "disp_hit": Out(1),
@@ -160,8 +187,13 @@ class Mshr(wiring.Component):
         # Successor of each request slot in its entry's waiter list.
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
-        link_wr = next_slot.write_port()
-        link_rd = next_slot.read_port(domain="comb")
+        P = self._ports
+        if P > 1:   # one merge and one response port per host channel (v2 §14)
+            link_wrs = [next_slot.write_port() for _ in range(P)]
+            link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
+        else:
+            link_wr = next_slot.write_port()
+            link_rd = next_slot.read_port(domain="comb")
 
         # ---- dispatch from M: merge (MSHR hit) or allocate the lowest free entry (§4.2) ----
         mergeable = [named(m, (s == MshrState.WAIT) | (s == MshrState.QUEUED)
@@ -170,6 +202,10 @@ class Mshr(wiring.Component):
         joinable = mergeable
         if "mshr-merge-return" in self._mutations:
             joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
+        if P > 1:
+            self._elaborate_ports(m, state, page, target, nbytes, head, tail, buffer_hit,
+                                  error, age, link_wrs, link_rds, joinable, mergeable)
+            return m
         if cfg.mshr_merge and cfg.contract == 2:
             # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
             match = [joinable[i] & self.disp_match[i] for i in range(n)]
@@ -266,6 +302,189 @@ class Mshr(wiring.Component):
             self._add_checks(m, state, page, mergeable, head, tail, allocate, merge, hit_index,
                              free_index, pop, cur, locked, nbytes, fire, ready, drained)
         return m
+
+    def _elaborate_ports(self, m, state, page, target, nbytes, head, tail, buffer_hit, error,
+                         age, link_wrs, link_rds, joinable, mergeable):
+        """The rest of :meth:`elaborate` in the channel shape (contract 2, ``P`` ports):
+        a merge per port, allocation by v2 §4.2.3, a response port per channel (v2 §8)."""
+        cfg, P = self._cfg, self._ports
+        n, channels = cfg.mshr_entries, cfg.channels
+        aggregation = cfg.read_mode == "aggregation"
+        window = cfg.read_agg_window_ticks
+        disps = list(self.disp)
+        # ---- dispatch: per port a merge into its page's entry, else an allocation ----
+        hits, hit_indexes = [], []
+        for p, d in enumerate(disps):
+            if cfg.mshr_merge:   # v2 §4.2: M_p's lookup register, qualified by the state
+                match = [joinable[i] & self.disp_match[p][i] for i in range(n)]
+            else:
+                match = [Const(0, 1)] * n
+            hit, hit_index = lowest_set(m, match, f"hit_index_p{p}")
+            hits.append(named(m, hit, f"hit_p{p}"))
+            hit_indexes.append(hit_index)
+        free = [named(m, s == MshrState.FREE, f"free{i}") for i, s in enumerate(state)]
+        want = [named(m, d.valid & ~hits[p], f"want_p{p}") for p, d in enumerate(disps)]
+        grants, granted, alloc_index = grant_free(m, free, want, "alloc")
+        fires, merges = [], []
+        for p, d in enumerate(disps):
+            m.d.comb += [
+                d.ready.eq(hits[p] | granted[p]),
+                self.disp_hit[p].eq(hits[p]),
+                self.disp_index[p].eq(Mux(hits[p], hit_indexes[p], alloc_index[p])),
+            ]
+            fires.append(named(m, d.valid & d.ready, f"fire_p{p}"))
+            merge = named(m, fires[p] & hits[p], f"merge_p{p}")
+            merges.append(merge)
+            wr = link_wrs[p]
+            m.d.comb += [wr.addr.eq(select(m, tail, hit_indexes[p], f"hit_tail_p{p}")),
+                         wr.data.eq(d.payload.slot),
+                         wr.en.eq(0 if "mshr-dropped-waiter" in self._mutations else merge)]
+        for i in range(n):
+            m.d.comb += [self.tags[i].eq(page[i]), self.pending[i].eq(mergeable[i])]
+
+        # ---- readiness and the per-channel enqueue candidates (§4.3, §6) ----
+        if not aggregation:
+            ready = [s == MshrState.WAIT for s in state]
+        else:
+            ready = [named(m, (state[i] == MshrState.WAIT)
+                           & ((nbytes[i] >= cfg.read_agg_threshold_bytes) | (age[i] >= window)),
+                           f"ready{i}")
+                     for i in range(n)]
+        enq_fire, enq_index = offer_enqueues(m, self.enq, ready, target, EntryKind.MSHR)
+
+        # ---- responses: port p drains the RETURN entries of channel p (v2 §8) ----
+        drained = [Signal(name=f"drained{i}") for i in range(n)]
+        pops, curs, lasts = [], [], []
+        for p in range(P):
+            pop, cur, last, _locked = drain_waiters(
+                m, self.ret[p], self.ret_sel[p], self.ret_locked[p],
+                [(s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 for i, s in enumerate(state)],
+                head, tail, target, error, link_rds[p], buffer_hit=buffer_hit, taken=True,
+                prefix=f"p{p}_")
+            pops.append(pop)
+            curs.append(cur)
+            lasts.append(last)
+
+        # ---- per-entry next state; the sources of each field exclude each other ----
+        lanes = len(self.issue) // channels
+        for i in range(n):
+            for p, d in enumerate(disps):
+                with m.If(grants[i][p]):
+                    m.d.sync += [
+                        state[i].eq(MshrState.WAIT),
+                        page[i].eq(d.payload.page),
+                        target[i].eq(d.payload.target),
+                        nbytes[i].eq(d.payload.bytes),
+                        head[i].eq(d.payload.slot),
+                        tail[i].eq(d.payload.slot),
+                        buffer_hit[i].eq(0),
+                        error[i].eq(0),
+                    ]
+                    if aggregation:
+                        m.d.sync += age[i].eq(min(1, window))
+                # a page maps to one read port: at most one port merges into an entry
+                with m.If(merges[p] & (hit_indexes[p] == i)):
+                    m.d.sync += [nbytes[i].eq(nbytes[i] + d.payload.bytes),
+                                 tail[i].eq(d.payload.slot)]
+            if aggregation:
+                with m.If((state[i] == MshrState.WAIT) & (age[i] != window)):
+                    m.d.sync += age[i].eq(age[i] + 1)
+            for c in range(channels):
+                with m.If(enq_fire[c] & (enq_index[c] == i)):
+                    m.d.sync += state[i].eq(MshrState.QUEUED)
+                for k in range(c * lanes, (c + 1) * lanes):
+                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
+                        m.d.sync += state[i].eq(MshrState.ISSUED)
+                    with m.If(self.done[k].valid & (self.done[k].index == i)):
+                        m.d.sync += [
+                            state[i].eq(MshrState.RETURN),
+                            buffer_hit[i].eq(self.done[k].buffer_hit),
+                            error[i].eq(self.done[k].error),
+                        ]
+            # an entry's waiters all leave through its channel's port (v2 §8)
+            for p in range(P):
+                with m.If(pops[p] & (curs[p] == i)):
+                    with m.If(lasts[p]):
+                        m.d.sync += drained[i].eq(1)
+                    with m.Else():
+                        m.d.sync += head[i].eq(link_rds[p].data)
+                with m.If(self.launched[p].valid & (self.launched[p].index == i)):
+                    m.d.sync += [state[i].eq(MshrState.FREE), drained[i].eq(0)]
+
+        if self._checks:
+            self._add_port_checks(m, state, page, mergeable, head, tail, grants, merges,
+                                  hit_indexes, pops, curs, nbytes, fires, drained, granted,
+                                  alloc_index, free, want)
+
+    def _add_port_checks(self, m, state, page, mergeable, head, tail, grants, merges,
+                         hit_indexes, pops, curs, nbytes, fires, drained, granted,
+                         alloc_index, free, want):
+        """The properties of :meth:`_add_checks` with ``P`` ports, and v2 §18 step 6's
+        allocation properties: one-hot grants, only to FREE entries, the k-th free rule."""
+        cfg, checks, P = self._cfg, self._checks, self._ports
+        n = cfg.mshr_entries
+        disps = list(self.disp)
+        for p, d in enumerate(disps):
+            protocol(m, checks, ~d.valid | ((d.payload.bytes >= 1)
+                                            & (d.payload.bytes <= PAGE_BYTES)),
+                     f"port {p}: read dispatched with a size outside 1..4096 bytes")
+        check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                      list(self.ret), Cat(*[s == MshrState.FREE for s in state]).all(), "MSHR")
+        waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
+        for i in range(n):
+            add = Const(0, 1)
+            for p in range(P):
+                add = add | (merges[p] & (hit_indexes[p] == i))
+            gone = Const(0, 1)
+            for p in range(P):
+                gone = gone | (pops[p] & (curs[p] == i))
+            with m.If(grants[i].any()):
+                m.d.sync += waiters[i].eq(1)
+            with m.Else():
+                m.d.sync += waiters[i].eq(waiters[i] + add - gone)
+            f = (state[i] == MshrState.FREE) | drained[i]
+            invariant(m, checks, ~drained[i] | (state[i] == MshrState.RETURN),
+                      f"MSHR entry {i}: drained outside RETURN")
+            invariant(m, checks, f == (waiters[i] == 0),
+                      f"MSHR entry {i}: FREE exactly when its waiter list is empty")
+            invariant(m, checks, f | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                      f"MSHR entry {i}: head == tail exactly when one waiter is left")
+            # v2 §4.2.3 (S1): a grant is one-hot and goes to a FREE entry
+            g = grants[i]
+            invariant(m, checks, (g & (g - 1)) == 0,
+                      f"MSHR entry {i} granted to two ports in one cycle")
+            invariant(m, checks, ~g.any() | free[i], f"MSHR entry {i} granted while not FREE")
+            for j in range(i + 1, n if cfg.mshr_merge else 0):
+                invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
+                          f"MSHR entries {i} and {j} are both mergeable for one page")
+        # the k-th free rule: the granted ports hold the lowest free entries, as many as
+        # min(wanting ports, free entries)
+        n_free, n_want, n_got = tree_sum(free), tree_sum(want), tree_sum(granted)
+        invariant(m, checks, n_got == Mux(n_want < n_free, n_want, n_free),
+                  "MSHR allocation: granted ports differ from min(wanting, free) (v2 §4.2.3)")
+        states = Array(state)
+        for c in range(len(self.issue)):
+            ev, done = self.issue[c], self.done[c]
+            protocol(m, checks,
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
+                     f"issue[{c}] names an MSHR entry that is not QUEUED")
+            protocol(m, checks,
+                     ~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
+                     f"done[{c}] names an MSHR entry that is not ISSUED")
+        for p in range(P):
+            ev = self.launched[p]
+            protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                     f"launched[{p}] names an MSHR entry with waiters left to take")
+        cap = cfg.admission * PAGE_BYTES
+        for i in range(n):
+            for p, d in enumerate(disps):
+                invariant(m, checks, ~(merges[p] & (hit_indexes[p] == i))
+                          | (nbytes[i] + d.payload.bytes <= cap),
+                          f"MSHR entry {i}: byte count overflows")
+        cover(m, checks, Cat(*granted).all(), "every port allocates an MSHR entry in a cycle")
+        cover(m, checks, Cat(*[w & ~g for w, g in zip(want, granted)]).any(),
+              "a read stalls: no free entry for its rank")
 
     def _add_checks(self, m, state, page, mergeable, head, tail, allocate, merge, hit_index,
                     free_index, pop, cur, locked, nbytes, fire, ready, drained):

@@ -70,6 +70,10 @@ class ResponseArbiter(wiring.Component):
         table keeps the port; the two tables are never locked at once (their protocol).
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
+    own_credit : bool
+        Contract 2, channel shape (v2 §8, §15 item 4): this is the response port of one
+        channel, whose entries alone it serves, so it keeps that channel's one
+        :class:`LinkCredit` and K tests it without a channel multiplexer.
 
     Members
     -------
@@ -105,8 +109,9 @@ class ResponseArbiter(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 checks: bool | str = True, mutations=()):
+                 checks: bool | str = True, mutations=(), own_credit: bool = False):
         self._cfg = cfg
+        self._own = own_credit
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
@@ -230,7 +235,7 @@ class ResponseArbiter(wiring.Component):
         wl = waiter_layout(w)
         m.submodules.egress = egress = StageQueue(egress_layout(w), checks=checks)
         credits = []
-        for c in range(cfg.channels):
+        for c in range(1 if self._own else cfg.channels):
             credits.append(LinkCredit(cfg, checks=checks))
             m.submodules[f"credit{c}"] = credits[-1]
 
@@ -241,12 +246,12 @@ class ResponseArbiter(wiring.Component):
 
         # ---- K: launch while the channel's credit is positive and E has room (v2 §8) ----
         m.d.comb += self.slot.eq(k.slot)
-        positive = Array([cr.positive for cr in credits])[k.channel] if cfg.channels > 1 \
+        positive = Array([cr.positive for cr in credits])[k.channel] if len(credits) > 1 \
             else credits[0].positive
         launch = Signal()
         m.d.comb += launch.eq(k_valid & positive & egress.inp.ready)
         for c, cr in enumerate(credits):
-            m.d.comb += [cr.launch.eq(launch & (k.channel == c)),
+            m.d.comb += [cr.launch.eq(launch if self._own else launch & (k.channel == c)),
                          cr.bytes.eq(self.slot_data.bytes)]
         e_in = egress.inp.payload
         m.d.comb += [

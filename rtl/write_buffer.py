@@ -18,7 +18,7 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import check_waiters, drain_waiters, offer_enqueues
+from hbfsim.rtl.entry_table import check_waiters, drain_waiters, grant_free, offer_enqueues
 from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 
@@ -53,6 +53,14 @@ FLUSH_CAUSES = (FlushCause.FULL, FlushCause.RAW, FlushCause.PRESSURE, FlushCause
 def flushes_layout() -> data.ArrayLayout:
     """Flush counters (§5 statistics): one 32-bit count per cause of :data:`FLUSH_CAUSES`."""
     return data.ArrayLayout(unsigned(32), len(FLUSH_CAUSES))
+
+
+def _or_fields(onehot, values):
+    """``values[p]`` for the set bit ``p`` of a one-hot (or zero) vector, as an AND-OR."""
+    out = Const(0, 1)
+    for p, v in enumerate(values):
+        out = out | Mux(onehot[p], v, 0)
+    return out
 
 
 def wdisp_layout(w: Widths) -> data.StructLayout:
@@ -109,6 +117,15 @@ class WriteBuffer(wiring.Component):
         cause.
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
+    ports : int
+        1, or ``P = channels`` in the channel shape of contract 2 (v2 §4.2.3, §4.2.4, §8):
+        then ``disp``, ``disp_index``, ``probe``, ``disp_open``, ``probe_used``,
+        ``disp_pend``, ``ret`` and ``launched`` are arrays of ``P`` and ``disp_merge``,
+        ``probe_block``, ``ret_sel``, ``ret_locked`` ``P``-bit vectors; ``disp_fwd`` (per
+        port) names the MSHR entry a read of the same page merged into or allocated in this
+        cycle on another port (§4.2.4: it joins the blocker set of an entry the write
+        allocates). Allocation by :func:`~hbfsim.rtl.entry_table.grant_free`, at most one
+        pressure victim per cycle, response port ``p`` for the entries of channel ``p``.
 
     Members
     -------
@@ -164,13 +181,44 @@ class WriteBuffer(wiring.Component):
         return super().__new__(cls, cfg, *args, sector_bytes=sector_bytes, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool | str = True,
-                 mutations=()):
+                 mutations=(), ports: int = 1):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._sector = sector_bytes
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
+        self._ports = P = ports
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
+        if P > 1:   # the channel shape (v2 §4.2.3, §4.2.4, §8): one of each per port
+            super().__init__({
+                "launched": In(event_layout(w.wb_index)).array(P),
+                "disp_open": In(m).array(P),
+                "probe_used": In(m).array(P),
+                "disp_pend": In(n).array(P),
+                "disp_fwd": In(n).array(P),
+                "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
+                "in_use": Out(m),
+                "is_open": Out(m),
+                "disp": In(stream.Signature(wdisp_layout(w))).array(P),
+                "disp_merge": Out(P),
+                "disp_index": Out(range(max(2, m))).array(P),
+                "probe": In(data.StructLayout({"valid": 1, "page": unsigned(w.page)})).array(P),
+                "probe_block": Out(P),
+                "drain": In(1),
+                "mshr_tags": In(data.ArrayLayout(unsigned(w.page), n)),
+                "mshr_pending": In(n),
+                "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
+                "issue": In(event_layout(w.wb_index)).array(c * max(1, w.planes)),
+                "done": In(done_layout(w.wb_index)).array(c * max(1, w.planes)),
+                "ret": Out(stream.Signature(ret_layout(w, w.wb_index))).array(P),
+                "ret_sel": In(P),
+                "ret_locked": Out(P),
+                "occupied": Out(range(m + 1)),
+                "programs_queued": Out(1),
+                "cause": Out(data.ArrayLayout(FlushCause, m)),
+                "flushes": Out(flushes_layout()),
+            })
+            return
         v2 = {"launched": In(event_layout(w.wb_index)), "disp_open": In(m), "probe_used": In(m),
               "disp_pend": In(n),
               "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
@@ -205,6 +253,8 @@ class WriteBuffer(wiring.Component):
         return self._sector
 
     def elaborate(self, platform):
+        if self._ports > 1:
+            return self._elaborate_ports()
         m = Module()
         cfg, w = self._cfg, self._w
         n = cfg.write_buffer_entries
@@ -444,6 +494,352 @@ class WriteBuffer(wiring.Component):
                              pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
                              strict_error, mshr_wait, drained)
         return m
+
+    def _elaborate_ports(self):
+        """:meth:`elaborate` in the channel shape (contract 2, ``P`` ports; v2 §4.2.3,
+        §4.2.4, §8): a merge or an allocation per port, one pressure victim per cycle, a
+        read-after-write probe per port, a response port per channel."""
+        m = Module()
+        cfg, w, P = self._cfg, self._w, self._ports
+        n = cfg.write_buffer_entries
+        strict = cfg.write_timeout_policy == "strict"
+        sectors = PAGE_BYTES // self._sector
+        shift = self._sector.bit_length() - 1
+        deadline = cfg.write_deadline_ticks
+        mut = self._mutations
+        disps = list(self.disp)
+
+        state = [Signal(WbState, name=f"state{i}") for i in range(n)]
+        page = [Signal(w.page, name=f"page{i}") for i in range(n)]
+        target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
+        cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
+        remain = [Signal(range(max(2, deadline)), name=f"remain{i}") for i in range(n)]
+        cause = [Signal(FlushCause, name=f"cause{i}") for i in range(n)]
+        pressure = [Signal(name=f"pressure{i}") for i in range(n)]
+        older = [Signal(n, name=f"older{i}") for i in range(n)]
+        head = [Signal(w.slot, name=f"head{i}") for i in range(n)]
+        tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
+        error = [Signal(name=f"error{i}") for i in range(n)]
+
+        m.submodules.next_slot = next_slot = memory.Memory(
+            shape=unsigned(w.slot), depth=cfg.admission, init=[])
+        link_wrs = [next_slot.write_port() for _ in range(P)]
+        link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
+
+        used = [named(m, s != WbState.FREE, f"used{i}") for i, s in enumerate(state)]
+        is_open = [named(m, s == WbState.OPEN, f"open{i}") for i, s in enumerate(state)]
+        full = [named(m, c.all(), f"full{i}") for i, c in enumerate(cov)]
+        m.d.comb += [self.tags[i].eq(page[i]) for i in range(n)]
+        m.d.comb += [self.in_use.eq(Cat(*used)), self.is_open.eq(Cat(*is_open))]
+
+        # ---- dispatch of a write per port: merge into its page's OPEN entry or allocate ----
+        hits, hit_indexes = [], []
+        for p in range(P):
+            match = [is_open[i] & self.disp_open[p][i] for i in range(n)]
+            hit, hit_index = lowest_set(m, match, f"hit_index_p{p}")
+            hits.append(named(m, hit, f"hit_p{p}"))
+            hit_indexes.append(hit_index)
+        want = [named(m, d.valid & ~hits[p], f"want_p{p}") for p, d in enumerate(disps)]
+        grants, granted, alloc_index = grant_free(m, [~u for u in used], want, "alloc")
+        fires, merges, allocs = [], [], []
+        for p, d in enumerate(disps):
+            m.d.comb += [
+                d.ready.eq(hits[p] | granted[p]),
+                self.disp_merge[p].eq(hits[p]),
+                self.disp_index[p].eq(Mux(hits[p], hit_indexes[p], alloc_index[p])),
+            ]
+            fire = named(m, d.valid & d.ready, f"fire_p{p}")
+            fires.append(fire)
+            merges.append(named(m, fire & hits[p], f"merge_p{p}"))
+            allocs.append(named(m, fire & ~hits[p], f"allocate_p{p}"))
+            m.d.comb += [link_wrs[p].addr.eq(select(m, tail, hit_indexes[p], f"hit_tail_p{p}")),
+                         link_wrs[p].data.eq(d.payload.slot),
+                         link_wrs[p].en.eq(merges[p])]
+        # Per entry, the one port that allocates it or merges into it in this cycle (a page
+        # has one write port), and that write's sector mask: the byte range is selected
+        # before the mask is decoded, so the coverage logic grows with the entries, not with
+        # entries x ports (two thermometer decoders per entry)
+        masks, sources = [], []
+        for i in range(n):
+            src = Cat(*[grants[i][p] | (merges[p] & (hit_indexes[p] == i)) for p in range(P)])
+            src = named(m, src, f"src{i}")
+            sources.append(src)
+            invariant(m, self._checks, (src & (src - 1)) == 0,
+                      f"write-buffer entry {i} written by two ports in one cycle")
+            off = Signal(ceil_log2(PAGE_BYTES), name=f"src_offset{i}")
+            nb = Signal(range(PAGE_BYTES + 1), name=f"src_bytes{i}")
+            m.d.comb += [off.eq(_or_fields(src, [d.payload.offset for d in disps])),
+                         nb.eq(_or_fields(src, [d.payload.bytes for d in disps]))]
+            hi_plus_1 = Signal(range(sectors + 1), name=f"hi_plus_1_e{i}")
+            m.d.comb += hi_plus_1.eq(((off + nb - 1) >> shift) + 1)
+            mask = Signal(sectors, name=f"mask_e{i}")
+            m.d.comb += mask.eq(at_least(m, off >> shift, sectors, f"from_lo_e{i}")
+                                & ~at_least(m, hi_plus_1, sectors, f"from_hi_e{i}"))
+            masks.append(mask)
+        # a write stalls when it neither merges nor gets an entry for its rank (§4.2.3)
+        stalled = named(m, Cat(*[d.valid & ~hits[p] & ~granted[p]
+                                 for p, d in enumerate(disps)]).any(), "stalled")
+
+        # ---- flush triggers (§4.4 first bullet); a read-after-write probe per port ----
+        probe_match = []
+        for p in range(P):
+            pm = [named(m, used[i] & self.probe_used[p][i], f"probe_match{i}_p{p}")
+                  for i in range(n)]
+            m.d.comb += self.probe_block[p].eq(Cat(*pm).any())
+            probe_match.append(pm)
+        pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
+                              "pressure_live")
+        oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
+        remain_zero = [r == 0 for r in remain]
+        triggers = []
+        for i in range(n):
+            raw = named(m, Cat(*[self.probe[p].valid & probe_match[p][i] for p in range(P)]).any()
+                        & is_open[i], f"raw{i}")
+            # The golden model (model/controller_ports.py: reads dispatch before writes) does
+            # not choose the oldest OPEN entry for pressure when a read of another port
+            # flushes it with cause raw in the same cycle, and then chooses none; v2 §4.2's
+            # text would choose it (cause raw by priority) and count it as the pending
+            # victim (docs/rtl.md "Channel shape" reports the difference).
+            victim = named(m, stalled & ~pressure_live & oldest_open[i] & ~raw, f"victim{i}")
+            triggers.append((victim, [(full[i], FlushCause.FULL), (raw, FlushCause.RAW),
+                                      (victim, FlushCause.PRESSURE),
+                                      (remain_zero[i], FlushCause.DEADLINE),
+                                      (self.drain, FlushCause.DRAIN)]))
+
+        # ---- FLUSH: strict errors and enqueue eligibility (§4.4), recorded sets (§16) ----
+        blockers = [Signal(cfg.mshr_entries, name=f"blockers{i}") for i in range(n)]
+        older_page = [Signal(n, name=f"older_page{i}") for i in range(n)]
+        pend_now, used_now = Cat(*self.mshr_pending), Cat(*used)
+        blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}") for i in range(n)]
+        older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
+        for i in range(n):
+            with m.If(~grants[i].any()):
+                m.d.sync += [blockers[i].eq(blocker_live[i]), older_page[i].eq(older_live[i])]
+            for p in range(P):
+                with m.If(grants[i][p]):
+                    # v2 §4.2.4: a read of the page dispatched in this cycle on another port
+                    # (disp_fwd) counts as earlier
+                    m.d.sync += [blockers[i].eq((self.disp_pend[p] & pend_now)
+                                                | self.disp_fwd[p]),
+                                 older_page[i].eq(self.probe_used[p] & used_now)]
+        eligible, mshr_wait, strict_error, serialized = [], [], [], []
+        for i in range(n):
+            in_flush = state[i] == WbState.FLUSH
+            same_page_older = older_live[i].any()
+            mshr_busy = blocker_live[i].any()
+            if self._checks:   # v2 §18 step 4: the recorded sets equal v1's comparisons
+                v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i]) for j in range(n)])
+                v1_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
+                                for k in range(cfg.mshr_entries)])
+                invariant(m, self._checks, ~used[i] | (older_live[i] == v1_older),
+                          f"write-buffer entry {i}: the recorded older set differs from the "
+                          "page comparisons (v2 §4.4)")
+                invariant(m, self._checks, ~used[i] | (blocker_live[i] == v1_busy),
+                          f"write-buffer entry {i}: the recorded blocker set differs from the "
+                          "MSHR page comparisons (v2 §4.4)")
+            complete = full[i] if strict and "wb-strict-partial" not in mut else 1
+            serialized.append(named(m, ~same_page_older, f"serialized{i}"))
+            order_ok = 1 if "wb-w4-ignored" in mut else serialized[i]
+            eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy,
+                                  f"eligible{i}"))
+            mshr_wait.append(in_flush & mshr_busy)
+            strict_error.append(in_flush & ~full[i] if strict else Const(0))
+        if self._checks:
+            for p, d in enumerate(disps):
+                fresh_used = Cat(*[used[j] & (page[j] == d.payload.page) for j in range(n)])
+                fresh_pend = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == d.payload.page)
+                                   for k in range(cfg.mshr_entries)])
+                protocol(m, self._checks, ~allocs[p]
+                         | ((self.probe_used[p] & used_now) == fresh_used),
+                         f"port {p}: probe_used differs from the in-use entries of the page of "
+                         "a write that allocates (v2 §4.2)")
+                protocol(m, self._checks, ~allocs[p]
+                         | ((self.disp_pend[p] & pend_now) == fresh_pend),
+                         f"port {p}: disp_pend differs from the pending MSHR entries of the "
+                         "page of a write that allocates (v2 §4.4)")
+        enq_fire, enq_index = offer_enqueues(m, self.enq, eligible, target, EntryKind.WBUF)
+
+        # ---- responses: port p drains the RETURN entries of channel p (v2 §8) ----
+        drained = [Signal(name=f"drained{i}") for i in range(n)]
+        pops, curs, lasts = [], [], []
+        for p in range(P):
+            pop, cur, last, _locked = drain_waiters(
+                m, self.ret[p], self.ret_sel[p], self.ret_locked[p],
+                [(s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 for i, s in enumerate(state)],
+                head, tail, target, error, link_rds[p], taken=True, prefix=f"p{p}_")
+            pops.append(pop)
+            curs.append(cur)
+            lasts.append(last)
+
+        m.d.comb += [
+            self.occupied.eq(tree_sum(used)),
+            self.programs_queued.eq(Cat(*[s == WbState.QUEUED for s in state]).any()),
+        ]
+        for i in range(n):
+            m.d.comb += self.cause[i].eq(cause[i])
+
+        # ---- per-entry next state ----
+        leaving = {why: [] for why in FLUSH_CAUSES}
+        alloc_mask = Cat(*[g.any() for g in grants])
+        lanes = len(self.issue) // cfg.channels
+        for i in range(n):
+            allocated_here = grants[i].any()
+            for p, d in enumerate(disps):
+                with m.If(grants[i][p]):
+                    m.d.sync += [
+                        state[i].eq(WbState.OPEN),
+                        page[i].eq(d.payload.page),
+                        target[i].eq(d.payload.target),
+                        cov[i].eq(masks[i]),
+                        remain[i].eq(deadline - 1),
+                        cause[i].eq(FlushCause.NONE),
+                        pressure[i].eq(0),
+                        # entries allocated in the same cycle are older by index: the k-th
+                        # port takes the k-th lowest entry, so index order is the order in
+                        # which the golden model allocates them (its pressure order)
+                        older[i].eq(Cat(*used) | (alloc_mask & ((1 << i) - 1))),
+                        head[i].eq(d.payload.slot),
+                        tail[i].eq(d.payload.slot),
+                        error[i].eq(0),
+                    ]
+            with m.If(~allocated_here & alloc_mask.any()):
+                m.d.sync += older[i].eq(older[i] & ~alloc_mask)
+            for p in range(P):
+                # a page maps to one write port: at most one port merges into an entry
+                with m.If(merges[p] & (hit_indexes[p] == i)):
+                    merged = masks[i] if "wb-coverage-overwrite" in mut else cov[i] | masks[i]
+                    m.d.sync += [cov[i].eq(merged), tail[i].eq(disps[p].payload.slot)]
+            with m.If(~allocated_here & (remain[i] != 0)):
+                m.d.sync += remain[i].eq(remain[i] - 1)
+
+            victim, causes = triggers[i]
+            with m.If(victim):
+                m.d.sync += pressure[i].eq(1)
+            earlier = Const(0)
+            for cond, why in causes:
+                leaving[why].append(is_open[i] & cond & ~earlier)
+                earlier = earlier | cond
+            with m.If(is_open[i]):
+                for k, (cond, why) in enumerate(causes):
+                    with (m.If if k == 0 else m.Elif)(cond):
+                        m.d.sync += [state[i].eq(WbState.FLUSH), cause[i].eq(why)]
+            with m.If(strict_error[i]):
+                m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(1)]
+            for c in range(cfg.channels):
+                with m.If(enq_fire[c] & (enq_index[c] == i)):
+                    m.d.sync += state[i].eq(WbState.QUEUED)
+                for k in range(c * lanes, (c + 1) * lanes):
+                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
+                        m.d.sync += state[i].eq(WbState.PROGRAM)
+                    with m.If(self.done[k].valid & (self.done[k].index == i)):
+                        m.d.sync += [state[i].eq(WbState.RETURN),
+                                     error[i].eq(self.done[k].error)]
+            for p in range(P):
+                with m.If(pops[p] & (curs[p] == i)):
+                    with m.If(lasts[p]):
+                        m.d.sync += drained[i].eq(1)
+                    with m.Else():
+                        m.d.sync += head[i].eq(link_rds[p].data)
+                with m.If(self.launched[p].valid & (self.launched[p].index == i)):
+                    m.d.sync += [state[i].eq(WbState.FREE), drained[i].eq(0)]
+
+        for k, why in enumerate(FLUSH_CAUSES):
+            count = Signal(32, name=f"flushes_{why.name.lower()}")
+            m.d.sync += count.eq(count + tree_sum(leaving[why]))
+            m.d.comb += self.flushes[k].eq(count)
+
+        if self._checks:
+            self._add_port_checks(m, state, page, head, tail, grants, merges, hit_indexes,
+                                  pops, curs, cov, full, fires, leaving, stalled, strict_error,
+                                  mshr_wait, drained, granted, want, used, serialized, triggers)
+        return m
+
+    def _add_port_checks(self, m, state, page, head, tail, grants, merges, hit_indexes, pops,
+                         curs, cov, full, fires, leaving, stalled, strict_error, mshr_wait,
+                         drained, granted, want, used, serialized, triggers):
+        """:meth:`_add_checks` with ``P`` ports, and v2 §18 step 6's allocation properties
+        (one-hot grants to FREE entries, the k-th free count, one pressure victim)."""
+        cfg, checks, P = self._cfg, self._checks, self._ports
+        n = cfg.write_buffer_entries
+        strict = cfg.write_timeout_policy == "strict"
+        disps = list(self.disp)
+        for p, d in enumerate(disps):
+            pl = d.payload
+            protocol(m, checks, ~d.valid | ((pl.bytes >= 1) & (pl.offset + pl.bytes
+                                                                <= PAGE_BYTES)),
+                     f"port {p}: write dispatched with a byte range outside its page")
+        check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                      list(self.ret), Cat(*[s == WbState.FREE for s in state]).all(),
+                      "write buffer")
+        for why in FLUSH_CAUSES:
+            cover(m, checks, Cat(*leaving[why]).any(), f"an entry flushes with cause {why.name}")
+        cover(m, checks, stalled, "a write stalls: no OPEN entry of its page, none for its rank")
+        cover(m, checks, Cat(*granted).all(), "every port allocates a write-buffer entry")
+        invariant(m, checks, (Cat(*[v for v, _ in triggers]) & (Cat(*[v for v, _ in triggers])
+                                                                - 1)) == 0,
+                  "two pressure victims in one cycle (v2 §4.2)")
+        free = [~u for u in used]
+        n_free, n_want, n_got = tree_sum(free), tree_sum(want), tree_sum(granted)
+        invariant(m, checks, n_got == Mux(n_want < n_free, n_want, n_free),
+                  "write-buffer allocation: granted ports differ from min(wanting, free) "
+                  "(v2 §4.2.3)")
+        waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
+        for i in range(n):
+            g = grants[i]
+            invariant(m, checks, (g & (g - 1)) == 0,
+                      f"write-buffer entry {i} granted to two ports in one cycle")
+            invariant(m, checks, ~g.any() | free[i],
+                      f"write-buffer entry {i} granted while not FREE")
+            was_open = Signal(name=f"chk_was_open{i}")
+            cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
+            is_open = state[i] == WbState.OPEN
+            m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
+            invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
+                      f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
+            if strict:
+                for c in range(len(self.issue)):
+                    ev = self.issue[c]
+                    invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
+                              f"write-buffer entry {i}: PROGRAM of an incomplete page under "
+                              "the strict policy (W3)")
+            add = Const(0, 1)
+            gone = Const(0, 1)
+            for p in range(P):
+                add = add | (merges[p] & (hit_indexes[p] == i))
+                gone = gone | (pops[p] & (curs[p] == i))
+            with m.If(g.any()):
+                m.d.sync += waiters[i].eq(1)
+            with m.Else():
+                m.d.sync += waiters[i].eq(waiters[i] + add - gone)
+            f = (state[i] == WbState.FREE) | drained[i]
+            invariant(m, checks, ~drained[i] | (state[i] == WbState.RETURN),
+                      f"write-buffer entry {i}: drained outside RETURN")
+            programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
+            invariant(m, checks, ~programming | serialized[i],
+                      f"write-buffer entry {i} programs while an older entry of its page is "
+                      "in use (W4)")
+            invariant(m, checks, f == (waiters[i] == 0),
+                      f"write-buffer entry {i}: FREE exactly when its waiter list is empty")
+            invariant(m, checks, f | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                      f"write-buffer entry {i}: head == tail exactly when one waiter is left")
+            for j in range(i + 1, n):
+                invariant(m, checks, ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
+                                       & (page[i] == page[j])),
+                          f"write-buffer entries {i} and {j} are both OPEN for one page")
+        states = Array(state)
+        for c in range(len(self.issue)):
+            ev, done = self.issue[c], self.done[c]
+            protocol(m, checks,
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
+                     f"issue[{c}] names a write-buffer entry that is not QUEUED")
+            protocol(m, checks,
+                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
+                     f"done[{c}] names a write-buffer entry that is not PROGRAM")
+        for p in range(P):
+            ev = self.launched[p]
+            protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                     f"launched[{p}] names a write-buffer entry with waiters left to take")
 
     def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
                     pop, cur, locked, serialized, cov, full, fire, leaving, stalled,

@@ -43,6 +43,25 @@ FULL_V2 = FAST_V2 + [f"{k}-v2" for k in (
      for k in ("full", "partial", "two-rows", "program")] + \
     [f"mp-mix-{mode}-v2" for mode in ("megaplane", "page", "off", "rich", "m4", "2stacks",
                                       "tiny-page")]
+#: The channel shape (docs/timing-contract-v2.md §18 step 6): CI runs the directed
+#: multi-port scenarios on one small build (two ports, RTL set ``ports``: about 25 s cold);
+#: HBFSIM_COSIM_FULL=1 adds them on four ports under a partition scheduler (§4.2.4, same
+#: page on two ports), the random mixes, and the contract-1 scenarios in the channel shape
+#: (``<name>-ch``; ``conservation-1ch-ch``: one channel, the shape equal to the stack shape).
+#: Not ``burst-ch``: its property (one READ per page) is the stack shape's; with two ports
+#: sharing 32 admission slots a page's 32 reads are accepted over more than tR, and the late
+#: ones allocate again (64 READs for 16 pages, golden model and RTL alike, 0 mismatches).
+FAST_CH = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports",
+           "pressure-raw", "mix-ports"]
+FULL_CH = FAST_CH + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-fairness",
+                                                      "admission-rank")] + \
+    ["partition-same-page", "mix-ports-partition", "mix-ports-fcfs"] + \
+    [f"{k}-ch" for k in (
+        "conservation", "conservation-1ch", "conservation-16ch", "saturation",
+        "coverage", "strict", "partial", "read-after-write", "sched-read-priority",
+        "sched-write-drain", "sched-partition-1r3w", "sched-partition-2r2w",
+        "sched-partition-3r1w", "mix-backpressure", "mix-aggregation", "mix-merge-off",
+        "mix-tiny", "mix-link", "mix-1ch", "mix-16ch", "mix-active-total", "mix-sectors")]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["sched-read-priority", "sched-partition-1r3w", "sched-partition-3r1w",
@@ -55,16 +74,20 @@ def full_suite() -> bool:
 
 
 def selected() -> list[str]:
-    return (FULL + FULL_V2) if full_suite() else (FAST + FAST_V2)
+    return (FULL + FULL_V2 + FULL_CH) if full_suite() else (FAST + FAST_V2 + FAST_CH)
 
 
 def make(key: str):
-    """``name``, ``name@seed`` or either with ``-v2`` (contract 2) -> Scenario."""
-    contract = 1
+    """``name``, ``name@seed`` or either with ``-v2`` (contract 2) or ``-ch`` (contract 2,
+    channel shape) -> Scenario."""
+    contract, shape = 1, "stack"
     if key.endswith("-v2"):
         key, contract = key[:-3], 2
+    elif key.endswith("-ch"):
+        key, contract, shape = key[:-3], 2, "channel"
     name, _, seed = key.partition("@")
-    return scenarios.make(name, int(seed) if seed else SEED, contract=contract)
+    return scenarios.make(name, int(seed) if seed else SEED, contract=contract,
+                          host_ports=shape)
 
 
 def verilator_or_skip():

@@ -92,6 +92,14 @@ def test_soak_configurations_cover_every_policy_under_both_contracts():
         assert max(c.stacks for c in cfgs) == 2
     assert {c.multiplane for c in scenarios.soak_configs(1)} == {"off"}
     assert {c.multiplane for c in scenarios.soak_configs(2)} == {"off", "page", "megaplane"}
+    # contract 2 covers the channel shape too, every policy in it (v2 §1, §18 step 6)
+    assert {c.host_ports for c in scenarios.soak_configs(1)} == {"stack"}
+    chan = [c for c in scenarios.soak_configs(2) if c.host_ports == "channel"]
+    assert {c.scheduler for c in chan} >= set(SCHEDULERS)
+    assert {c.read_mode for c in chan} == {"demand", "aggregation"}
+    assert {c.write_timeout_policy for c in chan} == {"strict", "partial"}
+    assert {c.mshr_merge for c in chan} == {True, False}
+    assert {c.stacks for c in chan} == {1}
     with pytest.raises(ValueError, match="contract must be 1 or 2"):
         scenarios.soak_configs(3)
 

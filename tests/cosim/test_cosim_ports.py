@@ -75,3 +75,22 @@ def test_port_names_and_widths_match_emitted_verilog(rtl, contract):
     vlt = ports_control_file(cfg)
     assert vlt.startswith("`verilator_config")
     assert all(f'-var "{n}"' in vlt for n in port_names(cfg))
+
+
+@pytest.mark.parametrize("rtl", ["ports", "ports-partition"])
+def test_channel_shape_port_names_match_emitted_verilog(rtl):
+    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel, each with the one-stack layouts."""
+    from hbfsim.cosim.ports import host_ports
+    from hbfsim.rtl.emit import emit_verilog
+
+    cfg = config(rtl)
+    assert host_ports(cfg) == cfg.channels > 1
+    text = emit_verilog(cfg)
+    header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
+    assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))
+    codecs = Codecs(cfg)
+    for p in range(cfg.channels):
+        for port, codec in [(f"req__{p}__payload", codecs.req),
+                            (f"resp__{p}__payload", codecs.resp)]:
+            m = re.search(rf"(?:input|output) \[(\d+):0\] {port};", text)
+            assert int(m.group(1)) + 1 == codec.size, port

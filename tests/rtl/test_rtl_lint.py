@@ -23,6 +23,10 @@ from hbfsim.rtl.emit import emit_verilog
     dict(contract=2, stacks=2),
     dict(contract=2, stacks=3, stack_select="contiguous",
          capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
+    # timing contract 2, channel shape (docs/timing-contract-v2.md §18 step 6)
+    dict(contract=2, host_ports="channel"),
+    dict(contract=2, host_ports="channel", channels=4, scheduler="partition-2r2w",
+         mshr_merge=False, read_mode="aggregation"),
     # multi-plane commands (docs/timing-contract-multiplane.md)
     dict(contract=2, multiplane="megaplane", megaplane_planes=2),
     dict(contract=2, multiplane="page", megaplane_planes=4),

@@ -1,0 +1,131 @@
+"""The channel shape of contract 2 in the RTL (docs/timing-contract-v2.md §18 step 6): the
+shared-pool allocation of §4.2.3 and the admission rank of §4.1, each against a plain-Python
+reference cycle for cycle; the refusals; and the shape with one channel, which is the stack
+shape. The whole controller is compared with the golden model by the co-simulation
+(tests/cosim, scenarios ``ports-*``, ``pool-fairness``, ``admission-rank``,
+``partition-same-page`` and ``<name>-ch``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.hdl import Elaboratable, Module, Signal
+from rtl_helpers import simulate, small_config
+
+from hbfsim.rtl.admission import Admission
+from hbfsim.rtl.controller import check_supported
+from hbfsim.rtl.emit import emit_verilog
+from hbfsim.rtl.entry_table import grant_free
+
+
+class _Pool(Elaboratable):
+    """A module around :func:`grant_free` with its free and want bits as inputs."""
+
+    def __init__(self, n: int, ports: int):
+        self.free = Signal(n)
+        self.want = Signal(ports)
+        self.n, self.P = n, ports
+
+    def elaborate(self, platform):
+        m = Module()
+        self.grants, self.granted, self.index = grant_free(
+            m, [self.free[i] for i in range(self.n)], [self.want[p] for p in range(self.P)],
+            "alloc")
+        return m
+
+
+@pytest.mark.parametrize("n,ports", [(3, 4), (8, 2), (5, 4), (4, 16)])
+def test_grant_free_is_the_kth_free_entry_from_the_pointer(n, ports):
+    """v2 §4.2.3: the ports that allocate, in order from ``ap``, take the FREE entries in
+    index order; ports beyond the free count stall; ``ap`` moves to the last granted port
+    + 1 (kept in a cycle without a grant); each entry's grant is one-hot."""
+    dut = _Pool(n, ports)
+    rng = random.Random(n * 100 + ports)
+    seen = {"stall": 0, "wrap": 0}
+
+    async def tb(ctx):
+        ap = 0
+        for _ in range(300):
+            free = [rng.random() < min(0.5, ports / (2 * n)) for _ in range(n)]
+            want = [rng.random() < 0.6 for _ in range(ports)]
+            ctx.set(dut.free, sum(1 << i for i, f in enumerate(free) if f))
+            ctx.set(dut.want, sum(1 << p for p, w in enumerate(want) if w))
+            order = [(ap + k) % ports for k in range(ports) if want[(ap + k) % ports]]
+            entries = [i for i in range(n) if free[i]]
+            expect = dict(zip(order, entries))
+            for p in range(ports):
+                assert ctx.get(dut.granted[p]) == (p in expect), (p, ap, free, want)
+                if p in expect:
+                    assert ctx.get(dut.index[p]) == expect[p]
+            for i in range(n):
+                g = ctx.get(dut.grants[i])
+                owner = [p for p, e in expect.items() if e == i]
+                assert g == (1 << owner[0] if owner else 0)
+            seen["stall"] += len(order) > len(entries)
+            seen["wrap"] += any(p < ap for p in expect)
+            if expect:
+                ap = (order[len(expect) - 1] + 1) % ports
+            await ctx.tick()
+
+    simulate(dut, tb)
+    assert seen["stall"] > 10 and seen["wrap"] > 10
+
+
+@pytest.mark.parametrize("admission,ports", [(3, 4), (6, 4), (16, 2)])
+def test_admission_ready_follows_the_rotating_rank(admission, ports):
+    """v2 §4.1: ``ready_p(t) = (p - t) mod P < admission - inflight(t)``, a register; an
+    accept takes a slot, a release frees it from the next cycle; accepted ports get
+    distinct slots."""
+    cfg = small_config(contract=2, host_ports="channel", channels=ports, admission=admission)
+    dut = Admission(cfg, ports=ports)
+    rng = random.Random(admission * 10 + ports)
+    stats = {"held": 0, "all": 0}
+
+    async def tb(ctx):
+        held = set()
+        for t in range(400):
+            free = admission - len(held)
+            ready = [(p - t) % ports < free for p in range(ports)]
+            got = ctx.get(dut.alloc_ready)
+            assert [bool(got >> p & 1) for p in range(ports)] == ready, (t, held)
+            acc = [ready[p] and rng.random() < 0.7 for p in range(ports)]
+            rel = [s for s in held if rng.random() < ports / (2 * admission)][:ports]
+            ctx.set(dut.alloc, sum(1 << p for p, a in enumerate(acc) if a))
+            for p in range(ports):
+                ctx.set(dut.release[p].valid, p < len(rel))
+                ctx.set(dut.release[p].slot, rel[p] if p < len(rel) else 0)
+            slots = [ctx.get(dut.alloc_slot[p]) for p in range(ports) if acc[p]]
+            assert len(set(slots)) == len(slots) and not set(slots) & held
+            stats["held"] += free <= ports - 1
+            stats["all"] += all(acc)
+            await ctx.tick()
+            held = (held - set(rel)) | set(slots)
+
+    simulate(dut, tb)
+    assert stats["held"] > 20
+
+
+def test_channel_shape_with_one_channel_is_the_stack_shape():
+    """With one channel there is one port: the channel shape's Verilog is the stack
+    shape's (the golden model's channel shape equals its stack shape there, v2 §14)."""
+    stack = small_config(contract=2, channels=1)
+    chan = small_config(contract=2, channels=1, host_ports="channel")
+    assert emit_verilog(chan, sector_bytes=32) == emit_verilog(stack, sector_bytes=32)
+
+
+def test_channel_shape_ports_and_refusals():
+    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel; several stacks and multi-plane
+    commands in the channel shape are refused by name."""
+    v = emit_verilog(small_config(contract=2, channels=2, host_ports="channel"),
+                     sector_bytes=32)
+    for p in range(2):
+        for name in ("req", "resp"):
+            for sig in ("valid", "ready", "payload"):
+                assert f" {name}__{p}__{sig}" in v
+    assert " req__valid" not in v
+    with pytest.raises(ValueError, match="stacks = 2"):
+        check_supported(small_config(contract=2, channels=2, stacks=2, host_ports="channel"))
+    with pytest.raises(ValueError, match="multiplane"):
+        check_supported(small_config(contract=2, host_ports="channel", multiplane="page",
+                                     megaplane_planes=2))
