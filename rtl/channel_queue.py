@@ -45,6 +45,9 @@ class ChannelQueue(wiring.Component):
     on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
     decision (its subarray and active slot count as free), so a freed subarray still has its
     next command on ``cmd`` in ``tc + 1``.
+    The choice is then made as one-hot grants (v2 §16 S1): the decided operation is an AND-OR
+    select of the slots and the shift enables a prefix OR of the grant; with checks on, every
+    cycle asserts it equal to the priority encoders' choice, contract 1's structure.
 
     Parameters
     ----------
