@@ -17,7 +17,8 @@ from hbfsim.config import HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (CmdOp, EntryKind, Widths, cmd_layout, cpl_layout,
                                 lane_done_layout, lane_layout, queue_op_layout, tag_layout)
-from hbfsim.rtl.logic import divmod_const, lowest_set, named, select, tree_sum
+from hbfsim.rtl.logic import (divmod_const, lowest_onehot, lowest_set, named,
+                              onehot_select, prefix_or, select, tree_sum)
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -44,6 +45,9 @@ class ChannelQueue(wiring.Component):
     on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
     decision (its subarray and active slot count as free), so a freed subarray still has its
     next command on ``cmd`` in ``tc + 1``.
+    The choice is then made as one-hot grants (v2 §16 S1): the decided operation is an AND-OR
+    select of the slots and the shift enables a prefix OR of the grant; with checks on, every
+    cycle asserts it equal to the priority encoders' choice, contract 1's structure.
 
     Parameters
     ----------
@@ -145,7 +149,6 @@ class ChannelQueue(wiring.Component):
         m = Module()
         cfg, w = self._cfg, self._w
         depth = cfg.queue_depth
-        policy = cfg.scheduler
         mut, checks = self._mutations, self._checks
 
         slots = [Signal(queue_op_layout(w), name=f"op{k}") for k in range(depth)]
@@ -182,24 +185,14 @@ class ChannelQueue(wiring.Component):
         if "queue-busy-ignored" in mut:
             free_sub = [Const(1)] * depth
         cand = [named(m, valid[k] & free_sub[k] & room, f"cand{k}") for k in range(depth)]
-        any_cand, oldest = lowest_set(m, cand, "oldest")
-        pick = Signal(range(max(2, depth)))
-        if policy == "fcfs":
-            m.d.comb += pick.eq(oldest)
+        if v2:
+            issue, grant = self._choose_onehot(m, cand, is_program)
+            op = onehot_select(m, slots, grant, "picked")
+            # slot k takes its upper neighbour when the issued slot is at or below k
+            removed = prefix_or(m, grant, "removed")
         else:
-            any_read, oldest_read = lowest_set(
-                m, [cand[k] & ~is_program[k] for k in range(depth)], "oldest_read")
-            any_prog, oldest_prog = lowest_set(
-                m, [cand[k] & is_program[k] for k in range(depth)], "oldest_program")
-            if "queue-program-first" in mut:
-                m.d.comb += pick.eq(Mux(any_prog, oldest_prog, oldest))
-            else:
-                m.d.comb += pick.eq(Mux(any_read, oldest_read, oldest))
-            if policy == "write-drain":
-                with m.If(self.drain_window & any_prog):
-                    m.d.comb += pick.eq(oldest_prog)
-        issue = any_cand
-        op = select(m, slots, pick, "picked")
+            issue, pick = self._choose_binary(m, cand, is_program)
+            op = select(m, slots, pick, "picked")
         decision = self.dec if v2 else self.cmd
         m.d.comb += [
             decision.valid.eq(issue),
@@ -240,12 +233,74 @@ class ChannelQueue(wiring.Component):
             shifted = slots[k + 1] if k + 1 < depth else slots[k]
             with m.If(push & (write_pos == k)):
                 m.d.sync += slots[k].eq(self.enq.payload)
-            with m.Elif(issue & (pick <= k)):
+            with m.Elif(removed[k] if v2 else issue & (pick <= k)):
                 m.d.sync += slots[k].eq(shifted)
         if checks:
             self._add_checks(m, busy_reg, count, active_reg, valid, is_program, cand, op, issue,
                              push)
+            if v2:
+                # v2 §16: the one-hot choice equals the priority encoders' choice (§7)
+                ref_issue, ref_pick = self._choose_binary(m, cand, is_program, "chk_")
+                ref_op = select(m, slots, ref_pick, "chk_picked")
+                for k in range(depth):
+                    invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
+                              f"slot {k}: the one-hot issue grant differs from the policy's "
+                              "choice (§7, v2 §16)")
+                invariant(m, checks, (issue == ref_issue) & (~issue | (
+                    op.as_value() == ref_op.as_value())),
+                    "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
         return m
+
+    def _choose_binary(self, m, cand, is_program, prefix=""):
+        """The policy's choice (§7) as priority encoders: ``(issue, pick)``, ``pick`` the
+        binary slot index (contract 1's structure; under contract 2 the reference of the
+        one-hot choice's check)."""
+        depth, policy, mut = self._cfg.queue_depth, self._cfg.scheduler, self._mutations
+        any_cand, oldest = lowest_set(m, cand, f"{prefix}oldest")
+        pick = Signal(range(max(2, depth)), name=f"{prefix}pick")
+        if policy == "fcfs":
+            m.d.comb += pick.eq(oldest)
+        else:
+            any_read, oldest_read = lowest_set(
+                m, [cand[k] & ~is_program[k] for k in range(depth)], f"{prefix}oldest_read")
+            any_prog, oldest_prog = lowest_set(
+                m, [cand[k] & is_program[k] for k in range(depth)], f"{prefix}oldest_program")
+            if "queue-program-first" in mut:
+                m.d.comb += pick.eq(Mux(any_prog, oldest_prog, oldest))
+            else:
+                m.d.comb += pick.eq(Mux(any_read, oldest_read, oldest))
+            if policy == "write-drain":
+                with m.If(self.drain_window & any_prog):
+                    m.d.comb += pick.eq(oldest_prog)
+        return any_cand, pick
+
+    def _choose_onehot(self, m, cand, is_program):
+        """The policy's choice (§7) as a one-hot grant over the slots (v2 §16 S1): ``(issue,
+        grant)``. Each "oldest" is :func:`~hbfsim.rtl.logic.lowest_onehot` of its candidates
+        and the policy selects among the grants bit by bit, so the decision's payload is an
+        AND-OR of the slots and the queue's shift enables are a prefix OR of the grant, with
+        no binary index in between."""
+        depth, policy, mut = self._cfg.queue_depth, self._cfg.scheduler, self._mutations
+        any_cand, oldest = lowest_onehot(m, cand, "oldest")
+        if policy == "fcfs":
+            return any_cand, oldest
+        any_read, oldest_read = lowest_onehot(
+            m, [cand[k] & ~is_program[k] for k in range(depth)], "oldest_read")
+        any_prog, oldest_prog = lowest_onehot(
+            m, [cand[k] & is_program[k] for k in range(depth)], "oldest_program")
+        if "queue-program-first" in mut:
+            first, chosen, other = any_prog, oldest_prog, oldest
+        else:
+            first, chosen, other = any_read, oldest_read, oldest
+        if policy == "write-drain":
+            # the drain window's PROGRAM first, else the read-priority choice
+            drain = named(m, self.drain_window & any_prog, "drain_first")
+            grant = [named(m, Mux(drain, oldest_prog[k], Mux(first, chosen[k], other[k])),
+                           f"grant{k}") for k in range(depth)]
+        else:
+            grant = [named(m, Mux(first, chosen[k], other[k]), f"grant{k}")
+                     for k in range(depth)]
+        return any_cand, grant
 
     def _add_checks(self, m, busy, count, active, valid, is_program, cand, op, issue, push):
         cfg, checks = self._cfg, self._checks

@@ -8,12 +8,14 @@ list is empty; otherwise the lowest-index entry in RETURN).
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_waiters", "grant_free", "offer_enqueues"]
+__all__ = ["check_waiters", "drain_waiters", "grant_free", "offer_enqueues",
+           "offer_enqueues_onehot"]
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from hbfsim.rtl.checks import invariant, protocol
-from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
+from hbfsim.rtl.logic import (lowest_onehot, lowest_set, named, onehot_index,
+                              onehot_select, select, tree_sum)
 
 
 def grant_free(m, free, want, name):
@@ -103,6 +105,59 @@ def offer_enqueues(m, enq_ports, ready, target, kind):
         enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
         enq_index.append(index)
     return enq_fire, enq_index
+
+
+def offer_enqueues_onehot(m, enq_ports, ready, target, kind, checks=False):
+    """:func:`offer_enqueues` with one-hot grants (timing contract v2 §16, S1).
+
+    Each channel's grant is the one-hot lowest ready entry of that channel
+    (:func:`~hbfsim.rtl.logic.lowest_onehot`), the offered operation an AND-OR select of the
+    entries' targets by that grant, so the payload is a few levels behind ``ready`` instead
+    of behind a priority encoder's last index bit and a multiplexer tree; the binary index
+    (the command tag) is the grant's encoding, off the payload's path. Same offers, same
+    cycles as :func:`offer_enqueues`; with ``checks`` an ``Assert`` compares the two every
+    cycle.
+
+    Parameters
+    ----------
+    enq_ports, ready, target, kind
+        As :func:`offer_enqueues`.
+    checks : bool or "formal"
+        The equivalence with :func:`offer_enqueues`'s priority encoder and multiplexer
+        (:func:`~hbfsim.rtl.checks.invariant`).
+
+    Returns
+    -------
+    (enq_fire, enq_index, enq_grant) : lists per channel of the handshake, the offered entry
+    index and the grant (a list of one bit per entry: enable entry ``i`` with
+    ``enq_fire[c] & enq_grant[c][i]`` instead of comparing ``enq_index[c]`` with ``i``)
+    """
+    enq_fire, enq_index, enq_grant = [], [], []
+    for c, port in enumerate(enq_ports):
+        cand = [named(m, ready[i] & (target[i].channel == c), f"enq_ready{c}_{i}")
+                for i in range(len(ready))]
+        valid, grant = lowest_onehot(m, cand, f"enq_grant{c}_")
+        offered = onehot_select(m, target, grant, f"enq_target{c}")
+        index = onehot_index(m, grant, f"enq_index{c}")
+        m.d.comb += [
+            port.valid.eq(valid),
+            port.payload.tag.kind.eq(kind),
+            port.payload.tag.index.eq(index),
+            port.payload.subarray.eq(offered.subarray),
+            port.payload.page.eq(offered.local),
+        ]
+        if checks:
+            # the binary reference (offer_enqueues): same valid, index and payload
+            ref_valid, ref_index = lowest_set(m, cand, f"chk_enq_index{c}")
+            ref = select(m, target, ref_index, f"chk_enq_target{c}")
+            invariant(m, checks, (valid == ref_valid) & (~valid | (
+                (index == ref_index) & (offered.subarray == ref.subarray)
+                & (offered.local == ref.local))),
+                f"channel {c}: the one-hot offer differs from the lowest ready entry (v2 §16)")
+        enq_fire.append(named(m, port.valid & port.ready, f"enq_fire{c}"))
+        enq_index.append(index)
+        enq_grant.append(grant)
+    return enq_fire, enq_index, enq_grant
 
 
 def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, error,

@@ -72,7 +72,11 @@ class LinkCredit(wiring.Component):
         gq, gr = divmod(gain, b)
         y = Signal.like(self.y, init=gq)
         r = Signal.like(self.r, init=gr)
-        m.d.comb += [self.y.eq(y), self.r.eq(r), self.positive.eq((y > 0) | ((y == 0) & (r != 0)))]
+        # ``positive`` is a flip-flop of its own, computed from the next state (v2 §0
+        # "registered outputs", as StageQueue's ``ready``): K's launch test reads a register,
+        # not the comparison of (y, r) with zero
+        pos = Signal(init=int(gq > 0 or (gq == 0 and gr != 0)), name="positive_reg")
+        m.d.comb += [self.y.eq(y), self.r.eq(r), self.positive.eq(pos)]
 
         # x - cost + γ in mixed radix: y - bytes + γ div b, r + γ mod b with one carry (r < b
         # and γ mod b < b, so the sum is below 2b)
@@ -80,16 +84,29 @@ class LinkCredit(wiring.Component):
         r_sum = Signal(range(2 * max(2, b)))
         m.d.comb += r_sum.eq(r + gr)
         carry = r_sum >= b
-        y_next = Signal(signed(wide))
         r_next = Signal.like(r)
-        spent = Mux(self.launch, self.bytes, 0)
-        m.d.comb += [
-            y_next.eq(y - spent + gq + carry),
-            r_next.eq(Mux(carry, r_sum - b, r_sum)),
-        ]
-        # min(γ, .): compare (y, r) with (γ div b, γ mod b)
-        above = (y_next > gq) | ((y_next == gq) & (r_next > gr))
-        m.d.sync += [y.eq(Mux(above, gq, y_next)), r.eq(Mux(above, gr, r_next))]
+        m.d.comb += r_next.eq(Mux(carry, r_sum - b, r_sum))
+
+        def capped(y_next, name):
+            # min(γ, .): compare (y, r) with (γ div b, γ mod b); then x > 0 of the result
+            above = (y_next > gq) | ((y_next == gq) & (r_next > gr))
+            y_c = Signal(signed(wide), name=f"y_{name}")
+            r_c = Signal.like(r, name=f"r_{name}")
+            pos_c = Signal(name=f"positive_{name}")
+            m.d.comb += [y_c.eq(Mux(above, gq, y_next)), r_c.eq(Mux(above, gr, r_next))]
+            m.d.comb += pos_c.eq((y_c > 0) | ((y_c == 0) & (r_c != 0)))
+            return y_c, r_c, pos_c
+
+        # both next states, with and without this cycle's launch, computed in parallel from
+        # the registers and the byte count (K's registered slot data); the launch, which
+        # arrives last (it depends on E's room and the channel's credit), only selects
+        y_keep = Signal(signed(wide), name="y_keep")
+        y_spend = Signal(signed(wide), name="y_spend")
+        m.d.comb += [y_keep.eq(y + gq + carry), y_spend.eq(y - self.bytes + gq + carry)]
+        keep, spend = capped(y_keep, "keep_capped"), capped(y_spend, "spend_capped")
+        m.d.sync += [y.eq(Mux(self.launch, spend[0], keep[0])),
+                     r.eq(Mux(self.launch, spend[1], keep[1])),
+                     pos.eq(Mux(self.launch, spend[2], keep[2]))]
 
         checks = self._checks
         protocol(m, checks, ~self.launch | self.positive,
@@ -99,4 +116,15 @@ class LinkCredit(wiring.Component):
         invariant(m, checks, r < b if b > 1 else r == 0, "credit remainder not below b")
         invariant(m, checks, (y >= self._y_min) & (y <= gq), "link credit outside its range")
         cover(m, checks, ~self.positive, "link credit not positive: a launch waits")
+        # the registered flag and the launch-selected next state equal v2 §8's formulas
+        invariant(m, checks, pos == ((y > 0) | ((y == 0) & (r != 0))),
+                  "registered positive differs from x > 0 (v2 §8)")
+        if checks:
+            y_ref = Signal(signed(wide), name="chk_y_next")
+            m.d.comb += y_ref.eq(y - Mux(self.launch, self.bytes, 0) + gq + carry)
+            above = (y_ref > gq) | ((y_ref == gq) & (r_next > gr))
+            invariant(m, checks, (Mux(self.launch, spend[0], keep[0])
+                                  == Mux(above, gq, y_ref))
+                      & (Mux(self.launch, spend[1], keep[1]) == Mux(above, gr, r_next)),
+                      "the credit's next state differs from min(γ, x - cost + γ) (v2 §8)")
         return m

@@ -5,7 +5,8 @@ Not blocks themselves (no ports): helpers that add logic to a :class:`Module`.
 
 from __future__ import annotations
 
-__all__ = ["at_least", "divmod_const", "lowest_set", "named", "select", "tree_sum"]
+__all__ = ["at_least", "divmod_const", "lowest_onehot", "lowest_set", "named", "onehot_index",
+           "onehot_select", "prefix_or", "select", "tree_sum"]
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.utils import bits_for, ceil_log2
@@ -69,6 +70,67 @@ def lowest_set(m: Module, bits: list, name: str) -> tuple[Value, Signal]:
     found, raw = node(0, len(bits))
     m.d.comb += index.eq(Mux(found, raw, 0))
     return found, index
+
+
+def prefix_or(m: Module, bits: list, name: str) -> list[Signal]:
+    """Return ``out`` with ``out[k] = bits[0] | ... | bits[k]`` (a log-depth prefix network).
+
+    Sklansky's construction: at level ``d`` every position in the upper half of each block
+    of ``2**(d+1)`` takes the OR of the last position of the lower half, so depth is
+    ``ceil(log2 n)`` two-input ORs and each level is named once.
+    """
+    cur = [Value.cast(b) for b in bits]
+    n, d = len(cur), 0
+    while (1 << d) < n:
+        nxt = []
+        for k in range(n):
+            block = k >> (d + 1)
+            lo_last = (block << (d + 1)) + (1 << d) - 1
+            if (k >> d) & 1 and lo_last < k:
+                nxt.append(named(m, cur[k] | cur[lo_last], f"{name}_l{d}_{k}"))
+            else:
+                nxt.append(cur[k])
+        cur, d = nxt, d + 1
+    return [named(m, v, f"{name}{k}") for k, v in enumerate(cur)]
+
+
+def lowest_onehot(m: Module, bits: list, name: str) -> tuple[Value, list[Signal]]:
+    """Return ``(any, grant)``: ``grant[k]`` is set for the lowest set bit of ``bits`` only.
+
+    The one-hot form of :func:`lowest_set` ("lowest index", contract §0; v2 §16 "one-hot
+    grants"): ``grant[k] = bits[k] & ~(bits[0] | ... | bits[k-1])`` over a prefix network, so
+    a consumer enables entry ``k`` with ``grant[k]`` instead of comparing a binary index.
+    """
+    bits = [Value.cast(b) for b in bits]
+    before = prefix_or(m, bits, f"{name}_below")
+    grant = [named(m, bits[0], f"{name}0")]
+    grant += [named(m, bits[k] & ~before[k - 1], f"{name}{k}") for k in range(1, len(bits))]
+    return before[-1], grant
+
+
+def onehot_select(m: Module, items: list, grant: list, name: str) -> Signal:
+    """Return ``items[k]`` for the one set bit ``k`` of ``grant`` (0 when none is set).
+
+    An AND-OR tree: each item masked by its grant bit, ORed as a balanced tree, so the result
+    is ``log2 n`` levels behind the grant rather than behind a binary index's last bit.
+    """
+    out = Signal(items[0].shape(), name=name)
+    width = len(Value.cast(out))
+    terms = [Mux(g, Value.cast(it), 0) for g, it in zip(grant, items)]
+    while len(terms) > 1:
+        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    m.d.comb += out.eq(terms[0][:width])
+    return out
+
+
+def onehot_index(m: Module, grant: list, name: str) -> Signal:
+    """Return the binary index of the one set bit of ``grant`` (0 when none is set): bit
+    ``b`` of the index is the OR of the grant bits whose index has bit ``b`` set."""
+    out = Signal(range(max(2, len(grant))), name=name)
+    m.d.comb += out.eq(Cat(*[Cat(*[g for k, g in enumerate(grant) if (k >> b) & 1] or
+                                 [Const(0, 1)]).any() for b in range(len(out))]))
+    return out
 
 
 def tree_sum(values: list) -> Value:
