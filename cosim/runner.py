@@ -23,6 +23,7 @@ __all__ = ["BUILD_ROOT", "Build", "SIMULATORS", "build", "checks_for", "ports_co
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -125,9 +126,17 @@ def _sha(*parts) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def _rtl_fingerprint() -> str:
-    """Hash of everything the emitted Verilog depends on besides the configuration."""
+    """Hash of everything the emitted Verilog depends on besides the configuration.
+
+    Taken once per process, right after the RTL's modules are imported: the Verilog a build
+    emits comes from the code loaded then, so a file edited while a run is going must not
+    name that run's builds (it did: the index then sent the next run, with the new code,
+    to a build of the old)."""
     import amaranth
+
+    import hbfsim.rtl.emit  # noqa: F401  (imports every block the Verilog is made from)
 
     files = sorted((REPO / "rtl").glob("*.py")) + [REPO / "hbfsim" / "config.py"]
     return _sha(amaranth.__version__, *(f.read_bytes() for f in files))
