@@ -755,6 +755,58 @@ class WriteBuffer(wiring.Component):
                                   mshr_wait, drained, granted, want, used, serialized, triggers)
         return m
 
+    def _coverage_checks(self, m, i, state, cov, full):
+        """W1 (coverage never shrinks while OPEN) and W3 (no strict PROGRAM of an incomplete
+        page) for entry ``i``; both shapes."""
+        checks = self._checks
+        was_open = Signal(name=f"chk_was_open{i}")
+        cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
+        is_open = state[i] == WbState.OPEN
+        m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
+        invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
+                  f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
+        if self._cfg.write_timeout_policy == "strict":
+            for c in range(len(self.issue)):
+                ev = self.issue[c]
+                invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
+                          f"write-buffer entry {i}: PROGRAM of an incomplete page under "
+                          "the strict policy (W3)")
+
+    def _entry_invariants(self, m, i, state, page, head, tail, waiters, serialized, drained):
+        """Entry ``i``'s waiter-list and page invariants against the check's own waiter
+        count; ``drained`` (contract 2, or None) counts as FREE (v2 §8)."""
+        checks, n = self._checks, self._cfg.write_buffer_entries
+        free = state[i] == WbState.FREE
+        if drained is not None:
+            free = free | drained
+            invariant(m, checks, ~drained | (state[i] == WbState.RETURN),
+                      f"write-buffer entry {i}: drained outside RETURN")
+        programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
+        invariant(m, checks, ~programming | serialized[i],
+                  f"write-buffer entry {i} programs while an older entry of its page is "
+                  "in use (W4)")
+        invariant(m, checks, free == (waiters[i] == 0),
+                  f"write-buffer entry {i}: FREE exactly when its waiter list is empty")
+        invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
+                  f"write-buffer entry {i}: head == tail exactly when one waiter is left")
+        for j in range(i + 1, n):
+            invariant(m, checks, ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
+                                   & (page[i] == page[j])),
+                      f"write-buffer entries {i} and {j} are both OPEN for one page")
+
+    def _media_protocols(self, m, state):
+        """The media side's promises: ``issue`` names a QUEUED entry, ``done`` a PROGRAM one."""
+        checks, n = self._checks, self._cfg.write_buffer_entries
+        states = Array(state)
+        for c in range(len(self.issue)):
+            ev, done = self.issue[c], self.done[c]
+            protocol(m, checks,
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
+                     f"issue[{c}] names a write-buffer entry that is not QUEUED")
+            protocol(m, checks,
+                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
+                     f"done[{c}] names a write-buffer entry that is not PROGRAM")
+
     def _add_port_checks(self, m, state, page, head, tail, grants, merges, hit_indexes, pops,
                          curs, cov, full, fires, leaving, stalled, strict_error, mshr_wait,
                          drained, granted, want, used, serialized, triggers):
@@ -762,7 +814,6 @@ class WriteBuffer(wiring.Component):
         (one-hot grants to FREE entries, the k-th free count, one pressure victim)."""
         cfg, checks, P = self._cfg, self._checks, self._ports
         n = cfg.write_buffer_entries
-        strict = cfg.write_timeout_policy == "strict"
         disps = list(self.disp)
         for p, d in enumerate(disps):
             pl = d.payload
@@ -791,18 +842,7 @@ class WriteBuffer(wiring.Component):
                       f"write-buffer entry {i} granted to two ports in one cycle")
             invariant(m, checks, ~g.any() | free[i],
                       f"write-buffer entry {i} granted while not FREE")
-            was_open = Signal(name=f"chk_was_open{i}")
-            cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
-            is_open = state[i] == WbState.OPEN
-            m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
-            invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
-                      f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
-            if strict:
-                for c in range(len(self.issue)):
-                    ev = self.issue[c]
-                    invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
-                              f"write-buffer entry {i}: PROGRAM of an incomplete page under "
-                              "the strict policy (W3)")
+            self._coverage_checks(m, i, state, cov, full)
             add = Const(0, 1)
             gone = Const(0, 1)
             for p in range(P):
@@ -812,30 +852,8 @@ class WriteBuffer(wiring.Component):
                 m.d.sync += waiters[i].eq(1)
             with m.Else():
                 m.d.sync += waiters[i].eq(waiters[i] + add - gone)
-            f = (state[i] == WbState.FREE) | drained[i]
-            invariant(m, checks, ~drained[i] | (state[i] == WbState.RETURN),
-                      f"write-buffer entry {i}: drained outside RETURN")
-            programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
-            invariant(m, checks, ~programming | serialized[i],
-                      f"write-buffer entry {i} programs while an older entry of its page is "
-                      "in use (W4)")
-            invariant(m, checks, f == (waiters[i] == 0),
-                      f"write-buffer entry {i}: FREE exactly when its waiter list is empty")
-            invariant(m, checks, f | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                      f"write-buffer entry {i}: head == tail exactly when one waiter is left")
-            for j in range(i + 1, n):
-                invariant(m, checks, ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
-                                       & (page[i] == page[j])),
-                          f"write-buffer entries {i} and {j} are both OPEN for one page")
-        states = Array(state)
-        for c in range(len(self.issue)):
-            ev, done = self.issue[c], self.done[c]
-            protocol(m, checks,
-                     ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
-                     f"issue[{c}] names a write-buffer entry that is not QUEUED")
-            protocol(m, checks,
-                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
-                     f"done[{c}] names a write-buffer entry that is not PROGRAM")
+            self._entry_invariants(m, i, state, page, head, tail, waiters, serialized, drained[i])
+        self._media_protocols(m, state)
         for p in range(P):
             ev = self.launched[p]
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
@@ -864,18 +882,7 @@ class WriteBuffer(wiring.Component):
               "a FLUSH entry waits for an older entry of its page (W4)")
         cover(m, checks, Cat(*mshr_wait).any(), "a FLUSH entry waits for an MSHR entry")
         for i in range(n):
-            was_open = Signal(name=f"chk_was_open{i}")
-            cov_before = Signal(len(cov[i]), name=f"chk_cov_before{i}")
-            is_open = state[i] == WbState.OPEN
-            m.d.sync += [was_open.eq(is_open), cov_before.eq(cov[i])]
-            invariant(m, checks, ~(was_open & is_open) | ((cov_before & ~cov[i]) == 0),
-                      f"write-buffer entry {i}: coverage shrank while OPEN (W1)")
-            if strict:
-                for c in range(len(self.issue)):
-                    ev = self.issue[c]
-                    invariant(m, checks, ~(ev.valid & (ev.index == i)) | full[i],
-                              f"write-buffer entry {i}: PROGRAM of an incomplete page under "
-                              "the strict policy (W3)")
+            self._coverage_checks(m, i, state, cov, full)
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
         for i in range(n):
             with m.If(allocate & (free_index == i)):
@@ -884,32 +891,10 @@ class WriteBuffer(wiring.Component):
                 m.d.sync += waiters[i].eq(waiters[i] + 1)
             with m.If(pop & (cur == i)):
                 m.d.sync += waiters[i].eq(waiters[i] - 1)
-            free = state[i] == WbState.FREE
-            if v2:   # v2 §8: all waiters taken into R, the last not yet launched
-                free = free | drained[i]
-                invariant(m, checks, ~drained[i] | (state[i] == WbState.RETURN),
-                          f"write-buffer entry {i}: drained outside RETURN")
-            programming = (state[i] == WbState.QUEUED) | (state[i] == WbState.PROGRAM)
-            invariant(m, checks, ~programming | serialized[i],
-                      f"write-buffer entry {i} programs while an older entry of its page is "
-                      "in use (W4)")
-            invariant(m, checks, free == (waiters[i] == 0),
-                      f"write-buffer entry {i}: FREE exactly when its waiter list is empty")
-            invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                      f"write-buffer entry {i}: head == tail exactly when one waiter is left")
-            for j in range(i + 1, n):
-                invariant(m, checks, ~((state[i] == WbState.OPEN) & (state[j] == WbState.OPEN)
-                                       & (page[i] == page[j])),
-                          f"write-buffer entries {i} and {j} are both OPEN for one page")
-        states = Array(state)
-        for c in range(len(self.issue)):
-            ev, done = self.issue[c], self.done[c]
-            protocol(m, checks,
-                     ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
-                     f"issue[{c}] names a write-buffer entry that is not QUEUED")
-            protocol(m, checks,
-                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
-                     f"done[{c}] names a write-buffer entry that is not PROGRAM")
+            # v2 §8: all waiters taken into R, the last not yet launched, counts as FREE
+            self._entry_invariants(m, i, state, page, head, tail, waiters, serialized,
+                                   drained[i] if v2 else None)
+        self._media_protocols(m, state)
         if v2:
             ev = self.launched
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
