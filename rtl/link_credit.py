@@ -87,23 +87,34 @@ class LinkCredit(wiring.Component):
         r_next = Signal.like(r)
         m.d.comb += r_next.eq(Mux(carry, r_sum - b, r_sum))
 
-        def capped(y_next, name):
-            # min(γ, .): compare (y, r) with (γ div b, γ mod b); then x > 0 of the result
-            above = (y_next > gq) | ((y_next == gq) & (r_next > gr))
+        p0 = int(gq > 0 or (gq == 0 and gr != 0))   # x > 0 of the cap (γ, always > 0)
+
+        def capped(t, name):
+            # The next state of y is t + γ div b + carry (t = y, or y - bytes with a
+            # launch), capped at (γ div b, γ mod b), and positive is x > 0 of the result.
+            # The cap's test and x > 0 are read from t itself, beside the adder that forms
+            # y_next instead of after it (one carry chain on the credit's path, not three):
+            #   y_next > γ div b   <=>  t + carry > 0
+            #   y_next == γ div b  <=>  t + carry == 0
+            #   y_next > 0         <=>  t > -(γ div b + carry), and == likewise
+            y_next = Signal(signed(wide), name=f"y_{name}_next")
+            m.d.comb += y_next.eq(t + Mux(carry, gq + 1, gq))
+            above = Mux(carry, t >= 0, t > 0) | (Mux(carry, t == -1, t == 0) & (r_next > gr))
+            pos_next = Mux(carry, (t > -gq - 1) | ((t == -gq - 1) & (r_next != 0)),
+                           (t > -gq) | ((t == -gq) & (r_next != 0)))
             y_c = Signal(signed(wide), name=f"y_{name}")
             r_c = Signal.like(r, name=f"r_{name}")
             pos_c = Signal(name=f"positive_{name}")
-            m.d.comb += [y_c.eq(Mux(above, gq, y_next)), r_c.eq(Mux(above, gr, r_next))]
-            m.d.comb += pos_c.eq((y_c > 0) | ((y_c == 0) & (r_c != 0)))
+            m.d.comb += [y_c.eq(Mux(above, gq, y_next)), r_c.eq(Mux(above, gr, r_next)),
+                         pos_c.eq(Mux(above, p0, pos_next))]
             return y_c, r_c, pos_c
 
         # both next states, with and without this cycle's launch, computed in parallel from
         # the registers and the byte count (K's registered slot data); the launch, which
         # arrives last (it depends on E's room and the channel's credit), only selects
-        y_keep = Signal(signed(wide), name="y_keep")
-        y_spend = Signal(signed(wide), name="y_spend")
-        m.d.comb += [y_keep.eq(y + gq + carry), y_spend.eq(y - self.bytes + gq + carry)]
-        keep, spend = capped(y_keep, "keep_capped"), capped(y_spend, "spend_capped")
+        t_spend = Signal(signed(wide), name="y_minus_bytes")
+        m.d.comb += t_spend.eq(y - self.bytes)
+        keep, spend = capped(y, "keep_capped"), capped(t_spend, "spend_capped")
         m.d.sync += [y.eq(Mux(self.launch, spend[0], keep[0])),
                      r.eq(Mux(self.launch, spend[1], keep[1])),
                      pos.eq(Mux(self.launch, spend[2], keep[2]))]
