@@ -55,8 +55,8 @@ def main(argv=None) -> int:
           f"{a.seed}; resources of the placed netlist (Yosys stat after synth_ecp5)"
           + (f"; base point with {_config_set(a.config_set)}" if a.config_set else ""))
     print("| sweep | value | wrapped | Fmax MHz | LUT4 | FF | DPR16X4 | DP16KD | MULT18 | "
-          "critical path | yosys s | nextpnr s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "critical path | late inputs | yosys s | nextpnr s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for key, values in sweeps:
         for v in values:
@@ -67,6 +67,7 @@ def main(argv=None) -> int:
                   f"{res.get('LUT4', 0):,} | {res.get('TRELLIS_FF', 0):,} | "
                   f"{res.get('TRELLIS_DPR16X4', 0):,} | {res.get('DP16KD', 0):,} | "
                   f"{res.get('MULT18X18D', 0):,} | {cp['from']} -> {cp['to']} | "
+                  f"{r['endpoints']['late']:,} of {r['endpoints']['endpoints']:,} | "
                   f"{r['yosys_s']:.0f} | {r['nextpnr_s']:.0f} |", flush=True)
             rows.append({"sweep": key, "value": v} | r)
     if a.json:

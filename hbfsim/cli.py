@@ -569,6 +569,12 @@ def _cmd_rtl_timing(a, cfg) -> int:
     cp = r["critical_path"]
     print(f"  critical path {cp['ns']:.2f} ns ({cp['logic_ns']:.2f} logic, "
           f"{cp['routing_ns']:.2f} routing): from {cp['from']} to {cp['to']}")
+    ep = r["endpoints"]
+    print(f"  register inputs later than {ep['period_ns']:g} ns (the target): {ep['late']:,} of "
+          f"{ep['endpoints']:,}" + ("" if r["wrapped"] else " (arrivals include paths from "
+                                     "input pins; --wrapper always: register to register)"))
+    for g in ep["groups"]:
+        print(f"    {g['worst_ns']:6.2f} ns  {g['late']:>5,} of {g['endpoints']:<5,} {g['signal']}")
     print(f"  yosys {r['yosys_s']:.0f} s, nextpnr {r['nextpnr_s']:.0f} s")
     if json_out is not None:
         json_out.write_text(json.dumps(r, indent=2) + "\n")

@@ -14,8 +14,8 @@ five pins); the result says so, and the wrapper's own flip-flops are reported ap
 
 from __future__ import annotations
 
-__all__ = ["DEVICE", "PACKAGE_IOS", "TimingError", "amaranth_name", "port_bits",
-           "timing_report"]
+__all__ = ["DEVICE", "PACKAGE_IOS", "TimingError", "amaranth_name", "endpoint_wall",
+           "port_bits", "timing_report"]
 
 import json
 import re
@@ -156,7 +156,8 @@ def timing_report(cfg: HbfConfig, *, sector_bytes: int = 32, wrapper: str = "aut
         t0 = time.perf_counter()
         _run([nextpnr, *DEVICE, "--json", "design.json", "--freq", f"{freq_mhz:g}",
               "--seed", str(seed), "--timing-allow-fail", "--report", "report.json",
-              "--log", "nextpnr.log", "--quiet"], work, timeout, "nextpnr-ecp5")
+              "--detailed-timing-report", "--log", "nextpnr.log", "--quiet"],
+             work, timeout, "nextpnr-ecp5")
         pnr_s = time.perf_counter() - t0
         report = json.loads((work / "report.json").read_text())
     fmax = report.get("fmax") or {}
@@ -170,6 +171,7 @@ def timing_report(cfg: HbfConfig, *, sector_bytes: int = 32, wrapper: str = "aut
                           f"{placed_pins}")
     return {"fmax_mhz": round(f["achieved"], 2), "target_mhz": f["constraint"],
             "resources": resources, "utilisation": util, "critical_path": path,
+            "endpoints": endpoint_wall(report, 1000.0 / f["constraint"]),
             "wrapped": wrapped, "port_pins": pins, "pins": placed_pins,
             "wrapper_ffs": wrapper_ffs, "yosys_s": round(yosys_s, 1),
             "nextpnr_s": round(pnr_s, 1), "device": "LFE5U-85F-6 CABGA381", "seed": seed}
@@ -184,6 +186,45 @@ def _run(cmd, cwd: Path, timeout, what: str) -> None:
         lines = [ln for ln in (p.stderr + p.stdout).splitlines() if "rror" in ln]
         lines = lines or (p.stderr + p.stdout).strip().splitlines() or ["no output"]
         raise TimingError(f"{what} failed: {lines[-1].strip()}")
+
+
+_INDEX = re.compile(r"\$\d+|\d+")
+
+
+def endpoint_wall(report: dict, period_ns: float, groups: int = 8) -> dict:
+    """How many register endpoints miss the target period, and in which signals.
+
+    One critical path says little about a design whose paths all lie within the placer's
+    noise of each other: fixing it moves Fmax to the next one. nextpnr's detailed report
+    (``--detailed-timing-report``) gives the latest arrival at every flip-flop and LUT-RAM
+    input; this counts those later than ``period_ns`` and groups them by Amaranth signal
+    with indices folded (``mshr.state3`` -> ``mshr.state#``), worst first. Unwrapped, an
+    arrival includes paths from input pins (their pads' routing, several ns); inside the
+    scan wrapper every path is register to register.
+
+    Returns
+    -------
+    dict
+        ``period_ns``, ``endpoints`` (register inputs timed), ``late`` (arriving after the
+        period), ``groups``: up to ``groups`` rows of ``signal``, ``worst_ns``, ``late``,
+        ``endpoints``.
+    """
+    worst: dict[str, float] = {}
+    for net in report.get("detailed_net_timings", []):
+        for e in net.get("endpoints", []):
+            c = e["cell"]
+            # flip-flops, LUT-RAM write ports (the DPR16X4's $DPRAM_COMB slices), block RAM
+            if "TRELLIS_FF" in c or "$DPRAM_COMB" in c or "DP16KD" in c:
+                worst[c] = max(worst.get(c, 0.0), max(e["delay"]))
+    by: dict[str, list[float]] = {}
+    for c, d in worst.items():
+        by.setdefault(_INDEX.sub("#", amaranth_name(c)), []).append(d)
+    rows = sorted(({"signal": k, "worst_ns": round(max(v), 2),
+                    "late": sum(x > period_ns for x in v), "endpoints": len(v)}
+                   for k, v in by.items() if max(v) > period_ns),
+                  key=lambda r: -r["worst_ns"])
+    return {"period_ns": round(period_ns, 3), "endpoints": len(worst),
+            "late": sum(d > period_ns for d in worst.values()), "groups": rows[:groups]}
 
 
 def _critical_path(report: dict, clock: str) -> dict:

@@ -18,7 +18,7 @@ from amaranth.back import verilog
 
 from hbfsim.config import PAGE_BYTES, load_config
 from hbfsim.rtl.controller import Controller
-from hbfsim.rtl.timing import PACKAGE_IOS, _tool, amaranth_name, port_bits
+from hbfsim.rtl.timing import PACKAGE_IOS, _tool, amaranth_name, endpoint_wall, port_bits
 from hbfsim.rtl.timing_wrapper import ScanWrapper
 
 BASE = dict(channels=2, subarrays_per_channel=4, mshr_entries=8, write_buffer_entries=4,
@@ -103,6 +103,30 @@ def test_small_controller_is_placed_and_routed_in_the_wrapper(tmp_path):
     assert r["fmax_mhz"] > 10 and r["resources"]["LUT4"] > 100
     assert "." in r["critical_path"]["from"] and "TRELLIS" not in r["critical_path"]["to"]
     assert "scan wrapper" in p.stdout and "Fmax" in p.stdout
+    ep = r["endpoints"]
+    assert ep["endpoints"] > 50 and 0 <= ep["late"] <= ep["endpoints"]
+    assert "register inputs later than" in p.stdout
+
+
+def test_endpoint_wall_counts_late_register_inputs_by_signal():
+    """Latest arrival per flip-flop / LUT-RAM input, grouped with indices folded; a LUT
+    input is not an endpoint; arrivals at or before the period are not late."""
+    def ep(cell, *delays):
+        return {"cell": cell, "port": "DI", "delay": list(delays)}
+    report = {"detailed_net_timings": [
+        {"net": "a", "endpoints": [ep("mshr.state3_TRELLIS_FF_Q", 2.0, 12.5),
+                                   ep("mshr.state3_TRELLIS_FF_Q", 1.0, 11.0),
+                                   ep("mshr.state1_TRELLIS_FF_Q_2", 3.0, 9.0),
+                                   ep("mshr.ready_LUT4_Z", 1.0, 30.0)]},
+        {"net": "b", "endpoints": [ep("write_buffer.cov2$4_TRELLIS_FF_Q", 1.0, 10.0),
+                                   ep("mshr.next_slot.0.0$DPRAM_COMB1", 1, 14),
+                                   ep("mshr.state7_TRELLIS_FF_Q", 0.5, 10.5)]}]}
+    w = endpoint_wall(report, 10.0)
+    assert (w["endpoints"], w["late"]) == (5, 3)   # state3 counted once
+    assert [g["signal"] for g in w["groups"]] == ["mshr.next_slot.#.#$DPRAM_COMB#", "mshr.state#"]
+    assert w["groups"][1] == {"signal": "mshr.state#", "worst_ns": 12.5, "late": 2,
+                              "endpoints": 3}
+    assert endpoint_wall(report, 20.0)["groups"] == []
 
 
 def test_missing_tools_are_named(monkeypatch):
