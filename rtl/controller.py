@@ -31,7 +31,8 @@ from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
 from hbfsim.rtl.stage_queue import StageQueue
-from hbfsim.rtl.write_buffer import WriteBuffer, flushes_layout
+from hbfsim.rtl.write_buffer import (WriteBuffer, flushes_layout, sector_range,
+                                     sectors_layout)
 
 
 def check_supported(cfg: HbfConfig) -> None:
@@ -301,7 +302,8 @@ class Controller(wiring.Component):
         m.submodules.admission = adm = Admission(cfg, **ids, **opts)
         m.submodules.mapper = mapper = Mapper(cfg)
         m.submodules.mshr = mshr = Mshr(cfg, **opts)
-        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector, **opts)
+        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector,
+                                                     sectors_in=True, **opts)
         m.submodules.scheduler = sched = Scheduler(cfg, **opts)
         m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
         offset_bits = ceil_log2(PAGE_BYTES)
@@ -335,6 +337,11 @@ class Controller(wiring.Component):
         m_valid = Signal()
         m_req = Signal(q_layout, name="m_req", reset_less=True)
         m_target = Signal(target_layout(w), name="m_target", reset_less=True)
+        # the write's sectors, decoded in X beside the mapper (no cycle: M holds them with
+        # the request), so the write buffer's coverage update starts from registers
+        m_sectors = Signal(sectors_layout(self._sector), name="m_sectors", reset_less=True)
+        x_first, x_end = sector_range(m, head.offset, head.bytes, self._sector, "x_sectors")
+        m.d.comb += wb.disp_sectors.eq(m_sectors)
         is_read = m_valid & (m_req.op == ReqOp.READ)
         is_write = m_valid & (m_req.op == ReqOp.WRITE)
         n_mshr, n_wb = cfg.mshr_entries, cfg.write_buffer_entries
@@ -398,6 +405,7 @@ class Controller(wiring.Component):
         m.d.comb += q.out.ready.eq(~m_valid | dispatch)
         with m.If(q.out.valid & q.out.ready):
             m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
+                         m_sectors.first.eq(x_first), m_sectors.end.eq(x_end),
                          m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
             if not cfg.mshr_merge:
                 m.d.sync += m_pend.eq(l_pend)

@@ -7,7 +7,8 @@ of §6 (enqueue candidates) and of §8 (responses); sources.md W1-W4, W6.
 
 from __future__ import annotations
 
-__all__ = ["FlushCause", "WbState", "WriteBuffer", "wdisp_layout"]
+__all__ = ["FlushCause", "WbState", "WriteBuffer", "sector_range", "sectors_layout",
+           "wdisp_layout"]
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
@@ -61,6 +62,22 @@ def _or_fields(onehot, values):
     for p, v in enumerate(values):
         out = out | Mux(onehot[p], v, 0)
     return out
+
+
+def sectors_layout(sector_bytes: int) -> data.StructLayout:
+    """The sectors ``[first, end)`` a write covers, in units of ``sector_bytes``."""
+    sectors = PAGE_BYTES // sector_bytes
+    return data.StructLayout({"first": range(sectors), "end": range(sectors + 1)})
+
+
+def sector_range(m, offset, nbytes, sector_bytes: int, name: str):
+    """``(first, end)``: the sectors of the byte range ``[offset, offset + nbytes)``
+    (``nbytes >= 1``; a partly written sector counts, §5). One adder."""
+    sectors = PAGE_BYTES // sector_bytes
+    shift = sector_bytes.bit_length() - 1
+    end = Signal(range(sectors + 1), name=f"{name}_end")
+    m.d.comb += end.eq(((offset + nbytes - 1) >> shift) + 1)
+    return offset >> shift, end
 
 
 def wdisp_layout(w: Widths) -> data.StructLayout:
@@ -181,10 +198,11 @@ class WriteBuffer(wiring.Component):
         return super().__new__(cls, cfg, *args, sector_bytes=sector_bytes, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool | str = True,
-                 mutations=(), ports: int = 1):
+                 mutations=(), ports: int = 1, sectors_in: bool = False):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._sector = sector_bytes
+        self._sectors_in = sectors_in and ports == 1
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
@@ -223,6 +241,8 @@ class WriteBuffer(wiring.Component):
               "disp_pend": In(n),
               "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
               "is_open": Out(m)} if cfg.contract == 2 else {}
+        if self._sectors_in:   # the byte range's sectors, decoded by the neighbour
+            v2["disp_sectors"] = In(sectors_layout(sector_bytes))
         super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),
@@ -262,7 +282,6 @@ class WriteBuffer(wiring.Component):
         n = cfg.write_buffer_entries
         strict = cfg.write_timeout_policy == "strict"
         sectors = PAGE_BYTES // self._sector
-        shift = self._sector.bit_length() - 1
         deadline = cfg.write_deadline_ticks
         mut = self._mutations
 
@@ -309,9 +328,18 @@ class WriteBuffer(wiring.Component):
         allocate = named(m, fire & ~hit, "allocate")
         stalled = named(m, self.disp.valid & ~hit & ~any_free, "stalled")
         # Sectors [lo, hi] of the byte range [offset, offset + bytes).
-        lo = d.offset >> shift
-        hi_plus_1 = Signal(range(sectors + 1))
-        m.d.comb += hi_plus_1.eq(((d.offset + d.bytes - 1) >> shift) + 1)
+        if self._sectors_in:
+            # decoded by the controller as the write moved into M (its X stage): the
+            # adder is off the path from M's dispatch to the coverage registers
+            lo, hi_plus_1 = self.disp_sectors.first, self.disp_sectors.end
+            if self._checks:
+                ref_lo, ref_end = sector_range(m, d.offset, d.bytes, self._sector,
+                                               "chk_sectors")
+                protocol(m, self._checks, ~self.disp.valid | ((lo == ref_lo)
+                                                              & (hi_plus_1 == ref_end)),
+                         "disp_sectors differs from the sectors of the write's byte range")
+        else:
+            lo, hi_plus_1 = sector_range(m, d.offset, d.bytes, self._sector, "sectors")
         mask = Signal(sectors)
         m.d.comb += mask.eq(at_least(m, lo, sectors, "from_lo")
                             & ~at_least(m, hi_plus_1, sectors, "from_hi"))
