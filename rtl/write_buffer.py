@@ -56,6 +56,28 @@ def flushes_layout() -> data.ArrayLayout:
     return data.ArrayLayout(unsigned(32), len(FLUSH_CAUSES))
 
 
+def count_flushes(m, leaving: dict, flushes, checks=False) -> None:
+    """Drive ``flushes`` (per cause of :data:`FLUSH_CAUSES`, the entries that left OPEN
+    before this cycle, §5) from ``leaving[cause]``, this cycle's per-entry flags.
+
+    Each 32-bit count is a low byte and a high part with the low byte's carry held one
+    cycle: the register update is an 8-bit add behind the flush decision instead of a
+    32-bit one, and the port adds the held carry (``count = low + 256 * (high + carry)``,
+    exact in every cycle, so an entry flushed in cycle t is still counted from t + 1).
+    """
+    for k, why in enumerate(FLUSH_CAUSES):
+        name = f"flushes_{why.name.lower()}"
+        low = Signal(9, name=f"{name}_low")         # bit 8: the carry into the high part
+        high = Signal(24, name=f"{name}_high")
+        m.d.sync += [low.eq(low[:8] + tree_sum(leaving[why])), high.eq(high + low[8])]
+        m.d.comb += flushes[k].eq(Cat(low[:8], high + low[8]))
+        if checks:   # the split counter against a plain 32-bit one
+            ref = Signal(32, name=f"chk_{name}")
+            m.d.sync += ref.eq(ref + tree_sum(leaving[why]))
+            invariant(m, checks, flushes[k] == ref,
+                      f"flush counter {why.name} differs from the plain count")
+
+
 def _or_fields(onehot, values):
     """``values[p]`` for the set bit ``p`` of a one-hot (or zero) vector, as an AND-OR."""
     out = Const(0, 1)
@@ -514,10 +536,7 @@ class WriteBuffer(wiring.Component):
                     m.d.sync += [state[i].eq(WbState.FREE), drained[i].eq(0)]
 
         # ---- statistics (§5): per cause, the entries leaving OPEN in this cycle ----
-        for k, why in enumerate(FLUSH_CAUSES):
-            count = Signal(32, name=f"flushes_{why.name.lower()}")
-            m.d.sync += count.eq(count + tree_sum(leaving[why]))
-            m.d.comb += self.flushes[k].eq(count)
+        count_flushes(m, leaving, self.flushes, self._checks)
 
         if self._checks:
             self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,

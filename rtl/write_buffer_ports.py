@@ -23,7 +23,8 @@ from hbfsim.rtl.checks import cover, invariant, protocol
 from hbfsim.rtl.entry_table import check_waiters, drain_waiters, grant_free, offer_enqueues
 from hbfsim.rtl.layouts import EntryKind, target_layout
 from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
-from hbfsim.rtl.write_buffer import FLUSH_CAUSES, FlushCause, WbState, _or_fields
+from hbfsim.rtl.write_buffer import (FLUSH_CAUSES, FlushCause, WbState, _or_fields,
+                                     count_flushes)
 
 
 def elaborate_ports(wb):
@@ -136,11 +137,10 @@ def elaborate_ports(wb):
     for i in range(n):
         raw = named(m, Cat(*[wb.probe[p].valid & probe_match[p][i] for p in range(P)]).any()
                     & is_open[i], f"raw{i}")
-        # The golden model (model/controller_ports.py: reads dispatch before writes) does
-        # not choose the oldest OPEN entry for pressure when a read of another port
-        # flushes it with cause raw in the same cycle, and then chooses none; v2 §4.2's
-        # text would choose it (cause raw by priority) and count it as the pending
-        # victim (docs/rtl.md "Channel shape" reports the difference).
+        # v2 §4.2 write step 2 (§19 question 9): an entry a read of another port flushes
+        # with cause raw in this cycle (reads dispatch first, §4.2.4) is not the pressure
+        # victim; none is chosen this cycle, as the golden model does
+        # (model/controller_ports.py).
         victim = named(m, stalled & ~pressure_live & oldest_open[i] & ~raw, f"victim{i}")
         triggers.append((victim, [(full[i], FlushCause.FULL), (raw, FlushCause.RAW),
                                   (victim, FlushCause.PRESSURE),
@@ -285,10 +285,7 @@ def elaborate_ports(wb):
             with m.If(wb.launched[p].valid & (wb.launched[p].index == i)):
                 m.d.sync += [state[i].eq(WbState.FREE), drained[i].eq(0)]
 
-    for k, why in enumerate(FLUSH_CAUSES):
-        count = Signal(32, name=f"flushes_{why.name.lower()}")
-        m.d.sync += count.eq(count + tree_sum(leaving[why]))
-        m.d.comb += wb.flushes[k].eq(count)
+    count_flushes(m, leaving, wb.flushes, wb._checks)
 
     if wb._checks:
         _add_port_checks(wb, m, state, page, head, tail, grants, merges, hit_indexes,
