@@ -242,9 +242,10 @@ def _cmd_soak(a) -> int:
         r2 = random.Random(seed)
         ready = r2.choice([1.0, 0.9, 0.6])
         name = f"soak-{i}-c{i % len(cfgs)}"
-        if i % 2 and cfg.host_ports != "channel":
-            # every other run: a random closed-loop GPU program on the RTL's responses (not
-            # in the channel shape: the stepped GPU port has one grant per tick, G5)
+        if i % 2:
+            # every other run: a random closed-loop GPU program on the RTL's responses, in
+            # the channel shape too (the stepped GPU port's grants there are G5', one per
+            # port per tick, docs/gpu.md)
             prog = scenarios.gpu_program(r2, cfg, n, pages=r2.choice([4, 8, 16, 32]),
                                          reads=r2.choice([0.3, 0.6, 0.9]))
             scs.append(Scenario.from_program(name + "-gpu", cfg, prog, resp_ready=ready,
@@ -270,13 +271,15 @@ def _cmd_soak(a) -> int:
     for i, cfg in enumerate(cfgs):
         # names are soak-<run>-c<k>[-gpu]: match the configuration field exactly ("-c1"
         # is also a prefix of "-c10" ... "-c14")
-        mine = [r for r, s in zip(results, scs) if s.name.split("-")[2] == f"c{i}"]
+        pairs = [(r, s) for r, s in zip(results, scs) if s.name.split("-")[2] == f"c{i}"]
+        mine = [r for r, _ in pairs]
         print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} {cfg.scheduler:15s} "
               f"{cfg.read_mode:11s} "
               f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
               + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "") + ": "
               f"{sum(r['events_compared'] for r in mine):,} events, "
-              f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs")
+              f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs "
+              f"({sum(1 for _, s in pairs if s.program)} closed-loop GPU)")
     for r in bad[:3]:
         print(r["diff"])
     print(f"cosim soak: {events:,} events compared, {len(bad)} mismatches, {total:.1f} s "

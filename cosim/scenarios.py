@@ -715,6 +715,9 @@ SCENARIOS = {
     # 3 x 256 pages per stack, selected contiguously: pages 0..767 reach every stack
     "gpu-3stacks": gpu_mix_on("3stacks-contiguous", "3stacks", 0.8, pages=768, reads=0.7),
     "gpu-mix": gpu_mix,
+    # the channel shape's closed loop (G5': one grant per port per tick) on the CI's two-port
+    # build (RTL set 'ports', shared with mix-ports)
+    "gpu-ports": gpu_mix_on("ports", "ports", 0.7, pages=8),
 }
 for _mode in MP_MODES:
     for _kind in ("full", "partial", "two-rows", "program"):

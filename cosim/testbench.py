@@ -11,8 +11,9 @@ byte-identical.
 
 A scenario with a GPU program runs it closed loop on both sides: the golden model through
 :class:`~hbfsim.model.gpu.ClosedLoop`, the RTL through a :class:`~hbfsim.model.gpu.GpuPort`
-stepped here, whose port grants feed the request driver and whose responses are the RTL's
-own ``resp`` handshakes (docs/cosim.md "Request sources").
+stepped here, whose port grants feed the request drivers (in the channel shape each grant
+goes to the driver of its port, G5') and whose responses are the RTL's own ``resp`` handshakes
+(docs/cosim.md "Request sources").
 
 Timing (docs/cosim.md "How it works"). cocotb's ``Clock`` toggles ``clk`` inside the
 simulator (GPI), period 4 ns. Cycle ``t`` starts at the rising edge ``e + 4t``; the
@@ -83,8 +84,9 @@ class RequestDriver:
 
     It holds an ingress FIFO of :class:`Request` objects, each presented from cycle
     ``max(arrival, previous accept + 1)``. A request-list scenario fills the FIFO at once;
-    with a GPU program the :class:`~hbfsim.model.gpu.GpuPort` appends each port grant in
-    its tick (``arrival`` = the grant tick), and ``exhausted`` follows the GPU.
+    with a GPU program the :class:`~hbfsim.model.gpu.GpuPort` appends each grant of this
+    driver's port in its tick (``arrival`` = the grant tick), and ``exhausted`` follows the
+    GPU.
     """
 
     def __init__(self, ports: ControllerPorts, mapper: Mapper, requests=(), gpu=None,
@@ -484,10 +486,14 @@ class Testbench:
 
     def _drivers(self) -> list[RequestDriver]:
         """One request driver per port: the channel shape presents each request on the port
-        of its mapped channel (v2 §1), in arrival order per port; otherwise one driver."""
+        of its mapped channel (v2 §1), in arrival order per port; otherwise one driver.
+        With a GPU program the drivers start empty and the loop hands each of the
+        :class:`GpuPort`'s grants to the driver of its port (G5 / G5', docs/gpu.md)."""
         p, gpu = self.ports, self.gpu
+        if gpu is not None:
+            return [RequestDriver(p, self.mapper, (), gpu, port=k) for k in range(len(p.reqs))]
         if len(p.reqs) == 1:
-            return [RequestDriver(p, self.mapper, () if gpu else self.sc.model_requests(), gpu)]
+            return [RequestDriver(p, self.mapper, self.sc.model_requests(), None)]
         fifos = [[] for _ in p.reqs]
         for r in self.sc.model_requests():
             page = (r.addr - self.cfg.base_address) // PAGE_BYTES
@@ -513,14 +519,15 @@ class Testbench:
         t = 0
         while True:
             self.wakes += 1
-            # the GPU's events of this cycle and its port grant, before the request port
-            # (GpuPort: tick, controller, then respond)
+            # the GPU's events of this cycle and its port grants, before the request ports
+            # (GpuPort: grants, controller, then respond); each grant joins its port's
+            # driver: port 0 under G5, the request's mapped channel under G5' (one stack:
+            # system port stack * C + channel is the channel, v2 §1)
             if gpu is not None:
                 g = gpu.next_tick()
                 if g is not None and g <= t:
-                    r = gpu.tick(t)
-                    if r is not None:
-                        drvs[0].fifo.append(r)
+                    for k, r in gpu.grants(t):
+                        drvs[k].fifo.append(r)
             all_accepted = all(d.all_accepted for d in drvs)
             # drain: from the first cycle with every request accepted and M empty (§1, W2)
             if not drain and all_accepted and not m_valid.read():

@@ -144,8 +144,7 @@ class ClosedLoop(_GpuCore):
         queued = 0          # requests waiting in partition FIFOs
         rr = 0              # arbiter pointer: the partition to look at first
         ports = system.ports
-        prr = self.prr      # G5': each port's pointer (channel shape)
-        port_of = self._port_of
+        grant_ports = self._grant_ports     # G5' (channel shape)
         rid = 0             # next request id (creation order)
         reads = writes = 0
         lg = -1             # tick of the last grant
@@ -170,25 +169,14 @@ class ClosedLoop(_GpuCore):
                     rid, reads, writes, queued = \
                         self.next_id, self.reads, self.writes, self.queued
                 if queued and ports:
-                    # G5' (timing-contract-v2.md §14): one grant per port per tick; each
-                    # port takes the first partition at or after its own pointer whose
-                    # head maps to it (a partition offers only its head)
-                    cand: dict[int, list[int]] = {}
-                    for i in range(nparts):
-                        if parts[i]:
-                            cand.setdefault(port_of(parts[i][0]), []).append(i)
-                    for k in sorted(cand):
-                        ptr = prr[k]
-                        i = min(cand[k], key=lambda j, ptr=ptr: (j - ptr) % nparts)
-                        r = parts[i].popleft()
-                        queued -= 1
-                        prr[k] = i + 1 if i + 1 < nparts else 0
-                        r.arrival = lg = x
-                        w = x - r.created
-                        pw_sum += w
-                        if w > pw_max:
-                            pw_max = w
+                    # G5' (timing-contract-v2.md §14): one grant per port per tick, decided
+                    # by the code the stepped GpuPort uses (_GpuCore._grant_ports)
+                    self.queued, self.pw_sum, self.pw_max, self.last_grant = \
+                        queued, pw_sum, pw_max, lg
+                    for k, r in grant_ports(x):
                         submit(r, k)
+                    queued, pw_sum, pw_max, lg = \
+                        self.queued, self.pw_sum, self.pw_max, self.last_grant
                 # the port arbiter: one grant per tick, round-robin over the partitions
                 elif queued:
                     i = rr

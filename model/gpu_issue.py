@@ -7,10 +7,11 @@ the port arbiter's round-robin pointer, and the per-request bookkeeping of the r
 callback (latency, records, the next access a completion releases, a kernel's barrier).
 It does not decide when ticks happen: :class:`~hbfsim.model.gpu.ClosedLoop` drives it
 against an :class:`HbfSystem` in chunks and :class:`~hbfsim.model.gpu_port.GpuPort` steps
-it one tick at a time for any controller; the port arbiter's grant is written out in each
-driver's tick loop (it runs once per request). :class:`GpuRequest`, :class:`RequestRecord`
-and :class:`GpuResult` are the request and result types both drivers share. Re-exported by
-:mod:`hbfsim.model.gpu`; docs/gpu.md describes the rules.
+it one tick at a time for any controller; the one-port arbiter's grant (G5) is written out
+in each driver's tick loop (it runs once per request), the channel shape's per-port grants
+(G5') are one method both call (:meth:`_GpuCore._grant_ports`). :class:`GpuRequest`,
+:class:`RequestRecord` and :class:`GpuResult` are the request and result types both drivers
+share. Re-exported by :mod:`hbfsim.model.gpu`; docs/gpu.md describes the rules.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import Request
 from hbfsim.model.gpu_config import GpuConfig, GpuError, gpu_cycles_to_ticks
 from hbfsim.model.gpu_program import Kernel, Producer
+from hbfsim.model.mapping import Mapper
 from hbfsim.model.requests import write_pattern
 from hbfsim.model.system import HbfSystem
 
@@ -154,6 +156,7 @@ class _GpuCore:
         self.queued = 0
         self.rr = 0
         # G5' (channel shape, timing-contract-v2.md §14): one pointer per system port
+        self.channel_shape = cfg.contract == 2 and cfg.host_ports == "channel"
         self.prr = [0] * (cfg.stacks * cfg.channels)
         self._C = cfg.channels
         self._mapper = None
@@ -187,9 +190,49 @@ class _GpuCore:
         """The system port ``stack * C + channel`` a request's page maps to (v2 §1, §2)."""
         m = self._mapper
         if m is None:
-            m = self._mapper = self.system.mapper
+            # the system's own mapper where there is one; a stepped port against another
+            # controller (the RTL) maps with a mapper of the same configuration
+            m = self._mapper = self.system.mapper if self.system is not None else Mapper(self.cfg)
         stack, q = m.stack_of((req.addr - self.base) // PAGE_BYTES)
         return stack * self._C + m.channel_of(q, req.op == "W")[0]
+
+    def _grant_ports(self, x: int) -> list[tuple[int, GpuRequest]]:
+        """The G5' grants of tick ``x`` (channel shape, docs/gpu.md G5',
+        timing-contract-v2.md §14), taken out of the partition FIFOs.
+
+        Each partition FIFO offers only its head; each system port grants at most one
+        request: the first partition at or after the port's own round-robin pointer whose
+        head maps to it, and that pointer moves past it. Both drivers call this, so the
+        chunked :class:`ClosedLoop` and the stepped :class:`GpuPort` decide alike.
+
+        Returns
+        -------
+        list of (int, GpuRequest)
+            ``(port, request)`` in ascending port order (the order the system takes them),
+            each with ``arrival = x``; ``queued``, ``last_grant`` and the partition-wait
+            figures are updated.
+        """
+        parts, nparts, prr, port_of = self.parts, self.nparts, self.prr, self._port_of
+        cand: dict[int, list[int]] = {}
+        for i in range(nparts):
+            if parts[i]:
+                cand.setdefault(port_of(parts[i][0]), []).append(i)
+        out = []
+        for k in sorted(cand):
+            ptr = prr[k]
+            i = min(cand[k], key=lambda j, ptr=ptr: (j - ptr) % nparts)
+            r = parts[i].popleft()
+            prr[k] = i + 1 if i + 1 < nparts else 0
+            r.arrival = x
+            w = x - r.created
+            self.pw_sum += w
+            if w > self.pw_max:
+                self.pw_max = w
+            out.append((k, r))
+        if out:
+            self.queued -= len(out)
+            self.last_grant = x
+        return out
 
     # ---------------------------------------------------------------- response callback
     def _on_response(self, req, t: int) -> None:

@@ -6,8 +6,9 @@ own it; :class:`GpuPort` owns no controller: the caller presents each granted re
 its own controller and reports every response back. The co-simulation drives it against
 the RTL (docs/cosim.md), so that the GPU's next requests depend on the RTL's own
 responses; :func:`run_stepped` drives it against an :class:`HbfSystem` with no horizon and
-no lookahead, the reference ClosedLoop's chunked driver must equal (tests/model/test_gpu.py).
-Re-exported by :mod:`hbfsim.model.gpu`.
+no lookahead, the reference ClosedLoop's chunked driver must equal (tests/model/test_gpu.py;
+the channel shape's G5' grants: tests/model/test_gpu_ports.py). Re-exported by
+:mod:`hbfsim.model.gpu`.
 """
 
 from __future__ import annotations
@@ -26,20 +27,24 @@ class GpuPort(_GpuCore):
     """The closed-loop GPU model stepped one tick at a time, for any controller.
 
     The controller is the caller's. For every tick the port must act in (:meth:`next_tick`)
-    the caller calls :meth:`tick`, which handles that tick's GPU events (launches, accesses
-    released by earlier completions) and the port arbiter's grant; the caller presents the
-    granted request to its controller (``arrival`` = the grant tick; it waits in an ingress
-    FIFO while the controller's ``req.ready`` is low, as ``HbfSystem.submit`` does) and
+    the caller calls :meth:`grants` (or, with one request port, :meth:`tick`), which handles
+    that tick's GPU events (launches, accesses released by earlier completions) and the port
+    arbiter's grants; the caller presents each granted request to its controller on the
+    request port named with it (``arrival`` = the grant tick; it waits in that port's
+    ingress FIFO while the port's ``req.ready`` is low, as ``HbfSystem.submit`` does) and
     reports every response handshake with :meth:`respond`, after filling in the request's
-    ``t_accept`` and response flags. Within a tick the order is: :meth:`tick`, then the
-    controller, then :meth:`respond` for the tick's response; a response in tick ``t``
+    ``t_accept`` and response flags. Within a tick the order is: the grants, then the
+    controller, then :meth:`respond` for the tick's responses; a response in tick ``t``
     releases accesses from tick ``t + 1 + return`` on.
 
-    Driven so, the port sees exactly what :class:`ClosedLoop` sees from an
-    :class:`HbfSystem`: :func:`run_stepped` drives it against one (the reference for
-    ClosedLoop's chunked driver, tests/model/test_gpu.py), and the co-simulation drives it
-    against the RTL, so that the GPU's next requests depend on the RTL's own responses
-    (docs/cosim.md).
+    The grants are :class:`ClosedLoop`'s: G5 (one per tick, round-robin over the partition
+    FIFOs) with one request port per stack, G5' (at most one per system port per tick,
+    ``_GpuCore._grant_ports``, the code ClosedLoop runs) in contract 2's channel shape
+    (docs/gpu.md; timing-contract-v2.md §14). Driven so, the port sees exactly what
+    :class:`ClosedLoop` sees from an :class:`HbfSystem`: :func:`run_stepped` drives it
+    against one (the reference for ClosedLoop's chunked driver, tests/model/test_gpu.py,
+    tests/model/test_gpu_ports.py), and the co-simulation drives it against the RTL, so
+    that the GPU's next requests depend on the RTL's own responses (docs/cosim.md).
 
     Parameters
     ----------
@@ -51,11 +56,6 @@ class GpuPort(_GpuCore):
 
     def __init__(self, cfg: HbfConfig, program, gpu: GpuConfig | None = None,
                  record: bool = False, start: int = 0):
-        if cfg.contract == 2 and cfg.host_ports == "channel":
-            # one grant per tick: G5, not the channel shape's G5' (docs/gpu.md)
-            raise GpuError("host_ports must be stack for the stepped GPU port (the channel "
-                           "shape's per-port grants are not implemented there), not "
-                           "'channel'")
         super().__init__(cfg, program, gpu, record)
         self.start_tick = start
         self.t = start - 1                 # the last tick handled
@@ -80,15 +80,23 @@ class GpuPort(_GpuCore):
                 and (k is None or k.live == 0))
 
     def next_tick(self) -> int | None:
-        """The next tick :meth:`tick` must handle, or None while the port waits only for
+        """The next tick :meth:`grants` must handle, or None while the port waits only for
         responses (or has finished): the next tick while a partition FIFO holds a request
-        (one grant per tick), else the earliest pending launch or release."""
+        (every tick with one grants at least one, G5 / G5'), else the earliest pending
+        launch or release."""
         if self.queued:
             return self.t + 1
         return self.heap[0][0] if self.heap else None
 
-    def tick(self, t: int) -> GpuRequest | None:
-        """Handle GPU tick ``t``; return the request the port arbiter grants in it, if any.
+    def grants(self, t: int) -> list[tuple[int, GpuRequest]]:
+        """Handle GPU tick ``t``; return the requests the port arbiter grants in it.
+
+        Returns
+        -------
+        list of (int, GpuRequest)
+            ``(port, request)``: in the channel shape at most one per system port
+            ``stack * channels + channel``, in ascending port order (G5'); otherwise at
+            most one, on port 0 (G5).
 
         Raises
         ------
@@ -108,8 +116,11 @@ class GpuPort(_GpuCore):
                 self._launch(t)
             else:
                 self._issue(p, kind, t)
-        r = None
-        if self.queued:
+        out = []
+        if self.queued and self.channel_shape:
+            out = self._grant_ports(t)
+        elif self.queued:
+            # G5: one grant per tick, round-robin over the partitions (as ClosedLoop.run)
             parts = self.parts
             n = self.nparts
             i = self.rr
@@ -123,9 +134,26 @@ class GpuPort(_GpuCore):
             self.pw_sum += w
             if w > self.pw_max:
                 self.pw_max = w
+            out = [(0, r)]
         if not self.closed and self._inputs_exhausted():
             self.closed = True
-        return r
+        return out
+
+    def tick(self, t: int) -> GpuRequest | None:
+        """:meth:`grants` for one request port per stack (G5): the one request granted in
+        tick ``t``, if any.
+
+        Raises
+        ------
+        GpuError
+            In the channel shape (several grants per tick: use :meth:`grants`), or as
+            :meth:`grants`.
+        """
+        if self.channel_shape:
+            raise GpuError("host_ports must be stack for GpuPort.tick (one grant per tick), "
+                           "not 'channel': use GpuPort.grants")
+        g = self.grants(t)
+        return g[0][1] if g else None
 
     def respond(self, req: GpuRequest, t: int) -> None:
         """The controller answered ``req`` in tick ``t`` (its ``t_accept`` and flags set)."""
@@ -151,9 +179,8 @@ def run_stepped(cfg: HbfConfig, program, gpu: GpuConfig | None = None, keep: boo
     system.resp_ready = resp_ready
     t = port.start_tick
     while True:
-        r = port.tick(t)
-        if r is not None:
-            system.submit(r)
+        for k, r in port.grants(t):
+            system.submit(r, k if port.channel_shape else None)
         system.t = t
         if port.exhausted:
             system.close_input()

@@ -4,6 +4,8 @@ depend on the RTL's own responses, and a GPU run is compared as strictly as a re
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,11 @@ from hbfsim.config import PAGE_BYTES
 from hbfsim.cosim import runner, scenarios
 from hbfsim.cosim.scenario import Scenario
 from hbfsim.model.gpu import (GpuConfig, GpuError, GpuProgram, Kernel, Producer,
-                              gpu_cycles_to_ticks)
+                              gpu_cycles_to_ticks, run_closed_loop)
+from hbfsim.model.mapping import Mapper
 from hbfsim.model.trace import read_trace
-from tests.cosim.conftest import verilator_or_skip
+from tests.cosim.conftest import make, verilator_or_skip
+from tests.cosim.test_cosim_cli import cli
 
 
 def _chain_program(cfg, compute: int, ret: int) -> GpuProgram:
@@ -26,14 +30,15 @@ def _chain_program(cfg, compute: int, ret: int) -> GpuProgram:
                       "chain", gpu=GpuConfig(partitions=4, return_cycles=ret))
 
 
-@pytest.mark.parametrize("compute,ret", [(0, 0), (30, 7)])
-def test_each_request_follows_the_rtl_response_it_waits_for(compute, ret):
+@pytest.mark.parametrize("rtl,compute,ret", [("A", 0, 0), ("A", 30, 7), ("ports", 30, 7)])
+def test_each_request_follows_the_rtl_response_it_waits_for(rtl, compute, ret):
     """From the RTL side's own records: request i+1 is granted exactly 1 + return + compute
-    ticks after the RTL answered request i (the partition FIFOs are empty: one warp)."""
+    ticks after the RTL answered request i (the partition FIFOs are empty: one warp), in the
+    stack shape and in the channel shape (RTL set ``ports``, the CI's two-port build)."""
     verilator_or_skip()
-    cfg = scenarios.config()
-    sc = Scenario.from_program(f"chain-{compute}-{ret}", cfg, _chain_program(cfg, compute,
-                                                                              ret),
+    cfg = scenarios.config(rtl)
+    sc = Scenario.from_program(f"chain-{rtl}-{compute}-{ret}", cfg,
+                               _chain_program(cfg, compute, ret),
                                resp_ready=0.7, seed=4, expect={"responses": 24})
     (r,) = runner.run([sc])
     assert r["passed"], r["diff"]
@@ -46,6 +51,51 @@ def test_each_request_follows_the_rtl_response_it_waits_for(compute, ret):
     for prev, row in zip(ingress, ingress[1:]):
         assert row[5] == done[prev[0]] + gap
     assert r["gpu_kernels"][0]["end"] == done[23]
+
+
+@pytest.mark.parametrize("scenario_key", ["gpu-ports"])
+def test_channel_shape_grants_are_the_golden_models(scenario_key, cosim_results):
+    """In the channel shape the RTL side's GPU grants per port (G5'): every request was
+    granted in the tick, and on the port, the golden closed loop granted it, no port got two
+    in one tick, several ticks had grants on both ports, and each was accepted on its port."""
+    r = cosim_results[scenario_key]
+    assert r["passed"], r["diff"]
+    sc = make(scenario_key)
+    cfg = sc.cfg()
+    assert cfg.host_ports == "channel" and cfg.channels == 2
+    gold = run_closed_loop(cfg, sc.gpu_program(), record=True, resp_ready=sc.ready())
+    mapper = Mapper(cfg)
+
+    def port(addr, op):
+        q = mapper.stack_of((addr - cfg.base_address) // PAGE_BYTES)[1]
+        return mapper.channel_of(q, op == "W")[0]
+
+    want = {g.id: (g.arrival, port(g.addr, g.op), g.source) for g in gold.records}
+    ingress = json.loads(Path(r["ingress"]).read_text())
+    got = {row[0]: (row[5], port(row[2], row[1]), row[4]) for row in ingress}
+    assert got == want
+    per = Counter((a, k) for a, k, _ in got.values())
+    assert max(per.values()) == 1
+    assert sum(1 for n in Counter(a for a, _ in per).values() if n == 2) > 1
+    rows = [row for row in read_trace(r["rtl_trace"]) if row["state"] == "Ingress"]
+    assert {row["request_id"]: row["channel"] for row in rows} == \
+        {i: k for i, (_, k, _) in got.items()}
+    assert all(row["sim_cycle"] >= got[row["request_id"]][0] for row in rows)
+
+
+def test_soak_runs_gpu_programs_in_the_channel_shape(capsys, monkeypatch):
+    """Every other soak run is a closed-loop GPU program, in the channel shape too (here RTL
+    set ``ports``, the CI's two-port build; the real contract-2 soak has six channel-shape
+    rows, scenarios.soak_configs)."""
+    verilator_or_skip()
+    monkeypatch.setattr(scenarios, "soak_configs",
+                        lambda contract=1: [scenarios.config("ports")])
+    assert cli("cosim", "soak", "--requests", 700, "--seed", 5, "--contract", 2) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
+                        r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", out[-1])
+    assert re.search(r" ch channel .*: [\d,]+ events, 0 failing of 2 runs "
+                     r"\(1 closed-loop GPU\)$", out[-2])
 
 
 def test_a_gpu_run_reports_the_first_disagreement():

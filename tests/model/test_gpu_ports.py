@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, load_config
-from hbfsim.model.gpu import ClosedLoop, GpuConfig, GpuError, GpuPort, run_closed_loop
+from hbfsim.model.gpu import (ClosedLoop, GpuConfig, GpuError, GpuPort, run_closed_loop,
+                              run_stepped)
+from hbfsim.model.system import HbfSystem
 from hbfsim.model.workloads import LAYOUT_GEOMETRY, layout_decode
 from tests.model.test_gpu import FAST, mixed_program
 
@@ -60,10 +62,73 @@ def test_one_grant_per_port_and_per_partition_per_tick(stacks):
     assert all(r.t_accept >= r.arrival for r in recs)
 
 
-def test_stepped_port_refuses_the_channel_shape():
-    cfg = cfg2("channel")
-    with pytest.raises(GpuError, match=r"^host_ports must be stack for the stepped GPU port"):
-        GpuPort(cfg, mixed_program(cfg))
+# The stepped GpuPort (the co-simulation's GPU) takes its G5' grants from the code ClosedLoop
+# runs (_GpuCore._grant_ports); run_stepped drives it against an HbfSystem one tick at a time
+# (no horizon, no lookahead), so equal records check ClosedLoop's chunking and the port's
+# stepping against each other in both shapes.
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 50), hp=st.sampled_from(["stack", "channel"]),
+       stacks=st.sampled_from([1, 2]), channels=st.sampled_from([2, 4]),
+       sched=st.sampled_from(["fcfs", "partition-2r2w"]), ret=st.sampled_from([0, 1, 6]),
+       launch=st.sampled_from([0, 20]), adm=st.sampled_from([4, 64]),
+       parts=st.sampled_from([1, 3, 8]), bounds=st.sampled_from([(1,), (1, 2, 3), (4, 1)]),
+       compute=st.sampled_from([(0,), (0, 3, 40), (11,)]),
+       backpressure=st.sampled_from([0, 3]))
+def test_stepped_port_equals_closed_loop(seed, hp, stacks, channels, sched, ret, launch, adm,
+                                         parts, bounds, compute, backpressure):
+    """GpuPort stepped one tick at a time gives ClosedLoop's records and kernels, in the
+    channel shape (G5': up to one grant per port per tick) and in the stack shape (G5),
+    with and without ``resp.ready`` backpressure."""
+    if sched.startswith("partition-") and channels < 4:
+        sched = "fcfs"                    # a partition scheduler splits 4 channels or more
+    cfg = cfg2(hp, stacks=stacks, channels=channels, scheduler=sched, admission=adm,
+               capacity_bytes=stacks * channels * 4 * 256 * PAGE_BYTES * 16)
+    gpu = GpuConfig(return_cycles=ret, launch_cycles=launch, partitions=parts)
+    ready = None if not backpressure else (lambda t: (t * 2654435761 >> 5) % backpressure != 0)
+
+    def program():
+        return mixed_program(cfg, seed=seed, bounds=bounds, compute=compute, per=4)
+
+    fast = run_closed_loop(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
+    ref = run_stepped(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
+    assert fast.records == ref.records
+    assert fast.kernels == ref.kernels
+    assert fast.partition_wait_sum == ref.partition_wait_sum
+
+
+@pytest.mark.parametrize("stacks", [1, 2])
+def test_stepped_port_grants_per_port(stacks):
+    """The stepped port's grants are G5' (several in one tick, one per port, ascending
+    ports, each on the port its head maps to) and equal ClosedLoop's run record for record:
+    a stepped port that granted one request per tick (G5) would fail both."""
+    cfg = cfg2("channel", channels=4, stacks=stacks, admission=64,
+               capacity_bytes=stacks * 4 * 4 * 256 * PAGE_BYTES * 16)
+    gpu = GpuConfig(partitions=8)
+
+    def program():
+        return mixed_program(cfg, producers=12, per=8, bounds=(4,))
+
+    port = GpuPort(cfg, program(), gpu)
+    system = port.system = HbfSystem(cfg, on_response=port.respond)
+    per_tick = []
+    t = 0
+    while not port.exhausted:
+        g = port.grants(t)
+        assert [k for k, _ in g] == sorted({k for k, _ in g})       # one per port, ascending
+        for k, r in g:
+            assert k == port_of(cfg, system, r) and r.arrival == t
+            system.submit(r, k)
+        per_tick.append(len(g))
+        system.t = t
+        system.run(until=t)
+        t += 1
+    assert max(per_tick) > 1
+    with pytest.raises(GpuError, match=r"^host_ports must be stack for GpuPort.tick"):
+        GpuPort(cfg, program(), gpu).tick(0)
+    ref = run_closed_loop(cfg, program(), gpu=gpu, record=True)
+    stepped = run_stepped(cfg, program(), gpu=gpu, record=True)
+    assert stepped.records == ref.records and stepped.kernels == ref.kernels
+    assert max(Counter(r.arrival for r in ref.records).values()) > 1
 
 
 def _closed_loop(cfg, program, gpu=None, resume=True):
