@@ -261,6 +261,14 @@ class Admission(wiring.Component):
                          f"port {p}: response for a request slot that holds no request")
                 protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
                          f"port {p}: mshr_hit recorded for a request slot that holds no request")
+                # the controller accepts on a port only while it is ready (v2 §4.1), and
+                # a request slot is answered on one port (its channel's, v2 §8)
+                protocol(m, checks, ~self.alloc[p] | self.alloc_ready[p],
+                         f"port {p}: a request accepted while alloc_ready is low")
+                for q in range(p):
+                    rq = self.release[q]
+                    protocol(m, checks, ~(rel.valid & rq.valid) | (rel.slot != rq.slot),
+                             f"ports {q} and {p} released one request slot")
                 invariant(m, checks, ~takes[p] | ~select(m, used, slots[p], f"take_used_p{p}"),
                           f"port {p}: a request slot handed out while it still holds a request")
                 for q in range(p):

@@ -72,7 +72,7 @@ def _build(block: str, cfg, mutations):
     from hbfsim.rtl.write_buffer import WriteBuffer
 
     opts = dict(checks="formal", mutations=mutations)
-    if block in ("controller", "controller_v2"):
+    if block in ("controller", "controller_v2", "controller_ports"):
         from hbfsim.rtl.controller import Controller
 
         return Controller(cfg, id_bits=2, source_bits=1, sector_bytes=PAGE_BYTES // 2, **opts)
@@ -84,8 +84,9 @@ def _build(block: str, cfg, mutations):
         return Mshr(cfg, **opts)
     if block == "write_buffer":
         return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, **opts)
-    if block == "admission":
-        return Admission(cfg, id_bits=2, source_bits=1, **opts)
+    if block in ("admission", "admission_ports"):
+        ports = dict(ports=cfg.channels) if block == "admission_ports" else {}
+        return Admission(cfg, id_bits=2, source_bits=1, **opts, **ports)
     if block == "stage_queue":
         from amaranth.lib import data
 
@@ -117,6 +118,9 @@ class FormalBlock:
         Depth of the CI set (tests/rtl/test_rtl_formal.py).
     induction : bool
         Try the induction step (it goes through for this block at ``depth``).
+    ci_cover_depth : int
+        Depth of the CI set's cover run when its goals lie deeper than ``ci_depth`` (0: the
+        same); a cover run is far cheaper than the BMC of the same depth.
     """
 
     name: str
@@ -124,6 +128,7 @@ class FormalBlock:
     depth: int
     ci_depth: int
     induction: bool
+    ci_cover_depth: int = 0
 
 
 BLOCKS = {b.name: b for b in (
@@ -147,6 +152,16 @@ BLOCKS = {b.name: b for b in (
     # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
     FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
                                       contract=2, channel_bw_gbps=1.0), 12, 11, False),
+    # The channel shape's admission (v2 §4.1, §18 step 6): two ports over one count, the
+    # rotating rank rule (registered), distinct slots per cycle. The tables' channel-shape
+    # forms take M's match vectors as inputs; they are checked inside controller_ports.
+    FormalBlock("admission_ports", dict(contract=2, admission=4, channels=2), 16, 10, True),
+    # The channel shape (v2 §18 step 6), two ports: per-port Q / L / X / M over the shared
+    # pools (one-hot grants, the k-th-free rule, one pressure victim), the admission rank
+    # rule, a response port and a credit per channel; host and media assumed as above.
+    FormalBlock("controller_ports", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
+                                         channels=2, contract=2, host_ports="channel",
+                                         channel_bw_gbps=1.0), 11, 8, False, 11),
     # The stages contract 2 adds (v2 §2, §4.1, §8).
     FormalBlock("stage_queue", dict(), 12, 8, True),
     FormalBlock("link_credit", dict(channel_bw_gbps=1.0), 16, 10, True),
@@ -181,11 +196,19 @@ def _controller_environment(m, dut) -> None:
     """
     from hbfsim.rtl.checks import stream_protocol
 
-    stream_protocol(m, "formal", dut.req, "host req")
-    req = dut.req.payload
-    m.d.comb += Assume(~dut.req.valid | ((req.bytes >= 1)
+    # the channel shape (v2 §1) has a request and a response port per channel; that a
+    # request enters the port of its mapped channel is the controller's own protocol
+    # check on each Q head (an Assume here, as every neighbour protocol)
+    shaped = getattr(dut.cfg, "host_ports", "stack") == "channel"
+    reqs = list(dut.req) if shaped else [dut.req]
+    resps = list(dut.resp) if shaped else [dut.resp]
+    for p, port in enumerate(reqs):
+        name = f"host req[{p}]" if shaped else "host req"
+        stream_protocol(m, "formal", port, name)
+        req = port.payload
+        m.d.comb += Assume(~port.valid | ((req.bytes >= 1)
                                           & (req.addr[:12] + req.bytes <= PAGE_BYTES)),
-                       "host: a request's byte range lies inside its page")
+                           f"{name}: a request's byte range lies inside its page")
     subarrays = dut.cfg.subarrays_per_channel
     for c, (cmd, cpl) in enumerate(zip(dut.cmd, dut.cpl)):
         busy = Signal(subarrays, name=f"env_busy{c}")
@@ -204,10 +227,13 @@ def _controller_environment(m, dut) -> None:
                            f"media: cpl[{c}] answers the command outstanding on its subarray")
     from hbfsim.rtl.layouts import ReqOp
 
-    answered = dut.resp.valid & dut.resp.ready
-    m.d.comb += [Cover(answered & dut.resp.payload.mshr_hit, "a merged read is answered"),
-                 Cover(answered & (dut.resp.payload.op == ReqOp.WRITE), "a write is answered"),
-                 Cover(answered & dut.resp.payload.error, "an error response")]
+    for p, resp in enumerate(resps):
+        at = f" on port {p}" if shaped else ""
+        answered = resp.valid & resp.ready
+        m.d.comb += [Cover(answered & resp.payload.mshr_hit, f"a merged read is answered{at}"),
+                     Cover(answered & (resp.payload.op == ReqOp.WRITE),
+                           f"a write is answered{at}"),
+                     Cover(answered & resp.payload.error, f"an error response{at}")]
 
 
 def _select(items, index):
@@ -352,7 +378,7 @@ def _env_with(bindir: Path) -> dict:
 
 def check_block(block: str, *, depth: int | None = None, induction: bool | None = None,
                 covers: bool = True, mutations=(), vcd_dir: Path | str = "waves",
-                timeout: float | None = None) -> FormalResult:
+                timeout: float | None = None, cover_depth: int | None = None) -> FormalResult:
     """Check one block's properties.
 
     Parameters
@@ -365,6 +391,8 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
         Try the induction step (default: the block's setting).
     covers : bool
         Also check that every cover goal is reached within ``depth``.
+    cover_depth : int, optional
+        Steps of the cover run instead of ``depth`` (the BMC and induction keep ``depth``).
     mutations : set of str
         Faults to inject (:mod:`hbfsim.rtl.mutations`).
     vcd_dir : path
@@ -428,7 +456,7 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
             if result.induction == "passed":
                 result.status = "proved"
         if covers:
-            out, dt = _smtbmc(["-c", "-t", str(depth)], d, timeout)
+            out, dt = _smtbmc(["-c", "-t", str(cover_depth or depth)], d, timeout)
             result.seconds["cover"] = round(dt, 1)
             for key, (flavor, msg) in props.items():
                 if flavor == "cover":

@@ -21,12 +21,14 @@ pytestmark = pytest.mark.skipif(formal.missing_tool() is not None,
 FULL = os.environ.get("HBFSIM_FORMAL_FULL", "") not in ("", "0")
 
 
-def _check(block: str, depth: int, tmp_path):
-    r = formal.check_block(block, depth=depth, vcd_dir=tmp_path, timeout=600)
+def _check(block: str, depth: int, tmp_path, cover_depth: int = 0):
+    r = formal.check_block(block, depth=depth, vcd_dir=tmp_path, timeout=600,
+                           cover_depth=max(depth, cover_depth))
     assert r.status != "failed", f"{block}: {r.failed} (counterexample {r.vcd})"
     assert r.asserts > 0 and r.covers
     unreached = [msg for msg, step in r.covers.items() if step is None]
-    assert not unreached, f"{block}: covers not reached in {depth} steps: {unreached}"
+    assert not unreached, (f"{block}: covers not reached in {max(depth, cover_depth)} steps: "
+                           f"{unreached}")
     if formal.BLOCKS[block].induction:
         assert r.status == "proved", f"{block}: induction step failed at k={depth}"
     return r
@@ -34,7 +36,8 @@ def _check(block: str, depth: int, tmp_path):
 
 @pytest.mark.parametrize("block", list(formal.BLOCKS))
 def test_block_holds_at_ci_depth(block, tmp_path):
-    _check(block, formal.BLOCKS[block].ci_depth, tmp_path)
+    spec = formal.BLOCKS[block]
+    _check(block, spec.ci_depth, tmp_path, spec.ci_cover_depth)
 
 
 @pytest.mark.skipif(not FULL, reason="deep formal runs: set HBFSIM_FORMAL_FULL=1")
