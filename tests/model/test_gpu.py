@@ -274,7 +274,13 @@ def test_chunked_driver_equals_tick_by_tick_driver(seed, ret, launch, adm, bound
                                                    backpressure):
     cfg = small_cfg(admission=adm)
     gpu = GpuConfig(return_cycles=ret, launch_cycles=launch, partitions=3)
-    # a consumer that drops resp.ready in one tick of `backpressure` (a fixed pattern)
+    stepped_equals_closed_loop(cfg, gpu, seed, bounds, compute, backpressure)
+
+
+def stepped_equals_closed_loop(cfg, gpu, seed, bounds, compute, backpressure):
+    """Run one random program through ``run_closed_loop`` and ``run_stepped`` and compare
+    records and kernels; ``backpressure`` > 0 drops ``resp.ready`` in a fixed pattern (one
+    tick in ``backpressure``). Returns both results."""
     ready = None if not backpressure else (lambda t: (t * 2654435761 >> 5) % backpressure != 0)
 
     def program():
@@ -284,6 +290,7 @@ def test_chunked_driver_equals_tick_by_tick_driver(seed, ret, launch, adm, bound
     ref = run_stepped(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
     assert fast.records == ref.records
     assert fast.kernels == ref.kernels
+    return fast, ref
 
 
 # --------------------------------------------------------------------------- errors

@@ -15,7 +15,7 @@ from hbfsim.model.gpu import (ClosedLoop, GpuConfig, GpuError, GpuPort, run_clos
                               run_stepped)
 from hbfsim.model.system import HbfSystem
 from hbfsim.model.workloads import LAYOUT_GEOMETRY, layout_decode
-from tests.model.test_gpu import FAST, mixed_program
+from tests.model.test_gpu import FAST, mixed_program, stepped_equals_closed_loop
 
 
 def cfg2(host_ports, **kw):
@@ -84,15 +84,7 @@ def test_stepped_port_equals_closed_loop(seed, hp, stacks, channels, sched, ret,
     cfg = cfg2(hp, stacks=stacks, channels=channels, scheduler=sched, admission=adm,
                capacity_bytes=stacks * channels * 4 * 256 * PAGE_BYTES * 16)
     gpu = GpuConfig(return_cycles=ret, launch_cycles=launch, partitions=parts)
-    ready = None if not backpressure else (lambda t: (t * 2654435761 >> 5) % backpressure != 0)
-
-    def program():
-        return mixed_program(cfg, seed=seed, bounds=bounds, compute=compute, per=4)
-
-    fast = run_closed_loop(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
-    ref = run_stepped(cfg, program(), gpu=gpu, record=True, resp_ready=ready)
-    assert fast.records == ref.records
-    assert fast.kernels == ref.kernels
+    fast, ref = stepped_equals_closed_loop(cfg, gpu, seed, bounds, compute, backpressure)
     assert fast.partition_wait_sum == ref.partition_wait_sum
 
 
