@@ -29,7 +29,7 @@ from hbfsim.rtl.mshr import Mshr
 from hbfsim.rtl.response import ResponseArbiter
 from hbfsim.rtl.scheduler import Scheduler
 from hbfsim.rtl.stage_queue import StageQueue
-from hbfsim.rtl.write_buffer import WriteBuffer
+from hbfsim.rtl.write_buffer import WriteBuffer, sector_range, sectors_layout
 
 
 def _or(values):
@@ -78,7 +78,7 @@ def elaborate_channel_shape(ctrl) -> Module:
     m.submodules.admission = adm = Admission(cfg, **ids, **opts, ports=P)
     m.submodules.mshr = mshr = Mshr(cfg, **opts, ports=P)
     m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=ctrl._sector, **opts,
-                                                 ports=P)
+                                                 ports=P, sectors_in=True)
     m.submodules.scheduler = sched = Scheduler(cfg, **opts)
     offset_bits = ceil_log2(PAGE_BYTES)
     q_layout = data.StructLayout({
@@ -90,6 +90,7 @@ def elaborate_channel_shape(ctrl) -> Module:
 
     qs, heads, mappers = [], [], []
     mv, mreq, mtarget, is_read, is_write = [], [], [], [], []
+    msectors, xsectors = [], []
     m_mshr, m_used, m_open, m_pend = [], [], [], []
     for p in range(P):
         # ---- A: accept into Q_p; ready from Q_p's room and the admission rank (v2 §4.1) ----
@@ -125,6 +126,12 @@ def elaborate_channel_shape(ctrl) -> Module:
         mv.append(Signal(name=f"m_valid{p}"))
         mreq.append(Signal(q_layout, name=f"m_req{p}", reset_less=True))
         mtarget.append(Signal(target_layout(w), name=f"m_target{p}", reset_less=True))
+        # the write's sectors, decoded in X_p and held in M_p (as the stack shape's)
+        msectors.append(Signal(sectors_layout(ctrl._sector), name=f"m_sectors{p}",
+                               reset_less=True))
+        xsectors.append(sector_range(m, head.offset, head.bytes, ctrl._sector,
+                                     f"x_sectors{p}"))
+        m.d.comb += wb.disp_sectors[p].eq(msectors[p])
         is_read.append(named(m, mv[p] & (mreq[p].op == ReqOp.READ), f"is_read{p}"))
         is_write.append(named(m, mv[p] & (mreq[p].op == ReqOp.WRITE), f"is_write{p}"))
         m_mshr.append(Signal(n_mshr, name=f"m_match_mshr{p}"))
@@ -229,6 +236,8 @@ def elaborate_channel_shape(ctrl) -> Module:
         m.d.comb += q.out.ready.eq(~mv[p] | dispatch[p])
         with m.If(q.out.valid & q.out.ready):
             m.d.sync += [mv[p].eq(1), mreq[p].eq(head), mtarget[p].eq(mappers[p].target),
+                         msectors[p].first.eq(xsectors[p][0]),
+                         msectors[p].end.eq(xsectors[p][1]),
                          m_mshr[p].eq(l_mshr), m_used[p].eq(l_used), m_open[p].eq(l_open)]
             if not merge_on:
                 m.d.sync += m_pend[p].eq(l_pend)

@@ -224,7 +224,7 @@ class WriteBuffer(wiring.Component):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._sector = sector_bytes
-        self._sectors_in = sectors_in and ports == 1
+        self._sectors_in = sectors_in
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
@@ -236,6 +236,8 @@ class WriteBuffer(wiring.Component):
                 "probe_used": In(m).array(P),
                 "disp_pend": In(n).array(P),
                 "disp_fwd": In(n).array(P),
+                **({"disp_sectors": In(sectors_layout(sector_bytes)).array(P)}
+                   if sectors_in else {}),
                 "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
                 "in_use": Out(m),
                 "is_open": Out(m),

@@ -24,7 +24,7 @@ from hbfsim.rtl.entry_table import check_waiters, drain_waiters, grant_free, off
 from hbfsim.rtl.layouts import EntryKind, target_layout
 from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
 from hbfsim.rtl.write_buffer import (FLUSH_CAUSES, FlushCause, WbState, _or_fields,
-                                     count_flushes)
+                                     count_flushes, sector_range)
 
 
 def elaborate_ports(wb):
@@ -108,16 +108,31 @@ def elaborate_ports(wb):
         sources.append(src)
         invariant(m, wb._checks, (src & (src - 1)) == 0,
                   f"write-buffer entry {i} written by two ports in one cycle")
-        off = Signal(ceil_log2(PAGE_BYTES), name=f"src_offset{i}")
-        nb = Signal(range(PAGE_BYTES + 1), name=f"src_bytes{i}")
-        m.d.comb += [off.eq(_or_fields(src, [d.payload.offset for d in disps])),
-                     nb.eq(_or_fields(src, [d.payload.bytes for d in disps]))]
+        lo = Signal(range(sectors), name=f"src_first{i}")
         hi_plus_1 = Signal(range(sectors + 1), name=f"hi_plus_1_e{i}")
-        m.d.comb += hi_plus_1.eq(((off + nb - 1) >> shift) + 1)
+        if wb._sectors_in:
+            # each port's sectors decoded in its X stage and held in M_p (as the stack
+            # shape's m_sectors): no adder between M's dispatch and the coverage
+            m.d.comb += [lo.eq(_or_fields(src, [s.first for s in wb.disp_sectors])),
+                         hi_plus_1.eq(_or_fields(src, [s.end for s in wb.disp_sectors]))]
+        else:
+            off = Signal(ceil_log2(PAGE_BYTES), name=f"src_offset{i}")
+            nb = Signal(range(PAGE_BYTES + 1), name=f"src_bytes{i}")
+            m.d.comb += [off.eq(_or_fields(src, [d.payload.offset for d in disps])),
+                         nb.eq(_or_fields(src, [d.payload.bytes for d in disps]))]
+            m.d.comb += [lo.eq(off >> shift), hi_plus_1.eq(((off + nb - 1) >> shift) + 1)]
         mask = Signal(sectors, name=f"mask_e{i}")
-        m.d.comb += mask.eq(at_least(m, off >> shift, sectors, f"from_lo_e{i}")
+        m.d.comb += mask.eq(at_least(m, lo, sectors, f"from_lo_e{i}")
                             & ~at_least(m, hi_plus_1, sectors, f"from_hi_e{i}"))
         masks.append(mask)
+    if wb._sectors_in and wb._checks:
+        for p, d in enumerate(disps):
+            ref_lo, ref_end = sector_range(m, d.payload.offset, d.payload.bytes, wb._sector,
+                                           f"chk_sectors_p{p}")
+            ds = wb.disp_sectors[p]
+            protocol(m, wb._checks, ~d.valid | ((ds.first == ref_lo) & (ds.end == ref_end)),
+                     f"port {p}: disp_sectors differs from the sectors of the write's byte "
+                     "range")
     # a write stalls when it neither merges nor gets an entry for its rank (§4.2.3)
     stalled = named(m, Cat(*[d.valid & ~hits[p] & ~granted[p]
                              for p, d in enumerate(disps)]).any(), "stalled")
