@@ -165,11 +165,19 @@ class WriteBuffer(wiring.Component):
         cycle on another port (§4.2.4: it joins the blocker set of an entry the write
         allocates). Allocation by :func:`~hbfsim.rtl.entry_table.grant_free`, at most one
         pressure victim per cycle, response port ``p`` for the entries of channel ``p``.
+    sectors_in : bool
+        The write's sectors come decoded on ``disp_sectors`` (the controller decodes them in
+        X and holds them in M, issue 12 part B: no adder between M's dispatch and the
+        coverage registers) instead of being computed here from ``offset`` and ``bytes``.
 
     Members
     -------
     disp : ``In(stream.Signature(wdisp_layout))``
         Write dispatch from M: page, mapping, byte range, admission slot.
+    disp_sectors : ``In(sectors_layout(sector_bytes))``
+        With ``sectors_in`` (an array of ``P`` in the channel shape): the sectors ``[first,
+        end)`` of the write on ``disp``; with checks, a protocol assert compares them with
+        the byte range's.
     disp_merge : ``Out(1)``
         The write on ``disp`` merges into an OPEN entry.
     disp_index : ``Out(range(write_buffer_entries))``
