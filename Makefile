@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/hbfsim run
 
+# -n auto: one pytest-xdist worker per core; tests sharing a wide fixture stay together
+# (tests/conftest.py). A focused run (`.venv/bin/python -m pytest tests/x.py`) stays serial.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n auto --dist loadgroup
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/bench_model.py

@@ -48,7 +48,27 @@ SIMULATORS = ("verilator", "icarus")
 TOPLEVEL = "hbf_controller"
 TIMESCALE = ("1ns", "1ns")
 #: Bump when the way a build is made changes (flags, control file, layout of the folder).
-BUILD_FORMAT = 6
+BUILD_FORMAT = 7
+#: ``HBFSIM_COSIM_OPT``: the C++ optimisation level of a Verilator build
+#: (:data:`hbfsim.cosim.toolchain.OPT_LEVELS`, default ``-Os``). The test suite sets
+#: ``-O0`` (tests/conftest.py): its scenarios simulate ~31,000 cycles in all, ~2 s, while
+#: compiling the design is most of a build (docs/cosim.md "Build").
+OPT_ENV = "HBFSIM_COSIM_OPT"
+
+
+def opt_level() -> str:
+    """The design's C++ optimisation level: ``HBFSIM_COSIM_OPT``, else ``-Os``.
+
+    Raises
+    ------
+    ValueError
+        The variable names no level of :data:`~hbfsim.cosim.toolchain.OPT_LEVELS`.
+    """
+    opt = os.environ.get(OPT_ENV, "") or "-Os"
+    if opt not in toolchain.OPT_LEVELS:
+        raise ValueError(f"{OPT_ENV} must be one of {', '.join(toolchain.OPT_LEVELS)}, "
+                         f"not {opt!r}")
+    return opt
 #: Hierarchy levels Verilator traces with ``waves``: the ports and the top module's nets.
 TRACE_DEPTH = 1
 
@@ -277,12 +297,13 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
 
     mutations = sorted(check_mutations(mutations))
     flags = _build_flags(sim, waves, checks)
+    opt = opt_level() if sim == "verilator" else ""
     version = toolchain.simulator_version(sim)
     import cocotb
 
     fast = _sha(BUILD_FORMAT, json.dumps(cfg.as_dict(), sort_keys=True), sector_bytes,
-                _rtl_fingerprint(), sim, version, flags, waves, cocotb.__version__, checks,
-                mutations)[:20]
+                _rtl_fingerprint(), sim, version, flags, opt, waves, cocotb.__version__,
+                checks, mutations)[:20]
     index = root / "index" / f"{fast}.json"
     if index.exists():
         key = json.loads(index.read_text())["key"]
@@ -294,7 +315,7 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
 
     with _EMIT_LOCK:   # elaboration is pure Python: one at a time, the compiles overlap
         text = emit_verilog(cfg, sector_bytes=sector_bytes, checks=checks, mutations=mutations)
-    key = _sha(BUILD_FORMAT, text, sim, version, flags, waves, cocotb.__version__)[:16]
+    key = _sha(BUILD_FORMAT, text, sim, version, flags, opt, waves, cocotb.__version__)[:16]
     bdir = root / key
     with _locked(root / "locks" / f"{key}.lock"):
         cached = (bdir / "build.json").exists()
@@ -304,10 +325,11 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
             bdir.mkdir(parents=True)
             vfile = bdir / f"{TOPLEVEL}.v"
             vfile.write_text(text)
-            _compile(sim, cfg, bdir, vfile, flags, waves, root, verbose)
+            _compile(sim, cfg, bdir, vfile, flags, opt, waves, root, verbose)
             _prune(bdir)
             (bdir / "build.json").write_text(json.dumps({
-                "key": key, "sim": sim, "version": version, "flags": flags, "waves": waves,
+                "key": key, "sim": sim, "version": version, "flags": flags, "opt": opt,
+                "waves": waves,
                 "sector_bytes": sector_bytes, "channels": cfg.channels,
                 "checks": checks, "mutations": mutations,
                 "seconds": round(time.perf_counter() - t0, 2)}, indent=1))
@@ -319,7 +341,7 @@ def build(cfg: HbfConfig, *, sim: str = "verilator", waves: bool = False,
                  cached)
 
 
-def _compile(sim, cfg, bdir, vfile, flags, waves, root, verbose) -> None:
+def _compile(sim, cfg, bdir, vfile, flags, opt, waves, root, verbose) -> None:
     runner = _runner(sim)
     sources: list = [vfile]
     env = {}
@@ -330,7 +352,7 @@ def _compile(sim, cfg, bdir, vfile, flags, waves, root, verbose) -> None:
         vlt.write_text(ports_control_file(cfg, waves))
         sources.append(VerilatorControlFile(vlt))
         cache = toolchain.objcache_wrapper(root / "objcache")
-        env["MAKEFLAGS"] = toolchain.make_flags(cache)
+        env["MAKEFLAGS"] = toolchain.make_flags(cache, opt)
     log = None if verbose else bdir / "build.log"
     try:
         with _environ(**env):

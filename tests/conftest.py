@@ -7,6 +7,13 @@ from hbfsim.model.controller import Request
 from hbfsim.model.system import HbfSystem
 
 
+#: Co-simulation builds of the test suite compile the design at -O0 (cosim/runner.py
+#: OPT_ENV): its scenarios simulate ~31,000 cycles in all (~2 s at -Os, ~7 s at -O0) while
+#: -O0 takes ~15 s off each of its ~25 Verilator builds (docs/cosim.md "Build"). A level set
+#: by the caller is kept.
+os.environ.setdefault("HBFSIM_COSIM_OPT", "-O0")
+
+
 def make_reqs(spec, cfg):
     """Build requests from ``(op, page, offset, nbytes, tick[, data])`` tuples."""
     out = []
@@ -37,5 +44,41 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one "
+                            "worker (tests/conftest.py, pytest_collection_modifyitems)")
     if config.getoption("--waves"):
         os.environ["HBFSIM_WAVES"] = "1"
+
+
+def _shared_scope(item) -> str | None:
+    """The group of tests ``item`` must run with: those sharing its widest fixture.
+
+    A session-scoped fixture groups every test that uses it (``cosim_results``: the shared
+    co-simulation builds); a module-scoped one groups its module. None: no such fixture.
+    """
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    session, module = [], False
+    for name in item.fixturenames:
+        for d in info.name2fixturedefs.get(name, ()):
+            if not d.baseid:    # pytest's own (tmp_path_factory) and plugins' fixtures
+                continue
+            if d.scope == "session":
+                session.append(name)
+            elif d.scope in ("package", "module"):
+                module = True
+    if session:
+        return "session:" + "+".join(sorted(set(session)))
+    return "module:" + item.nodeid.split("::")[0] if module else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """``make test`` runs the suite on every core (pytest-xdist, ``--dist loadgroup``): the
+    tests that share a session- or module-scoped fixture go to one worker, so that the
+    fixture (the co-simulation builds above all) runs once; every other test is scheduled
+    on its own."""
+    for item in items:
+        group = _shared_scope(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

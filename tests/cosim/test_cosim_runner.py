@@ -103,6 +103,34 @@ def test_bad_job_count_is_refused_by_name(monkeypatch, text):
         runner.jobs()
 
 
+@pytest.mark.parametrize("text", ["-O3", "O0", "fast"])
+def test_bad_optimisation_level_is_refused_by_name(monkeypatch, text):
+    monkeypatch.setenv(runner.OPT_ENV, text)
+    with pytest.raises(ValueError, match="HBFSIM_COSIM_OPT must be one of"):
+        runner.opt_level()
+    with pytest.raises(ValueError, match="C\\+\\+ optimisation level"):
+        runner.toolchain.make_flags(None, text)
+
+
+def test_optimisation_level_reaches_make_and_names_its_own_build(monkeypatch, tmp_path):
+    """Builds at two levels are two cache entries, and make gets the level for the design
+    (the compiler itself is replaced here: only the key and the hand-over are checked)."""
+    verilator_or_skip()
+    seen = []
+
+    def compile_(sim, cfg, bdir, vfile, flags, opt, waves, root, verbose):
+        seen.append((opt, runner.toolchain.make_flags(None, opt)))
+
+    monkeypatch.setattr(runner, "_compile", compile_)
+    keys = []
+    for level in ("-O0", "-Os"):
+        monkeypatch.setenv(runner.OPT_ENV, level)
+        keys.append(runner.build(scenarios.config(), root=tmp_path).key)
+    assert keys[0] != keys[1]
+    assert [o for o, _ in seen] == ["-O0", "-Os"]
+    assert "OPT_FAST=-O0 OPT_SLOW=-O0" in seen[0][1] and "OPT_GLOBAL=-Os" in seen[0][1]
+
+
 def test_threads_share_an_environment_value_and_wait_for_another(monkeypatch):
     import threading
     import time
