@@ -151,7 +151,7 @@ BLOCKS = {b.name: b for b in (
     # The same under timing contract 2 (v2 §18 step 3): Q, M with its maintained match
     # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
     FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
-                                      contract=2, channel_bw_gbps=1.0), 12, 11, False),
+                                      contract=2, channel_bw_gbps=1.0), 12, 8, False, 11),
     # The channel shape's admission (v2 §4.1, §18 step 6): two ports over one count, the
     # rotating rank rule (registered), distinct slots per cycle. The tables' channel-shape
     # forms take M's match vectors as inputs; they are checked inside controller_ports.
