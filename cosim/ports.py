@@ -15,8 +15,8 @@ Elsewhere (Icarus) it goes through the public ``handle.value``.
 
 from __future__ import annotations
 
-__all__ = ["Codecs", "ControllerPorts", "Port", "StructCodec", "host_ports", "media_ports",
-           "port_names", "req_names"]
+__all__ = ["Codecs", "ControllerPorts", "Port", "StructCodec", "channel_shape", "host_ports",
+           "media_ports", "port_names", "req_names"]
 
 import enum
 import os
@@ -108,12 +108,18 @@ def media_ports(cfg: HbfConfig) -> int:
     return cfg.stacks * cfg.channels
 
 
+def channel_shape(cfg: HbfConfig) -> bool:
+    """The channel shape of contract 2 (timing-contract-v2.md §1, §2)."""
+    return cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+
+
 def host_ports(cfg: HbfConfig) -> int:
-    """Request (and response) ports of the top level: ``channels`` in the channel shape of
-    contract 2 (timing-contract-v2.md §1; one stack), else 1 (the channel shape with one
-    channel is the stack shape, :attr:`hbfsim.rtl.controller.Controller.ports`)."""
-    if cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel":
-        return cfg.channels
+    """Request (and response) ports of the top level: ``stacks x channels`` in the channel
+    shape of contract 2 (timing-contract-v2.md §1, §2: port ``stack * C + channel``), else 1
+    (the channel shape of one stack with one channel is the stack shape,
+    :attr:`hbfsim.rtl.controller.Controller.ports`)."""
+    if channel_shape(cfg):
+        return cfg.stacks * cfg.channels
     return 1
 
 
@@ -135,7 +141,7 @@ def port_names(cfg: HbfConfig) -> list[str]:
         names += [f"{rq}__valid", f"{rq}__ready", f"{rq}__payload", f"{rs}__valid",
                   f"{rs}__ready", f"{rs}__payload"]
     names += ["drain", "m_valid", "flushes"]
-    if cfg.stacks > 1:
+    if cfg.stacks > 1 and not channel_shape(cfg):   # the channel shape's system is wiring
         names += ["rr", "offers"]
         if cfg.contract == 2:   # the route stage's hand-over (rtl/system.py, v2 §2)
             names += ["routed"]
@@ -155,7 +161,9 @@ class Codecs:
     widths : Widths
     req, resp, cmd, cpl : StructCodec
     system : bool
-        Several stacks: ``req.addr`` is the system address, not the stack-local one.
+        Several stacks in the stack shape: ``req.addr`` is the system address, not the
+        stack-local one, and the system layer routes it (in the channel shape each system
+        port is its stack's port, with stack-local addresses: v2 §2).
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
@@ -163,7 +171,7 @@ class Codecs:
 
         w = Widths.of(stack_config(cfg), id_bits=id_bits, source_bits=source_bits)
         self.widths = w
-        self.system = cfg.stacks > 1
+        self.system = cfg.stacks > 1 and not channel_shape(cfg)
         self.req = StructCodec(system_req_layout(w, cfg.pages) if self.system
                                else req_layout(w))
         self.resp = StructCodec(resp_layout(w))

@@ -59,7 +59,7 @@ from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.cosim.golden import OPS, cpl_masks, run_golden, summary
-from hbfsim.cosim.ports import ControllerPorts
+from hbfsim.cosim.ports import ControllerPorts, channel_shape
 from hbfsim.cosim.scenario import SCENARIO_ENV, Batch, Scenario
 from hbfsim.cosim.scoreboard import Mismatch, Scoreboard
 from hbfsim.model.controller import Request
@@ -108,7 +108,7 @@ class RequestDriver:
 
     def _pack(self, r: Request) -> int:
         rel = r.addr - self.base
-        if not self.system:      # one stack: the controller sees the stack-local address
+        if not self.system:      # a stack's own port: the stack-local address (v2 §2)
             page, off = divmod(rel, PAGE_BYTES)
             rel = self.mapper.stack_of(page)[1] * PAGE_BYTES + off
         return self.codec.pack({"id": r.id, "op": OPS[r.op], "addr": rel,
@@ -294,9 +294,11 @@ class TraceRecorder:
         self.inflight: dict[int, Request] = {}
         self.inside = [0] * cfg.stacks   # per stack: accepted and not yet answered
         self.accepted = 0
-        # contract 2, several stacks: accepted at the system port, not yet by their stack
+        # contract 2, several stacks in the stack shape: accepted at the system port, not
+        # yet by their stack (the channel shape has no route stage, v2 §2)
         self.route: deque[Request] | None = \
-            deque() if cfg.stacks > 1 and cfg.contract == 2 else None
+            deque() if cfg.stacks > 1 and cfg.contract == 2 and not channel_shape(cfg) \
+            else None
 
     def accept(self, t: int, r: Request) -> None:
         """Request ``r`` was accepted in cycle ``t`` (call before this cycle's response:
@@ -495,10 +497,11 @@ class Testbench:
         if len(p.reqs) == 1:
             return [RequestDriver(p, self.mapper, self.sc.model_requests(), None)]
         fifos = [[] for _ in p.reqs]
+        C = self.cfg.channels
         for r in self.sc.model_requests():
             page = (r.addr - self.cfg.base_address) // PAGE_BYTES
-            q = self.mapper.stack_of(page)[1]
-            fifos[self.mapper.channel_of(q, r.op == "W")[0]].append(r)
+            stack, q = self.mapper.stack_of(page)
+            fifos[stack * C + self.mapper.channel_of(q, r.op == "W")[0]].append(r)
         return [RequestDriver(p, self.mapper, f, None, port=k) for k, f in enumerate(fifos)]
 
     async def _loop(self, sb: Scoreboard, trace: TraceRecorder) -> int:
@@ -521,8 +524,7 @@ class Testbench:
             self.wakes += 1
             # the GPU's events of this cycle and its port grants, before the request ports
             # (GpuPort: grants, controller, then respond); each grant joins its port's
-            # driver: port 0 under G5, the request's mapped channel under G5' (one stack:
-            # system port stack * C + channel is the channel, v2 §1)
+            # driver: port 0 under G5, system port stack * C + channel under G5' (v2 §1, §2)
             if gpu is not None:
                 g = gpu.next_tick()
                 if g is not None and g <= t:

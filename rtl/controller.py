@@ -44,17 +44,14 @@ def check_supported(cfg: HbfConfig) -> None:
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
     groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
     they change nothing here. Contract 2 is implemented in the stack shape (step 3 of
-    timing-contract-v2.md §18) and in the channel shape for one stack (step 6,
-    :mod:`hbfsim.rtl.controller_ports`); the channel shape of several stacks and with
-    multi-plane commands is refused by name. Multi-plane commands (``multiplane = "page"``
+    timing-contract-v2.md §18) and in the channel shape (step 6,
+    :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
+    as wiring of ``S * C`` ports, v2 §2); the channel shape with multi-plane commands is
+    refused by name. Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in the stack
     shape (the configuration already refuses them under contract 1).
     """
     if getattr(cfg, "host_ports", "stack") == "channel":
-        if cfg.stacks != 1:
-            raise ValueError(f"host_ports = 'channel' with stacks = {cfg.stacks}: the RTL "
-                             "implements the channel shape for one stack only (a system of "
-                             "S * C ports is model-only)")
         if getattr(cfg, "multiplane", "off") != "off":
             raise ValueError(f"host_ports = 'channel' with multiplane = {cfg.multiplane!r}: "
                              "the RTL implements multi-plane commands in the stack shape only")

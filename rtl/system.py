@@ -1,4 +1,5 @@
-"""The system layer: several stack controllers behind one request and one response port.
+"""The system layer: several stack controllers behind one request and one response port
+(or, in the channel shape of contract 2, behind their own ports).
 
 Implements docs/timing-contract.md §2 (stack selection A2, combinational routing of the one
 system request port, round-robin return arbitration in zero cycles) and the system-wide parts
@@ -6,7 +7,8 @@ of §1 (media ports of every stack, one ``drain``, ``m_valid``). With ``stacks =
 layer is a wire and :class:`~hbfsim.rtl.controller.Controller` itself is the top (§2).
 Under ``contract = 2`` (stack shape) the routing is docs/timing-contract-v2.md §2's registered
 route stage (a two-entry system ingress queue, :mod:`.stage_queue`) and the round robin
-selects among the stacks' egress heads.
+selects among the stacks' egress heads. In the channel shape (v2 §2) the system layer is
+wiring: ``S * C`` request and response ports, each its stack's own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.controller import Controller, check_supported
-from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, resp_layout,
+from hbfsim.rtl.layouts import (Widths, cmd_layout, cpl_layout, req_layout, resp_layout,
                                 system_req_layout)
 from hbfsim.rtl.logic import divmod_const, lowest_set, named, select
 from hbfsim.rtl.stage_queue import StageQueue
@@ -76,6 +78,11 @@ class System(wiring.Component):
     presented to its stack from ``ts + 1`` (the route stage) and waits there, in order,
     until that stack accepts it. The round robin below is unchanged; what it selects among
     are the stacks' egress heads (registers). ``m_valid`` also covers the route stage.
+
+    Channel shape (contract 2, ``host_ports = "channel"``, v2 §2): no route stage and no
+    round robin; ``req`` and ``resp`` are arrays of ``stacks * channels`` ports, port ``k =
+    stack * channels + channel`` wired to that stack's port, with the stack-local
+    ``req_layout`` (the requester maps the address, §1); no ``rr``, ``offers`` or ``routed``.
 
     Media ports are numbered globally, ``stack * channels + channel`` (as the model's trace);
     ``drain`` goes to every stack (the golden model's rule is system-wide: raised from the
@@ -141,6 +148,19 @@ class System(wiring.Component):
                              sector_bytes=sector_bytes, checks=checks, mutations=mutations)
         self._checks = checks
         n = cfg.stacks * cfg.channels
+        if self.channel_shape:
+            # v2 §2: S * C request and response ports, k = stack * C + channel, each the
+            # port of its stack (stack-local addresses: the requester maps, §1)
+            super().__init__({
+                "req": In(stream.Signature(req_layout(w))).array(n),
+                "resp": Out(stream.Signature(resp_layout(w))).array(n),
+                "cmd": Out(cmd_layout(w)).array(n),
+                "cpl": In(cpl_layout(w)).array(n),
+                "drain": In(1),
+                "m_valid": Out(1),
+                "flushes": Out(flushes_layout()),
+            })
+            return
         super().__init__({
             "req": In(stream.Signature(system_req_layout(w, cfg.pages))),
             "resp": Out(stream.Signature(resp_layout(w))),
@@ -162,6 +182,12 @@ class System(wiring.Component):
         return self._stack_cfg
 
     @property
+    def channel_shape(self) -> bool:
+        """The channel shape of contract 2 (v2 §2): the system layer is wiring."""
+        cfg = self._cfg
+        return cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+
+    @property
     def widths(self) -> Widths:
         """Field widths of each stack controller (the system address is wider)."""
         return self._w
@@ -176,12 +202,22 @@ class System(wiring.Component):
             m.submodules[f"stack{s}"] = ctl
             stacks.append(ctl)
 
-        if cfg.contract == 2:
+        if self.channel_shape:
+            # v2 §2: no routing, no arbitration, no cycle; system port k = stack * C + port
+            k = 0
+            for ctl in stacks:
+                for req, resp in self._stack_ports(ctl):
+                    wiring.connect(m, wiring.flipped(self.req[k]), req)
+                    wiring.connect(m, resp, wiring.flipped(self.resp[k]))
+                    k += 1
+            route_valid = 0
+        elif cfg.contract == 2:
             route_valid = self._route_v2(m, stacks)
+            self._return(m, stacks)
         else:
             self._route_v1(m, stacks)
             route_valid = 0
-        self._return(m, stacks)
+            self._return(m, stacks)
 
         # ---- media ports, drain, m_valid (§1, per stack; numbered globally) ----
         for s, ctl in enumerate(stacks):
@@ -196,6 +232,14 @@ class System(wiring.Component):
         for k in range(len(self.flushes)):
             m.d.comb += self.flushes[k].eq(sum(ctl.flushes[k] for ctl in stacks))
         return m
+
+    @staticmethod
+    def _stack_ports(ctl: Controller) -> list:
+        """``(req, resp)`` per port of a stack controller in the channel shape: one per
+        channel, or its one port with one channel (that shape is the stack shape, v2 §14)."""
+        if ctl.ports == 1:
+            return [(ctl.req, ctl.resp)]
+        return list(zip(ctl.req, ctl.resp))
 
     def _route_v1(self, m, stacks):
         """Request routing of contract 1 (§2, A2): combinational."""

@@ -99,7 +99,7 @@ def test_soak_configurations_cover_every_policy_under_both_contracts():
     assert {c.read_mode for c in chan} == {"demand", "aggregation"}
     assert {c.write_timeout_policy for c in chan} == {"strict", "partial"}
     assert {c.mshr_merge for c in chan} == {True, False}
-    assert {c.stacks for c in chan} == {1}
+    assert {c.stacks for c in chan} == {1, 2}     # S * C ports (v2 §2)
     with pytest.raises(ValueError, match="contract must be 1 or 2"):
         scenarios.soak_configs(3)
 

@@ -77,19 +77,21 @@ def test_port_names_and_widths_match_emitted_verilog(rtl, contract):
     assert all(f'-var "{n}"' in vlt for n in port_names(cfg))
 
 
-@pytest.mark.parametrize("rtl", ["ports", "ports-partition"])
-def test_channel_shape_port_names_match_emitted_verilog(rtl):
-    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel, each with the one-stack layouts."""
+@pytest.mark.parametrize("rtl,stacks", [("ports", 1), ("ports-partition", 1), ("ports", 2)])
+def test_channel_shape_port_names_match_emitted_verilog(rtl, stacks):
+    """v2 §1, §2: ``req__<k>`` and ``resp__<k>`` per channel of every stack
+    (``k = stack * C + channel``), each with the one-stack layouts."""
     from hbfsim.cosim.ports import host_ports
     from hbfsim.rtl.emit import emit_verilog
 
-    cfg = config(rtl)
-    assert host_ports(cfg) == cfg.channels > 1
+    cfg = config(rtl, stacks=stacks, capacity_bytes=config(rtl).capacity_bytes * stacks)
+    assert host_ports(cfg) == stacks * cfg.channels > 1
     text = emit_verilog(cfg)
     header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
     assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))
     codecs = Codecs(cfg)
-    for p in range(cfg.channels):
+    assert not codecs.system    # each port is its stack's: stack-local addresses (v2 §2)
+    for p in range(stacks * cfg.channels):
         for port, codec in [(f"req__{p}__payload", codecs.req),
                             (f"resp__{p}__payload", codecs.resp)]:
             m = re.search(rf"(?:input|output) \[(\d+):0\] {port};", text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Elaboratable, Fragment, Module, Signal
 from rtl_helpers import simulate, small_config
 
 from hbfsim.rtl.admission import Admission
@@ -115,8 +115,8 @@ def test_channel_shape_with_one_channel_is_the_stack_shape():
 
 
 def test_channel_shape_ports_and_refusals():
-    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel; several stacks and multi-plane
-    commands in the channel shape are refused by name."""
+    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel; multi-plane commands in the
+    channel shape are refused by name."""
     v = emit_verilog(small_config(contract=2, channels=2, host_ports="channel"),
                      sector_bytes=32)
     for p in range(2):
@@ -124,8 +124,28 @@ def test_channel_shape_ports_and_refusals():
             for sig in ("valid", "ready", "payload"):
                 assert f" {name}__{p}__{sig}" in v
     assert " req__valid" not in v
-    with pytest.raises(ValueError, match="stacks = 2"):
-        check_supported(small_config(contract=2, channels=2, stacks=2, host_ports="channel"))
     with pytest.raises(ValueError, match="multiplane"):
         check_supported(small_config(contract=2, host_ports="channel", multiplane="page",
                                      megaplane_planes=2))
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_channel_shape_of_several_stacks_is_wiring(channels):
+    """v2 §2: ``S * C`` request and response ports, port ``k = stack * C + channel`` wired to
+    its stack's port with the stack-local request layout; no route stage, no round robin
+    (no ``rr``, ``offers`` or ``routed``)."""
+    from hbfsim.rtl.layouts import req_layout
+    from hbfsim.rtl.system import System, stack_config
+
+    cfg = small_config(contract=2, channels=channels, stacks=2, host_ports="channel")
+    check_supported(cfg)
+    sys_ = System(cfg, checks=False)
+    assert len(sys_.req) == len(sys_.resp) == 2 * channels
+    assert sys_.req[0].payload.shape() == req_layout(sys_.widths)   # stack-local address
+    assert sys_.stack_cfg == stack_config(cfg)
+    assert not {"rr", "offers", "routed"} & set(sys_.signature.members)
+    Fragment.get(sys_, None)     # elaborates (and so uses) it
+    v = emit_verilog(cfg, sector_bytes=32)
+    for k in range(2 * channels):
+        assert f" req__{k}__valid" in v and f" resp__{k}__payload" in v
+    assert f" req__{2 * channels}__valid" not in v and " rr;" not in v
