@@ -638,7 +638,7 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
     multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their runs use megapage
     traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream), and the six again
     in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
-    stacks: ``S * C`` ports).
+    stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
@@ -660,7 +660,8 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
         return [config(**r) for r in rows]
     return [config(**r, contract=2) for r in rows] + \
         [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
-        [config(**r, contract=2, host_ports="channel") for r in rows]
+        [config(**r, contract=2, host_ports="channel") for r in rows] + \
+        [config(k, host_ports="channel") for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:

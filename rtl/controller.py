@@ -46,15 +46,10 @@ def check_supported(cfg: HbfConfig) -> None:
     they change nothing here. Contract 2 is implemented in the stack shape (step 3 of
     timing-contract-v2.md §18) and in the channel shape (step 6,
     :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
-    as wiring of ``S * C`` ports, v2 §2); the channel shape with multi-plane commands is
-    refused by name. Multi-plane commands (``multiplane = "page"``
-    or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in the stack
-    shape (the configuration already refuses them under contract 1).
+    as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
+    or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in both shapes
+    (the configuration already refuses them under contract 1).
     """
-    if getattr(cfg, "host_ports", "stack") == "channel":
-        if getattr(cfg, "multiplane", "off") != "off":
-            raise ValueError(f"host_ports = 'channel' with multiplane = {cfg.multiplane!r}: "
-                             "the RTL implements multi-plane commands in the stack shape only")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "

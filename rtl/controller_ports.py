@@ -285,10 +285,17 @@ def elaborate_channel_shape(ctrl) -> Module:
         wb.drain.eq(ctrl.drain),
         sched.wb_occupied.eq(wb.occupied),
     ]
+    if cfg.multiplane == "megaplane":
+        m.d.comb += sched.drain.eq(ctrl.drain)   # MP4: drain ends the gather windows
     for c in range(cfg.channels):
         wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
         wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-        ctrl._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
+        # multi-plane commands (docs/timing-contract-multiplane.md): per channel as in the
+        # stack shape; the tables' ports forms have the per-plane issue and done lanes
+        if w.planes:
+            ctrl._wire_multiplane(m, c, sched, mshr, wb)
+        else:
+            ctrl._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
 
     # ---- responses: R, K, E per port, each with its channel's credit (v2 §8) ----
     for p in range(P):

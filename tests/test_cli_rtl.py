@@ -44,7 +44,7 @@ def test_rtl_emit_several_stacks(tmp_path):
 
 @pytest.mark.parametrize("extra,key", [
     ("page_cache_pages = 16\n", "page_cache_pages"),
-    ('contract = 2\nhost_ports = "channel"\nstacks = 2\n', "host_ports")])
+    ('media_mode = "ssd"\n', "media_mode")])
 def test_rtl_rejects_model_only_config(tmp_path, extra, key):
     cfg = tmp_path / "c.toml"
     cfg.write_text(SMALL + extra)

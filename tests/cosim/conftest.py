@@ -56,14 +56,18 @@ FULL_V2 = FAST_V2 + [f"{k}-v2" for k in (
 #: with HBFSIM_COSIM_FULL=1 (``gpu-mix`` seeds 1, 4, 7: 2-4 channels and 4 partitions, so
 #: several grants share ticks). Several stacks (v2 §2: S * C ports, the system as wiring):
 #: ``mix-2stacks-ch`` in CI (one more build), ``gpu-3stacks-ch`` with HBFSIM_COSIM_FULL=1.
+#: Multi-plane commands in the channel shape: ``mp-mix-megaplane-ch`` in CI (one more
+#: build), the directed ``mp-*-megaplane-ch`` and ``mp-mix-page-ch`` with the full suite.
 FAST_CH = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports",
-           "pressure-raw", "mix-ports", "gpu-ports", "mix-2stacks-ch"]
+           "pressure-raw", "mix-ports", "gpu-ports", "mix-2stacks-ch", "mp-mix-megaplane-ch"]
 FULL_CH = FAST_CH + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-fairness",
                                                       "admission-rank")] + \
     ["partition-same-page", "mix-ports-partition", "mix-ports-fcfs"] + \
     [f"{k}-ch" for k in ("gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure",
                          "gpu-aggregation", "gpu-16ch", "gpu-sectors", "gpu-mix@1",
                          "gpu-mix@4", "gpu-mix@7", "gpu-3stacks")] + \
+    [f"mp-{k}-ch" for k in ("full-megaplane", "partial-megaplane", "two-rows-megaplane",
+                            "program-megaplane", "mix-page")] + \
     [f"{k}-ch" for k in (
         "conservation", "conservation-1ch", "conservation-16ch", "saturation",
         "coverage", "strict", "partial", "read-after-write", "sched-read-priority",

@@ -8,9 +8,10 @@ shape. The whole controller is compared with the golden model by the co-simulati
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
-from amaranth.hdl import Elaboratable, Fragment, Module, Signal
+from amaranth.hdl import Elaboratable, Fragment, Module, Shape, Signal
 from rtl_helpers import simulate, small_config
 
 from hbfsim.rtl.admission import Admission
@@ -114,9 +115,8 @@ def test_channel_shape_with_one_channel_is_the_stack_shape():
     assert emit_verilog(chan, sector_bytes=32) == emit_verilog(stack, sector_bytes=32)
 
 
-def test_channel_shape_ports_and_refusals():
-    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel; multi-plane commands in the
-    channel shape are refused by name."""
+def test_channel_shape_ports():
+    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel."""
     v = emit_verilog(small_config(contract=2, channels=2, host_ports="channel"),
                      sector_bytes=32)
     for p in range(2):
@@ -124,9 +124,23 @@ def test_channel_shape_ports_and_refusals():
             for sig in ("valid", "ready", "payload"):
                 assert f" {name}__{p}__{sig}" in v
     assert " req__valid" not in v
-    with pytest.raises(ValueError, match="multiplane"):
-        check_supported(small_config(contract=2, host_ports="channel", multiplane="page",
-                                     megaplane_planes=2))
+
+
+@pytest.mark.parametrize("mode", ["page", "megaplane"])
+def test_channel_shape_takes_multiplane_commands(mode):
+    """Multi-plane commands (docs/timing-contract-multiplane.md) in the channel shape: the
+    media ports carry the stack shape's multi-plane command layout (no tag; plane mask)."""
+    from hbfsim.rtl.layouts import Widths, cmd_layout
+
+    cfg = small_config(contract=2, channels=2, host_ports="channel", multiplane=mode,
+                       megaplane_planes=2)
+    check_supported(cfg)
+    v = emit_verilog(cfg, sector_bytes=32)
+    stack = emit_verilog(cfg.replace(host_ports="stack"), sector_bytes=32)
+    width = Shape.cast(cmd_layout(Widths.of(cfg))).width
+    for text in (v, stack):
+        assert re.search(rf"output \[{width - 1}:0\] cmd__1;", text)
+    assert " req__1__valid" in v and " req__1__valid" not in stack
 
 
 @pytest.mark.parametrize("channels", [1, 2])
