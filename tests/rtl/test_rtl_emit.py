@@ -100,10 +100,11 @@ def test_multiplane_off_has_no_new_hardware():
     assert [n for n, _ in cmd_layout(w)] == ["valid", "op", "subarray", "page", "tag"]
 
 
-def test_multiplane_refusals_name_the_key():
+def test_multiplane_is_supported_in_both_shapes():
+    """Multi-plane commands under contract 2 in the stack and (since 2026-12-02) the
+    channel shape; under contract 1 the configuration refuses them first."""
     from hbfsim.rtl.controller import check_supported
 
     check_supported(small_config(contract=2, multiplane="page", megaplane_planes=2))
-    with pytest.raises(ValueError, match="host_ports"):
-        check_supported(small_config(contract=2, multiplane="megaplane", megaplane_planes=2,
-                                     host_ports="channel"))
+    check_supported(small_config(contract=2, multiplane="megaplane", megaplane_planes=2,
+                                 host_ports="channel"))
