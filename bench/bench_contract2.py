@@ -44,13 +44,13 @@ PROFILE = dict(profile="ocp-grade3", admission=4096, mshr_entries=1024, queue_de
 
 #: loop name -> (config overrides, engine)
 LOOPS = {
-    "c1-fused": ({}, "fused"),
-    "c1-ref": ({}, "reference"),
-    "c2-stack": ({"contract": 2}, "fused"),
-    "c2-stack-ref": ({"contract": 2}, "reference"),
+    "c1-fused": ({"contract": 1}, "fused"),
+    "c1-ref": ({"contract": 1}, "reference"),
+    "c2-stack": ({"contract": 2, "host_ports": "stack"}, "fused"),
+    "c2-stack-ref": ({"contract": 2, "host_ports": "stack"}, "reference"),
     "c2-channel": ({"contract": 2, "host_ports": "channel"}, "fused"),
     "c2-channel-ref": ({"contract": 2, "host_ports": "channel"}, "reference"),
-    "c2-stack-page": ({"contract": 2, "multiplane": "page"}, "fused"),
+    "c2-stack-page": ({"contract": 2, "host_ports": "stack", "multiplane": "page"}, "fused"),
     "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
                         "fused"),
 }
@@ -68,7 +68,7 @@ def read_stream(n: int):
 
 def replayed(name: str, **params):
     """Run workload ``name`` closed loop under contract 1 and return its ingress rows."""
-    cfg = load_config(**PROFILE)
+    cfg = load_config(**PROFILE, contract=1)
     res = run_closed_loop(cfg, get_workload(name, cfg, **params), record=True)
     return [(r.op, r.addr, r.nbytes, r.source, r.arrival) for r in open_loop_requests(res)]
 

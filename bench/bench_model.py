@@ -85,8 +85,10 @@ def main(argv=None):
     ap.add_argument("--engine", choices=("fused", "reference"), default="fused",
                     help="run loop (reference = the phase-by-phase loop)")
     a = ap.parse_args(argv)
+    # contract 1, the loop whose figures docs/benchmarks.md has tracked since the start;
+    # bench/bench_contract2.py sets contract 2's loops (the default since 2026-12-02) beside it
     cfg = load_config(profile="ocp-grade3", admission=4096, mshr_entries=1024,
-                      queue_depth=64)
+                      queue_depth=64, contract=1)
     print(f"golden-model benchmark: ocp-grade3, {a.requests:,} sector requests per stream, "
           f"{a.engine} loop")
     print(f"{'stream':<8} {'host s':>8} {'req/s':>12} {'baseline req/s':>15} {'ratio':>7} "

@@ -36,7 +36,8 @@ def main(argv=None):
     ap.add_argument("--host-ports", choices=("stack", "channel"), default="stack",
                     help="contract 2's host-port shape")
     a = ap.parse_args(argv)
-    over = {"contract": 2, "host_ports": a.host_ports} if a.contract == 2 else {}
+    over = ({"contract": 2, "host_ports": a.host_ports} if a.contract == 2
+            else {"contract": 1})
     cfg = load_config(profile="ocp-grade3", admission=4096, mshr_entries=1024,
                       queue_depth=64, **over)
     build = read_stream if a.stream == "read" else mixed_stream

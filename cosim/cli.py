@@ -2,7 +2,7 @@
 
     hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
                       [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
-    hbfsim cosim soak [--requests N] [--seed S] [--contract 1|2] [--sim verilator|icarus]
+    hbfsim cosim soak [--requests N] [--seed S] [--contract 2|1] [--sim verilator|icarus]
     hbfsim waves list F.vcd
     hbfsim waves request F.vcd --id N
     hbfsim waves check F.vcd --trace T.csv
@@ -70,9 +70,10 @@ def register(subparsers, parser_class=None) -> None:
     soak.add_argument("--requests", type=int, default=20000, metavar="N",
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
-    soak.add_argument("--contract", type=int, default=1, metavar="1|2",
-                      help="timing contract of every run (default 1); 2 adds the multi-plane "
-                           "configurations and the channel shape (docs/cosim.md)")
+    soak.add_argument("--contract", type=int, default=2, metavar="1|2",
+                      help="timing contract of every run (default 2, the contract in force: "
+                           "both shapes and the multi-plane configurations; 1: contract 1's "
+                           "configurations, docs/cosim.md)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")

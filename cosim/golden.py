@@ -1,7 +1,7 @@
 """The golden side of a co-simulation: the model's events at the controller's ports.
 
 :func:`run_golden` runs :class:`hbfsim.model.system.HbfSystem` on a :class:`Scenario` and
-returns what a monitor on the four interfaces would see (docs/timing-contract.md §1): the
+returns what a monitor on the four interfaces would see (docs/timing-contract-v1.md §1): the
 accept cycle of every request, every media command, every response with its flags. The
 RTL testbench records the same three streams; :mod:`hbfsim.cosim.scoreboard` compares them.
 """

@@ -109,13 +109,13 @@ def media_ports(cfg: HbfConfig) -> int:
 
 
 def channel_shape(cfg: HbfConfig) -> bool:
-    """The channel shape of contract 2 (timing-contract-v2.md §1, §2)."""
+    """The channel shape of contract 2 (timing-contract.md §1, §2)."""
     return cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel"
 
 
 def host_ports(cfg: HbfConfig) -> int:
     """Request (and response) ports of the top level: ``stacks x channels`` in the channel
-    shape of contract 2 (timing-contract-v2.md §1, §2: port ``stack * C + channel``), else 1
+    shape of contract 2 (timing-contract.md §1, §2: port ``stack * C + channel``), else 1
     (the channel shape of one stack with one channel is the stack shape,
     :attr:`hbfsim.rtl.controller.Controller.ports`)."""
     if channel_shape(cfg):

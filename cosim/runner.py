@@ -397,7 +397,7 @@ def _group(scenarios: list[Scenario]) -> dict:
 
 
 #: ``HBFSIM_COSIM_RAND_RESET=N`` (N > 0): Verilator starts every variable that has no
-#: reset value from random bits, seed N (``+verilator+rand+reset+2``; timing-contract-v2.md
+#: reset value from random bits, seed N (``+verilator+rand+reset+2``; timing-contract.md
 #: §18 step 4: payloads are defined only while valid, so a ``reset_less`` register or a
 #: memory may start as anything).
 RAND_RESET_ENV = "HBFSIM_COSIM_RAND_RESET"

@@ -24,11 +24,12 @@ from hbfsim.model.gpu import GpuConfig, GpuProgram, Kernel, Producer
 FAST = dict(t_read_us=0.01, t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2,
             pages_per_block=4)
 #: The small controller of the RTL tests (tests/rtl/rtl_helpers.small_config), with 32
-#: request slots so that a page's 32 sector reads can all merge (§5.3).
-BASE = dict(channels=2, subarrays_per_channel=4, active_per_channel=4, admission=32,
-            mshr_entries=8, queue_depth=4, write_buffer_entries=4, write_deadline_ticks=40,
-            read_agg_window_ticks=6, read_agg_threshold_bytes=2048, write_drain_high_water=2,
-            write_drain_window_ticks=30)
+#: request slots so that a page's 32 sector reads can all merge (§5.3). Under contract 1:
+#: a scenario's contract and shape are chosen by :func:`make` (``-v2``, ``-ch``).
+BASE = dict(contract=1, host_ports="stack", channels=2, subarrays_per_channel=4,
+            active_per_channel=4, admission=32, mshr_entries=8, queue_depth=4,
+            write_buffer_entries=4, write_deadline_ticks=40, read_agg_window_ticks=6,
+            read_agg_threshold_bytes=2048, write_drain_high_water=2, write_drain_window_ticks=30)
 #: RTL parameter sets; scenarios on the same set share one build.
 RTL_SETS = {
     "A": dict(),
@@ -70,7 +71,7 @@ RTL_SETS = {
     "mp-tiny-page": dict(contract=2, megaplane_planes=4, mshr_entries=2,
                          write_buffer_entries=2, admission=4, queue_depth=2,
                          active_per_channel=1, multiplane="page"),
-    # the channel shape (timing-contract-v2.md §1, §4.1, §4.2.3, §4.2.4): two ports over
+    # the channel shape (timing-contract.md §1, §4.1, §4.2.3, §4.2.4): two ports over
     # small shared pools and fewer admission slots than a burst needs (the CI build, kept
     # small); four ports under a partition scheduler, where a page's reads enter a read port
     # and its writes a write port; four interleaved fcfs ports on larger tables
@@ -249,7 +250,7 @@ def _coverage_note(sector_bytes: int) -> str:
     return f", {sector_bytes}-byte write coverage." if sector_bytes > 1 else "."
 
 
-# ---- the channel shape (timing-contract-v2.md §1, §4.1, §4.2.3, §4.2.4, §11.6) -----------
+# ---- the channel shape (timing-contract.md §1, §4.1, §4.2.3, §4.2.4, §11.6) -----------
 
 def _on_port(cfg: HbfConfig, port: int, k: int, op: str = "R") -> tuple[str, int]:
     """``(op, page)``: the ``k``-th stack-local page whose requests of kind ``op`` enter
@@ -739,7 +740,7 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     """Build scenario ``name`` (``n`` requests where it has a size).
 
     ``contract = 2`` gives the same requests, media and ``resp.ready`` pattern under timing
-    contract 2 (docs/timing-contract-v2.md, stack shape); the scenario is then named
+    contract 2 (docs/timing-contract.md, stack shape); the scenario is then named
     ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
     (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
     port per channel), named ``<name>-ch``.

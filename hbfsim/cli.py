@@ -379,7 +379,11 @@ def load_workload(a, cfg):
 
 
 def _clocks(cfg) -> str:
-    return f"memory clock {cfg.memory_clock_mhz:g} MHz, GPU clock {cfg.gpu_clock_mhz:g} MHz"
+    """The cycle contract and its ports, then the clocks: what every tick figure means."""
+    shape = ("a port per channel" if cfg.contract == 2 and cfg.host_ports == "channel"
+             else "one port per stack")
+    return (f"contract {cfg.contract} ({shape}), memory clock {cfg.memory_clock_mhz:g} MHz, "
+            f"GPU clock {cfg.gpu_clock_mhz:g} MHz")
 
 
 def _workload_settings(work) -> str:

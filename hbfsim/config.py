@@ -122,15 +122,17 @@ class HbfConfig:
     channel_bw_gbps, link_burst_bytes
         Host-link credit per channel (L2): refill rate and bucket size (the bucket is
         contract 1's; contract 2's deficit credit has none and refuses another value,
-        docs/timing-contract-v2.md §8).
+        docs/timing-contract.md §8).
     contract : int
-        The cycle contract the golden model follows: 1 (docs/timing-contract.md, in force)
-        or 2 (docs/timing-contract-v2.md, proposed: the pipelined controller). The RTL
-        (docs/rtl.md) and the co-simulation implement both, contract 2 in the stack shape.
+        The cycle contract the golden model follows: 2 (the default since 2026-12-02,
+        docs/timing-contract.md: the pipelined controller) or 1 (docs/timing-contract-v1.md,
+        the single-cycle controller, kept for comparison). The RTL (docs/rtl.md) and the
+        co-simulation implement both, contract 2 in both shapes.
     host_ports : str
-        Request and response ports of a stack under contract 2 (v2 §1): ``stack`` (one of
-        each, v1's shape) or ``channel`` (one per host channel; golden model only, §18 step
-        5).
+        Request and response ports of a stack under contract 2 (§1): ``channel`` (one per
+        host channel, the default) or ``stack`` (one of each, v1's shape). Contract 1 has
+        one port per stack: :func:`load_config` and :meth:`HbfConfig.replace` make
+        ``stack`` the default when the contract is 1, and ``channel`` is refused there.
     multiplane : str
         Hyperpage commands under contract 2 (docs/timing-contract-multiplane.md): ``off``
         (every subarray has its own command logic), ``page`` (megaplanes share command
@@ -190,8 +192,8 @@ class HbfConfig:
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
     link_burst_bytes: int = 4096
-    contract: int = 1
-    host_ports: str = "stack"
+    contract: int = 2
+    host_ports: str = "channel"
     multiplane: str = "off"
     hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
@@ -209,7 +211,7 @@ class HbfConfig:
     trace_file: str = ""
     trace_level: int = 0
 
-    # ---- derived values (integer ticks; one rounding rule, docs/timing-contract.md §8) ----
+    # ---- derived values (integer ticks; one rounding rule, docs/timing-contract.md §9) ----
     @property
     def t_read_ticks(self) -> int:
         return us_to_ticks(self.t_read_us, self.memory_clock_mhz)
@@ -239,7 +241,7 @@ class HbfConfig:
     def link_cap(self) -> int:
         return self.link_burst_bytes * self.memory_clock_khz
 
-    # contract 2's deficit credit in gcd-reduced units (timing-contract-v2.md §8)
+    # contract 2's deficit credit in gcd-reduced units (timing-contract.md §8)
     @property
     def link_unit(self) -> int:
         """``g = gcd(link_gain_per_tick, memory_clock_khz)``: the credit unit of contract 2."""
@@ -315,7 +317,9 @@ class HbfConfig:
         (:func:`geometry_capacity`) is re-derived for the new geometry unless ``changes``
         sets ``capacity_bytes``; any other capacity is kept and validated.
         """
-        values = dataclasses.asdict(self) | _normalise(changes, "override")
+        changes = _normalise(changes, "override")
+        values = dataclasses.asdict(self) | changes
+        _default_host_ports(values, changes)
         if "capacity_bytes" not in changes and self.capacity_bytes == geometry_capacity(
                 self.capacity_unit, _profile_capacity(self.profile)):
             values["capacity_bytes"] = _derived_capacity(values, values["profile"])
@@ -571,6 +575,9 @@ def _validate(c: HbfConfig) -> None:
     need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
+    need(c.contract == 2 or c.host_ports == "stack",
+         f"host_ports = {c.host_ports!r} needs contract = 2 (contract 1 has one port per "
+         f"stack), not contract = {c.contract!r}")
     # docs/timing-contract-multiplane.md, Configuration: hyperpage commands extend contract 2
     need(c.multiplane in MULTIPLANE,
          f"multiplane must be off, page or megaplane, not {c.multiplane!r}")
@@ -645,6 +652,13 @@ def _derived_capacity(values: dict, profile: str) -> int:
     return geometry_capacity(unit, _profile_capacity(profile))
 
 
+def _default_host_ports(values: dict, given: dict) -> None:
+    """Make ``host_ports`` follow the contract where no layer set it: ``stack`` under
+    contract 1 (its only shape), the default ``channel`` under contract 2."""
+    if "host_ports" not in given and values.get("contract") == 1:
+        values["host_ports"] = "stack"
+
+
 def build_config(values: dict) -> HbfConfig:
     """Build and validate an :class:`HbfConfig` from canonical key names."""
     kwargs = {}
@@ -690,6 +704,7 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     base_values = _normalise(base or {}, "workload defaults")
     values = {"profile": name} | base_values | PROFILES[name] | file_values | over
     values["profile"] = name
+    _default_host_ports(values, base_values | PROFILES[name] | file_values | over)
     if "capacity_bytes" not in file_values and "capacity_bytes" not in over \
             and "capacity_bytes" not in base_values:
         # not set by the user: the capacity follows the geometry (docs/flashaccel.md)

@@ -69,10 +69,10 @@ DEFAULT_SOURCES = {
     "channel_bw_gbps": (OCP, "grade 3: 3.072 TB/s over 16 channels; also the HBF-Sim "
                              "configuration and paper §5.3"),
     "link_burst_bytes": (OURS, "one page: any response fits the credit bucket"),
-    "contract": (OURS, "1: docs/timing-contract.md, in force; 2 (the pipelined controller, "
-                       "docs/timing-contract-v2.md) is proposed, model only"),
-    "host_ports": (OURS, "stack: one request and one response port per stack (v1's shape); "
-                         "used by contract 2 only"),
+    "contract": (OURS, "2: the pipelined controller, docs/timing-contract.md, in force since "
+                       "2026-12-02; 1 (docs/timing-contract-v1.md) kept for comparison"),
+    "host_ports": (OURS, "channel: one request and one response port per host channel (OCP "
+                         "HBF's independent channels); stack (v1's shape) under contract 1"),
     "multiplane": (OURS, "off: every subarray has its own command logic, as contract 1 "
                          "(docs/timing-contract-multiplane.md); contract 2 only"),
     "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "

@@ -1,7 +1,7 @@
 """The HBF stack controller: map register, read MSHRs, write coverage buffer, channel
 queues and scheduler, response arbiter with link credits.
 
-Cycle-exact to docs/timing-contract.md (every rule below cites its section). The class is
+Cycle-exact to docs/timing-contract-v1.md (every rule below cites its section). The class is
 stepped one cycle at a time by :class:`hbfsim.model.system.HbfSystem`, which skips cycles in
 which nothing can change (C3): every phase reports whether it changed state, and every
 time-driven condition reports its next tick.
@@ -80,7 +80,7 @@ class _Entry:
 
 
 class StackController:
-    """The controller of one HBF stack (docs/timing-contract.md §1-§8).
+    """The controller of one HBF stack (docs/timing-contract-v1.md §1-§8).
 
     Parameters
     ----------
@@ -144,7 +144,7 @@ class StackController:
         self.qdepth = cfg.queue_depth
         self.issue_check: set[int] = set()
         # cycles from the issue decision to the command on cmd[c]: 0 under contract 1 (§7),
-        # 1 under contract 2's command register (timing-contract-v2.md §7)
+        # 1 under contract 2's command register (timing-contract.md §7)
         self.cmd_delay = 0
         self.issued_at = [-1] * C                    # cycle of each channel's last issue
         # operations that issue took from the queue (1; a multi-plane command's group size,

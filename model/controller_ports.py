@@ -1,6 +1,6 @@
 """The HBF stack controller under timing contract 2, channel shape: one request port and one
 response port per host channel over the stack-wide admission count, MSHR pool and write
-buffer (docs/timing-contract-v2.md §1, §4.1, §4.2.3, §4.2.4, §8, §14; implementation plan
+buffer (docs/timing-contract.md §1, §4.1, §4.2.3, §4.2.4, §8, §14; implementation plan
 §18 step 5).
 
 :class:`ChannelStackController` keeps every rule of

@@ -1,6 +1,6 @@
 """The HBF stack controller under timing contract 2, stack shape: ingress queue and dispatch
 register, command register with completion forwarding, and the response stages choose /
-launch / egress with the deficit link credit (docs/timing-contract-v2.md §4a, §7, §8;
+launch / egress with the deficit link credit (docs/timing-contract.md §4a, §7, §8;
 implementation plan §18 steps 1 and 2).
 
 Every decision rule is contract 1's and is inherited from

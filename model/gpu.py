@@ -169,7 +169,7 @@ class ClosedLoop(_GpuCore):
                     rid, reads, writes, queued = \
                         self.next_id, self.reads, self.writes, self.queued
                 if queued and ports:
-                    # G5' (timing-contract-v2.md §14): one grant per port per tick, decided
+                    # G5' (timing-contract.md §14): one grant per port per tick, decided
                     # by the code the stepped GpuPort uses (_GpuCore._grant_ports)
                     self.queued, self.pw_sum, self.pw_max, self.last_grant = \
                         queued, pw_sum, pw_max, lg

@@ -155,7 +155,7 @@ class _GpuCore:
         self.parts = [deque() for _ in range(g.partitions)]
         self.queued = 0
         self.rr = 0
-        # G5' (channel shape, timing-contract-v2.md §14): one pointer per system port
+        # G5' (channel shape, timing-contract.md §14): one pointer per system port
         self.channel_shape = cfg.contract == 2 and cfg.host_ports == "channel"
         self.prr = [0] * (cfg.stacks * cfg.channels)
         self._C = cfg.channels
@@ -198,7 +198,7 @@ class _GpuCore:
 
     def _grant_ports(self, x: int) -> list[tuple[int, GpuRequest]]:
         """The G5' grants of tick ``x`` (channel shape, docs/gpu.md G5',
-        timing-contract-v2.md §14), taken out of the partition FIFOs.
+        timing-contract.md §14), taken out of the partition FIFOs.
 
         Each partition FIFO offers only its head; each system port grants at most one
         request: the first partition at or after the port's own round-robin pointer whose

@@ -1,4 +1,4 @@
-"""Host-link credit of the response ports under timing contract 2 (docs/timing-contract-v2.md
+"""Host-link credit of the response ports under timing contract 2 (docs/timing-contract.md
 §8; the choice of rule in §15).
 
 Contract 1 keeps its bucket inside :class:`hbfsim.model.controller.StackController` (and the

@@ -1,6 +1,6 @@
 """The contract-2 fused run loop, channel shape (``host_ports = "channel"``): ``S * C``
 system ports wired to the stacks' ports, one request and one response per port per cycle
-(docs/timing-contract-v2.md §2, §4.1, §4.2.3, §4.2.4, §8, §12; §18 step 5).
+(docs/timing-contract.md §2, §4.1, §4.2.3, §4.2.4, §8, §12; §18 step 5).
 
 :func:`hbfsim.model.loop_fused_v2.run_fused_v2` calls :func:`run_channel` for the channel
 shape. It is the stack shape's fused cycle (:mod:`hbfsim.model.loop_fused_v2`, which holds

@@ -1,5 +1,5 @@
 """The contract-2 fused run loop: the per-request hot paths written out, the phases both
-host-port shapes share, and the stack shape (docs/timing-contract-v2.md §16, §18 step 5;
+host-port shapes share, and the stack shape (docs/timing-contract.md §16, §18 step 5;
 docs/benchmarks.md). The channel shape's loop is :mod:`hbfsim.model.loop_fused_ports`.
 
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_fused_v2` for ``contract = 2``

@@ -1,6 +1,6 @@
 """NAND media of one stack: subarray timing, page buffers, block allocation, erase and GC.
 
-The media side of the controller's four interfaces (docs/timing-contract.md §1, "Media
+The media side of the controller's four interfaces (docs/timing-contract-v1.md §1, "Media
 promise"): it accepts a command in the cycle it is issued, computes its service latency and
 delivers at most one completion per channel per cycle. It is used unchanged by the golden
 run and by the co-simulation (docs/model.md, structure).

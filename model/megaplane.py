@@ -2,7 +2,7 @@
 megaplane, grouping at the issue decision, the gather window and one completion per command
 (docs/timing-contract-multiplane.md, MP1-MP9).
 
-:class:`Megaplanes` replaces the issue decision (timing-contract-v2.md §7) and the media side
+:class:`Megaplanes` replaces the issue decision (timing-contract.md §7) and the media side
 of the completions (§7's forwarding, §4b) of a
 :class:`~hbfsim.model.controller_v2.PipelinedStackController` (and so of the channel shape,
 which shares them) when ``multiplane`` is not ``off``. Everything else (queues, enqueue,

@@ -2,7 +2,7 @@
 
 An instrument, not a mechanism: it records every media command as the controller issues it
 (stack, channel, subarray, issue tick, service ticks; the media promise of
-docs/timing-contract.md §1) and changes no timing. The FlashAccel layouts
+docs/timing-contract-v1.md §1) and changes no timing. The FlashAccel layouts
 (model/layout.py, docs/flashaccel.md) are judged by it: the fraction of planes busy over a
 kernel's span, the planes it used at all, and the span itself.
 """

@@ -1,4 +1,4 @@
-"""The system layer and run loop under timing contract 2 (docs/timing-contract-v2.md §2, §16;
+"""The system layer and run loop under timing contract 2 (docs/timing-contract.md §2, §16;
 implementation plan §18 steps 1 and 5).
 
 Stack shape: the route stage in front of several stacks and the round robin over their egress

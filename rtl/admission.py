@@ -1,11 +1,11 @@
 """Admission slots: the request slots that bound the requests inside the controller.
 
-Implements docs/timing-contract.md §4.1 (L1): a slot is taken in the accept cycle and
+Implements docs/timing-contract-v1.md §4.1 (L1): a slot is taken in the accept cycle and
 released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
 ``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
 source, size, and the ``mshr_hit`` flag recorded at dispatch.
 
-In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract-v2.md §4.1) the
+In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract.md §4.1) the
 count is shared by ``P`` request ports: port ``p`` is ready while ``rank_p(t) = (p - t) mod
 P`` is below the free slots, and every port has its own accept, release, ``mshr_hit`` and
 read port.

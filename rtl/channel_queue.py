@@ -1,6 +1,6 @@
 """One channel's queue of page operations, subarray busy bits and issue choice.
 
-Implements docs/timing-contract.md §6 (one queue of ``queue_depth`` operations per channel, at
+Implements docs/timing-contract-v1.md §6 (one queue of ``queue_depth`` operations per channel, at
 most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
 subarray and active-slot checks, the scheduler policies); sources.md M2, L2.
 """
@@ -40,7 +40,7 @@ class ChannelQueue(wiring.Component):
     Issuing in t takes the subarray and an active slot; the completion on ``cpl`` in tc
     releases both, free again from tc+1.
 
-    Under contract 2 (``cfg.contract == 2``, docs/timing-contract-v2.md §7) the choice above
+    Under contract 2 (``cfg.contract == 2``, docs/timing-contract.md §7) the choice above
     is the *issue decision* of ``td``, offered on ``dec``, and the command register puts it
     on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
     decision (its subarray and active slot count as free), so a freed subarray still has its

@@ -1,10 +1,10 @@
 """The stack controller: the blocks of one HBF stack behind the contract's four interfaces.
 
-Implements docs/timing-contract.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
+Implements docs/timing-contract-v1.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
 ``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
 composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
 :mod:`.scheduler` and :mod:`.response`. Under ``contract = 2`` (stack shape) it implements
-docs/timing-contract-v2.md §4.1 and §4a instead: the two-entry ingress queue Q
+docs/timing-contract.md §4.1 and §4a instead: the two-entry ingress queue Q
 (:mod:`.stage_queue`) whose head is mapped (stage X) and moves into M, M dispatching from
 ``ta + 2``.
 """
@@ -44,7 +44,7 @@ def check_supported(cfg: HbfConfig) -> None:
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
     groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
     they change nothing here. Contract 2 is implemented in the stack shape (step 3 of
-    timing-contract-v2.md §18) and in the channel shape (step 6,
+    timing-contract.md §18) and in the channel shape (step 6,
     :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in both shapes
@@ -72,7 +72,7 @@ class Controller(wiring.Component):
     also flushes an OPEN entry with cause ``raw``), a write goes to the write buffer. Mapping
     is combinational from M (§3).
 
-    Under ``contract = 2`` (stack shape, docs/timing-contract-v2.md §4a): ``req.ready`` is
+    Under ``contract = 2`` (stack shape, docs/timing-contract.md §4a): ``req.ready`` is
     the ingress queue Q's room and the admission room, both flip-flops (v2 §4.1); Q's head
     is looked up (L: one page compare per table entry, plus forwarding of M's allocation in
     the same cycle) and mapped (X), and both results move into M with it, so M dispatches

@@ -1,7 +1,7 @@
 """The stack controller in the channel shape of contract 2: per-port ingress and dispatch
 over the stack-wide tables, and a response port per host channel.
 
-Implements docs/timing-contract-v2.md §1 (``req[p]``, ``resp[p]``, ``P = channels``), §4.1
+Implements docs/timing-contract.md §1 (``req[p]``, ``resp[p]``, ``P = channels``), §4.1
 (per-port A and Q, the shared admission count with the rotating rank), §4.2 (per-port L, X
 and M with their match vectors), §4.2.3 (allocation from the shared pools, in
 :class:`~hbfsim.rtl.mshr.Mshr` and :class:`~hbfsim.rtl.write_buffer.WriteBuffer`), §4.2.4

@@ -1,7 +1,7 @@
 """The two parts the MSHR table and the write buffer share: offering ready entries to the
 channel queues, and draining one entry's waiter list to the response port.
 
-Implements the table side of docs/timing-contract.md §6 (per channel, the lowest-index
+Implements the table side of docs/timing-contract-v1.md §6 (per channel, the lowest-index
 ready entry is offered) and §8 (the chosen entry keeps the response port until its waiter
 list is empty; otherwise the lowest-index entry in RETURN).
 """
@@ -19,7 +19,7 @@ from hbfsim.rtl.logic import (lowest_onehot, lowest_set, named, onehot_index,
 
 
 def grant_free(m, free, want, name):
-    """Allocation from a shared pool by several ports (docs/timing-contract-v2.md §4.2.3).
+    """Allocation from a shared pool by several ports (docs/timing-contract.md §4.2.3).
 
     The ports that want an entry are ranked from the pool's round-robin pointer ``ap``
     (``p = ap, ap + 1, ... mod P``), the FREE entries by a prefix count of the free bits;

@@ -50,9 +50,12 @@ def formal_config(block: str, **overrides):
     """The small configuration a block is checked in (every width a few bits).
 
     Eight pages (three page bits), 1-4 entries, 4 request slots: the properties do not
-    depend on the sizes, and the solver's time grows steeply with the state bits.
+    depend on the sizes, and the solver's time grows steeply with the state bits. Contract 1
+    in the stack shape unless the block's configuration says otherwise (``contract = 2``
+    alone keeps the stack shape; ``host_ports = "channel"`` asks for the channel shape).
     """
-    v = dict(channels=1, subarrays_per_channel=2, active_per_channel=2, admission=4,
+    v = dict(contract=1, host_ports="stack", channels=1, subarrays_per_channel=2,
+             active_per_channel=2, admission=4,
              mshr_entries=2, queue_depth=2, write_buffer_entries=2, pages_per_block=1,
              write_deadline_ticks=3, write_drain_high_water=1, write_drain_window_ticks=2,
              scheduler="write-drain", write_timeout_policy="strict")

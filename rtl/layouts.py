@@ -1,7 +1,7 @@
 """Widths, enums and payload layouts shared by the controller blocks.
 
 Bit layouts are defined here once (STYLE "Bit layouts are defined once"); the cocotb side packs
-and unpacks through the same layouts. Field sets follow docs/timing-contract.md §1.
+and unpacks through the same layouts. Field sets follow docs/timing-contract-v1.md §1.
 """
 
 from __future__ import annotations

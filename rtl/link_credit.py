@@ -1,6 +1,6 @@
 """The deficit link credit of one channel under contract 2, without a multiplier.
 
-Implements docs/timing-contract-v2.md §8 "Link credit per channel" and "How the RTL computes
+Implements docs/timing-contract.md §8 "Link credit per channel" and "How the RTL computes
 it": in units of ``g = gcd(G, F)`` a byte costs ``b = F / g`` and a tick adds ``γ = G / g``;
 ``x(0) = γ``, a launch is allowed in ``t`` iff ``x(t) > 0``, ``x(t+1) = min(γ, x(t) - cost(t)
 + γ)``. The register keeps ``x = b * y + r`` in mixed radix (a signed byte count ``y`` and a

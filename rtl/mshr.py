@@ -1,6 +1,6 @@
 """Read MSHR table: page-keyed miss entries with per-request waiter lists.
 
-Implements docs/timing-contract.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
+Implements docs/timing-contract-v1.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
 the MSHR side of §6 (enqueue candidates) and of §8 (responses in waiter-list order);
 sources.md R1, R2 (waiter lists as linked lists in a memory of request slots).
 """

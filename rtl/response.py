@@ -1,13 +1,13 @@
 """Response arbiter with per-channel link credits.
 
-Implements docs/timing-contract.md §8 (L2): at most one response per cycle; the entry being
+Implements docs/timing-contract-v1.md §8 (L2): at most one response per cycle; the entry being
 drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then the lowest-index
 write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
 channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
 ``link_burst_bytes * memory_clock_khz``.
 
 Under contract 2 (``cfg.contract == 2``) it is the response pipeline of
-docs/timing-contract-v2.md §8: R (choose the next waiter by the same rule), K (launch with
+docs/timing-contract.md §8: R (choose the next waiter by the same rule), K (launch with
 the deficit credit of :mod:`.link_credit`) and the two-entry egress queue E
 (:mod:`.stage_queue`), whose head is ``resp``.
 """

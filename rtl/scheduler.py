@@ -1,6 +1,6 @@
 """Stack scheduler: the channel queues, the enqueue arbiter and the write-drain window.
 
-Implements docs/timing-contract.md §6 (enqueue arbiter: per channel the MSHR's offer before
+Implements docs/timing-contract-v1.md §6 (enqueue arbiter: per channel the MSHR's offer before
 the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
 stack's write-drain window); sources.md M2.
 """

@@ -1,7 +1,7 @@
 """The two-entry queue of a contract-2 pipeline stage: a port's ingress queue Q (§4.1), the
 system's route stage (§2, stack shape) and a response port's egress queue E (§8).
 
-Implements docs/timing-contract-v2.md §4.1 ("``req[p].ready`` ... ``occ_p(t) < 2``": the
+Implements docs/timing-contract.md §4.1 ("``req[p].ready`` ... ``occ_p(t) < 2``": the
 input is ready from the occupancy at the start of the cycle, a registered value, so no input
 reaches ``ready``) and the in-order hand-over of §2 and §8: an item accepted in ``t`` is at
 the head from ``t + 1`` at the earliest, the head leaves when the next stage takes it.

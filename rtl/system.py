@@ -1,11 +1,11 @@
 """The system layer: several stack controllers behind one request and one response port
 (or, in the channel shape of contract 2, behind their own ports).
 
-Implements docs/timing-contract.md §2 (stack selection A2, combinational routing of the one
+Implements docs/timing-contract-v1.md §2 (stack selection A2, combinational routing of the one
 system request port, round-robin return arbitration in zero cycles) and the system-wide parts
 of §1 (media ports of every stack, one ``drain``, ``m_valid``). With ``stacks = 1`` the system
 layer is a wire and :class:`~hbfsim.rtl.controller.Controller` itself is the top (§2).
-Under ``contract = 2`` (stack shape) the routing is docs/timing-contract-v2.md §2's registered
+Under ``contract = 2`` (stack shape) the routing is docs/timing-contract.md §2's registered
 route stage (a two-entry system ingress queue, :mod:`.stage_queue`) and the round robin
 selects among the stacks' egress heads. In the channel shape (v2 §2) the system layer is
 wiring: ``S * C`` request and response ports, each its stack's own.

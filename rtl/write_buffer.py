@@ -1,6 +1,6 @@
 """Write coverage buffer: per-page entries with a coverage bitmap, flush causes and waiters.
 
-Implements docs/timing-contract.md §4.2 (write dispatch, and read dispatch step 1: the
+Implements docs/timing-contract-v1.md §4.2 (write dispatch, and read dispatch step 1: the
 read-after-write probe), §4.4 (write-buffer entries), §5 (flush causes), the write-buffer side
 of §6 (enqueue candidates) and of §8 (responses); sources.md W1-W4, W6.
 """

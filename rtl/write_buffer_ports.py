@@ -2,7 +2,7 @@
 one pressure victim per cycle, a read-after-write probe per port, a response port per
 channel.
 
-Implements docs/timing-contract-v2.md §4.2.3 (allocation from the shared pool by several
+Implements docs/timing-contract.md §4.2.3 (allocation from the shared pool by several
 ports), §4.2.4 (a page held by a read and a write port in one cycle under a partition
 scheduler) and §8 (R per port) for :class:`~hbfsim.rtl.write_buffer.WriteBuffer`, whose
 :meth:`~hbfsim.rtl.write_buffer.WriteBuffer.elaborate` calls :func:`elaborate_ports` when

@@ -79,7 +79,9 @@ def test_mshr_feedback_closed_loop_benefit_exceeds_replay_under_pressure(quick):
              for c in quick["mshr-feedback"]["cases"] if c["entries"] == 32}
     for slots in (32, 128):
         c = cases[("mshr", 15.0, slots)]
-        assert c["closed_reduction"] > 0.4
+        # contract 2's channel shape, the default: 60 % / 34 % at 32 / 128 slots (contract
+        # 1: 87 % / 50 %; docs/results.md "Re-run on timing contract 2")
+        assert c["closed_reduction"] > 0.3
         assert c["closed_reduction"] - c["replay_reduction"] > 0.3
         assert c["replay_off"] == c["closed_off"]     # replay on the same config is exact
     big = cases[("mshr", 15.0, 4096)]
@@ -327,19 +329,20 @@ def test_bad_input_names_the_value(tmp_path, capsys):
 
 
 def test_set_runs_a_device_study_on_another_configuration(tmp_path, capsys):
-    """``--set`` reaches every run: the channel shape of contract 2 lifts the single
-    request port's loss at 16 channels (docs/timing-contract-v2.md §17); a key the study
-    sweeps, an unknown key, a malformed item and a serving study are refused before work."""
-    base = run_study("media-saturation", tmp_path / "a", quick=True, workers=1)
-    v2 = run_study("media-saturation", tmp_path / "b", quick=True, workers=1,
-                   config_set={"contract": 2, "host_ports": "channel"})
+    """``--set`` reaches every run: contract 1's single request port loses against the
+    default channel shape of contract 2 at 16 channels (docs/timing-contract.md §17); a key
+    the study sweeps, an unknown key, a malformed item and a serving study are refused
+    before work."""
+    base = run_study("media-saturation", tmp_path / "a", quick=True, workers=1,
+                     config_set={"contract": 1})
+    v2 = run_study("media-saturation", tmp_path / "b", quick=True, workers=1)
     bw = {k: {(r["channels"], r["producers"], r["active_total"]): r["array_bandwidth_gbs"]
               for r in csv.DictReader(read(s["files"]["csv"]).splitlines())} for k, s in
           (("v1", base), ("v2", v2))}
     key = ("16", "1024", "0")
     assert float(bw["v2"][key]) > float(bw["v1"][key]) * 1.01
-    assert v2["config_set"] == {"contract": 2, "host_ports": "channel"}
-    assert "`contract = 2`" in read(v2["files"]["summary_md"])
+    assert base["config_set"] == {"contract": 1}
+    assert "`contract = 1`" in read(base["files"]["summary_md"])
     for kw, word in ((dict(channels=4), "sets channels itself"),
                      (dict(nope=1), "unknown configuration key 'nope'")):
         with pytest.raises(ValueError, match=word):

@@ -23,7 +23,7 @@ FAST = ["conservation", "conservation-1ch", "conservation-16ch", "shared-staging
         "mix-active-total", "mix-sectors", "mix-2stacks",
         "gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure", "gpu-aggregation",
         "gpu-16ch", "gpu-sectors", "gpu-3stacks"]
-#: The contract-2 subset of the CI run (docs/timing-contract-v2.md §18 step 3, stack shape):
+#: The contract-2 subset of the CI run (docs/timing-contract.md §18 step 3, stack shape):
 #: the same scenarios under ``contract = 2``, keyed ``<name>-v2``; RTL sets A, link (the
 #: deficit credit), tiny (every stall) and 2 stacks (the route stage), four builds, which
 #: keeps the whole CI run under 15 minutes; sets B, C and 3 stacks with the closed-loop GPU
@@ -43,7 +43,7 @@ FULL_V2 = FAST_V2 + [f"{k}-v2" for k in (
      for k in ("full", "partial", "two-rows", "program")] + \
     [f"mp-mix-{mode}-v2" for mode in ("megaplane", "page", "off", "rich", "m4", "2stacks",
                                       "tiny-page")]
-#: The channel shape (docs/timing-contract-v2.md §18 step 6): CI runs the directed
+#: The channel shape (docs/timing-contract.md §18 step 6): CI runs the directed
 #: multi-port scenarios on one small build (two ports, RTL set ``ports``: about 25 s cold);
 #: HBFSIM_COSIM_FULL=1 adds them on four ports under a partition scheduler (§4.2.4, same
 #: page on two ports), the random mixes, and the contract-1 scenarios in the channel shape

@@ -1,4 +1,4 @@
-"""The golden model under timing contract 2, channel shape (docs/timing-contract-v2.md §18 step
+"""The golden model under timing contract 2, channel shape (docs/timing-contract.md §18 step
 5): one request and one response port per host channel over the stack-wide pools.
 
 The checks: the channel shape with one channel equals the stack shape event for event on

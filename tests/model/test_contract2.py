@@ -1,4 +1,4 @@
-"""The golden model under timing contract 2, stack shape (docs/timing-contract-v2.md §18 step 1).
+"""The golden model under timing contract 2, stack shape (docs/timing-contract.md §18 step 1).
 
 The expected cycles are the contract's: §10's worked timings (both columns), the diagrams of
 §11 as exact event tables, the stalls of §4.1, §4.2, §6 and §8, and the §4a offsets against
@@ -102,7 +102,14 @@ def run(cfg, spec, resp_ready=None):
 
 
 def v2(**kw):
-    return load_config(contract=2, **kw)
+    """Contract 2 in the stack shape, this file's subject (the channel shape, the default:
+    tests/model/test_channel_shape.py)."""
+    return load_config(**({"contract": 2, "host_ports": "stack"} | kw))
+
+
+def shaped(contract, **kw):
+    """Contract 1, or contract 2 in the stack shape: the shape both contracts share."""
+    return load_config(contract=contract, host_ports="stack", **kw)
 
 
 def credit_launches(first, sizes, cfg):
@@ -120,22 +127,23 @@ def credit_launches(first, sizes, cfg):
 
 # ------------------------------------------------------------------ configuration
 def test_contract_keys_default_and_validation():
-    cfg = load_config()
-    assert cfg.contract == 1 and cfg.host_ports == "stack"
+    cfg = load_config()   # contract 2 in the channel shape, the default since 2026-12-02
+    assert cfg.contract == 2 and cfg.host_ports == "channel"
+    assert load_config(contract=1).host_ports == "stack"      # contract 1's only shape
     assert v2().contract == 2
     with pytest.raises(ConfigError, match=r"^contract must be 1 or 2, not 3$"):
         load_config(contract=3)
     with pytest.raises(ConfigError, match=r"^host_ports must be stack or channel, not 'x'$"):
         load_config(host_ports="x")
     assert v2(host_ports="channel").host_ports == "channel"     # §18 step 5
-    # the channel shape is a valid value under contract 1, where the key is unused
-    assert load_config(host_ports="channel").host_ports == "channel"
+    with pytest.raises(ConfigError, match=r"^host_ports = 'channel' needs contract = 2 "):
+        load_config(contract=1, host_ports="channel")
 
 
 # ------------------------------------------------------------------ §10 worked timings
 @pytest.mark.parametrize("contract,extra", [(1, 4), (2, 8)])
 def test_isolated_read(contract, extra):
-    cfg = load_config(contract=contract)
+    cfg = shaped(contract)
     system, _ = run(cfg, [("R", 0, 0, 32, 100)])
     (r,) = system.completed
     tq, ti, tc, _ = r.entry_info
@@ -151,7 +159,7 @@ def test_isolated_read(contract, extra):
 
 @pytest.mark.parametrize("contract,extra", [(1, 5), (2, 9)])
 def test_isolated_full_page_write(contract, extra):
-    cfg = load_config(contract=contract)
+    cfg = shaped(contract)
     system, _ = run(cfg, [("W", 0, 0, PAGE_BYTES, 100)])
     (w,) = system.completed
     tq, ti, tc, _ = w.entry_info
@@ -164,7 +172,7 @@ def test_isolated_full_page_write(contract, extra):
 @pytest.mark.parametrize("contract,extra", [(1, 2), (2, 5)])
 def test_isolated_page_cache_hit(contract, extra):
     """A page-cache hit issues no command: dispatch +1 and response +2 only, so +3 (§4a)."""
-    cfg = load_config(contract=contract, page_cache_pages=4)
+    cfg = shaped(contract, page_cache_pages=4)
     system, _ = run(cfg, [("R", 0, 0, 32, 0), ("R", 0, 0, 32, 20_000)])
     r = system.completed[1]
     assert r.cache_hit and r.t_done - r.t_accept == cfg.cache_hit_ticks + extra
@@ -172,7 +180,7 @@ def test_isolated_page_cache_hit(contract, extra):
 
 def _serial_chain(contract, t_read_us, n):
     """``n`` reads of distinct pages on one subarray, all arriving at tick 0 (§10)."""
-    cfg = load_config(contract=contract, channels=1, subarrays_per_channel=1,
+    cfg = shaped(contract, channels=1, subarrays_per_channel=1,
                       active_per_channel=1, t_read_us=t_read_us,
                       capacity_bytes=256 * PAGE_BYTES * 4)
     system, _ = run(cfg, [("R", p, 0, 32, 0) for p in range(n)])
@@ -198,7 +206,7 @@ def test_serial_page_reads_constant_grows_by_4():
 
 @pytest.mark.parametrize("contract,first", [(1, 1), (2, 3)])
 def test_merged_reads_one_response_per_cycle(contract, first):
-    cfg = load_config(contract=contract)
+    cfg = shaped(contract)
     system, _ = run(cfg, [("R", 3, 32 * i, 32, 0) for i in range(8)])
     done = system.completed
     tc = done[0].entry_info[2]
@@ -208,7 +216,7 @@ def test_merged_reads_one_response_per_cycle(contract, first):
 
 @pytest.mark.parametrize("contract,extra", [(1, 4), (2, 9)])
 def test_isolated_read_through_two_stacks(contract, extra):
-    cfg = load_config(contract=contract, stacks=2)
+    cfg = shaped(contract, stacks=2)
     for page in (0, 1):         # one page on each stack (stack_select = interleave)
         system, _ = run(cfg, [("R", page, 0, 32, 100)])
         (r,) = system.completed
@@ -222,7 +230,7 @@ def test_isolated_read_through_two_stacks(contract, extra):
 def test_raw_worked_example(contract, writes, read_map, read_done):
     """§10's last row: 4 x 1024 B writes fill page q at ta..ta+3, a read of q at ta+4, with
     tR 850 and tPROG 1,700 ticks, ta = 0 (v2: the acknowledgements paced by §8's credit)."""
-    cfg = load_config(contract=contract, t_read_us=1.0, t_prog_us=2.0)
+    cfg = shaped(contract, t_read_us=1.0, t_prog_us=2.0)
     assert (cfg.t_read_ticks, cfg.t_prog_ticks) == (850, 1700)
     spec = [("W", 0, 1024 * k, 1024, k) for k in range(4)] + [("R", 0, 0, 32, 4)]
     system, _ = run(cfg, spec)
@@ -367,7 +375,7 @@ def test_diagram_11_5_credit_slow_link():
         (u + 2, "resp", "w1"), (u + 130, "resp", "w2")}
     assert levels == [(u + 1, 1), (u + 129, 1)]
     assert link.level(0, u + 130) == 1 - 128 + 1
-    old, _ = run(load_config(channel_bw_gbps=0.85), [("R", 0, 0, 128, 0),
+    old, _ = run(load_config(contract=1, channel_bw_gbps=0.85), [("R", 0, 0, 128, 0),
                                                       ("R", 0, 128, 128, 0)])
     v1_w1, v1_w2 = old.completed
     assert v1_w2.t_done - v1_w1.t_done == 1
@@ -386,7 +394,7 @@ def test_link_burst_bytes_is_refused_under_contract_2():
     with pytest.raises(ConfigError, match=r"^link_burst_bytes is not used by contract = 2 "
                                           r".*, not 8192$"):
         v2(link_burst_bytes=8192)
-    assert load_config(link_burst_bytes=8192).link_burst_bytes == 8192
+    assert load_config(contract=1, link_burst_bytes=8192).link_burst_bytes == 8192
 
 
 # ------------------------------------------------------------------ stalls
@@ -394,7 +402,7 @@ def test_stall_no_free_mshr_entry():
     """One MSHR entry: the second read waits in M until the first entry is FREE, the cycle
     after its waiter's launch (v2 §4.3): completion + 3 (v1: + 2)."""
     for contract, free_after in ((1, 2), (2, 3)):
-        cfg = load_config(contract=contract, mshr_entries=1)
+        cfg = shaped(contract, mshr_entries=1)
         system, _ = run(cfg, [("R", 0, 0, 32, 0), ("R", 2, 0, 32, 1)])
         r0, r1 = system.completed
         tc = r0.entry_info[2]
@@ -424,7 +432,7 @@ def test_stall_ingress_queue_full_and_admission_full():
     """Admission 2: the third request is accepted the cycle after the first response's
     handshake (v2 §4.1, kept from v1)."""
     for contract in (1, 2):
-        cfg = load_config(contract=contract, admission=2)
+        cfg = shaped(contract, admission=2)
         system, _ = run(cfg, [("R", 2 * p, 0, 32, 0) for p in range(3)])
         r0, r1, r2 = system.completed
         assert (r0.t_accept, r1.t_accept) == (0, 1)
@@ -482,7 +490,7 @@ cfgs = st.fixed_dictionaries({
 def _pair(kw, spec):
     out = []
     for contract in (1, 2):
-        cfg = load_config(contract=contract, pages_per_block=4, **kw)
+        cfg = shaped(contract, pages_per_block=4, **kw)
         system, _ = run(cfg, spec)
         out.append(system)
     return out

@@ -4,17 +4,18 @@ from collections import Counter
 
 import pytest
 
-from hbfsim.config import PAGE_BYTES, load_config
+from hbfsim.config import PAGE_BYTES
 from hbfsim.model.controller import Request
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.system import HbfSystem
 from tests.conftest import make_reqs, run_model
+from tests.conftest import v1_config as v1   # this file checks contract 1's cycles
 
 
 @pytest.mark.parametrize("channels", [1, 2, 4, 8, 16])
 def test_conservation(channels):
     """Every request gets exactly one completion at 1..16 channels (routing test)."""
-    cfg = load_config(channels=channels)
+    cfg = v1(channels=channels)
     reqs = make_reqs([("R" if i % 3 else "W", i * 7, 0, PAGE_BYTES if i % 3 == 0 else 64, i)
                       for i in range(64)], cfg)
     system = run_model(cfg, reqs)
@@ -29,7 +30,7 @@ def test_conservation(channels):
 
 
 def test_shared_staging_one_read_31_hits():
-    cfg = load_config()
+    cfg = v1()
     reqs = make_reqs([("R", 5, 128 * i, 128, i) for i in range(32)], cfg)
     s = collect_stats(run_model(cfg, reqs))
     assert s["page_reads"] == 1
@@ -38,23 +39,23 @@ def test_shared_staging_one_read_31_hits():
 
 
 def test_merging_off_reads_every_request():
-    cfg = load_config(mshr_merge=False, page_buffers=0)
+    cfg = v1(mshr_merge=False, page_buffers=0)
     reqs = make_reqs([("R", 5, 128 * i, 128, i) for i in range(32)], cfg)
     s = collect_stats(run_model(cfg, reqs))
     assert s["page_reads"] == 32 and s["mshr_hits"] == 0 and s["completions"] == 32
-    assert load_config(hbf_mshr_enabled=0).mshr_merge is False
+    assert v1(hbf_mshr_enabled=0).mshr_merge is False
 
 
 def test_isolated_read_latency_matches_contract():
     """Contract §10: accept-to-response is tR + 4 ticks for an unbuffered read."""
-    cfg = load_config()
+    cfg = v1()
     (r,) = run_model(cfg, make_reqs([("R", 0, 0, 32, 100)], cfg)).completed
     assert r.t_accept == 100
     assert r.t_done - r.t_accept == cfg.t_read_ticks + 4
 
 
 def test_merged_responses_in_arrival_order_one_per_cycle():
-    cfg = load_config()
+    cfg = v1()
     system = run_model(cfg, make_reqs([("R", 3, 32 * i, 32, 0) for i in range(8)], cfg))
     done = [(r.id, r.t_done) for r in system.completed]
     assert [d[0] for d in done] == list(range(8))
@@ -62,7 +63,7 @@ def test_merged_responses_in_arrival_order_one_per_cycle():
 
 
 def _burst_window(tr_us, channels, gap_ticks=0):
-    cfg = load_config(channels=channels, subarrays_per_channel=1, active_per_channel=1,
+    cfg = v1(channels=channels, subarrays_per_channel=1, active_per_channel=1,
                       t_read_us=tr_us, page_buffers=2, capacity_bytes=4 * 256 * PAGE_BYTES * 16)
     spec = []
     for page in range(64):
@@ -109,7 +110,7 @@ def _closed_loop_reads(cfg, producers, pages_each):
 
 
 def test_saturation_bandwidth_matches_ceiling():
-    cfg = load_config(channels=4, subarrays_per_channel=8, active_per_channel=8,
+    cfg = v1(channels=4, subarrays_per_channel=8, active_per_channel=8,
                       admission=512, mshr_entries=256, page_buffers=0,
                       capacity_bytes=4 * 8 * 256 * PAGE_BYTES * 4)
     subarrays = 32
@@ -122,7 +123,7 @@ def test_saturation_bandwidth_matches_ceiling():
 
 
 def test_active_cap_limits_parallelism():
-    cfg = load_config(channels=1, subarrays_per_channel=8, active_per_channel=2,
+    cfg = v1(channels=1, subarrays_per_channel=8, active_per_channel=2,
                       page_buffers=0, capacity_bytes=8 * 256 * PAGE_BYTES * 4)
     system = run_model(cfg, make_reqs([("R", p, 0, 32, 0) for p in range(8)], cfg))
     done = sorted(r.t_done for r in system.completed)
@@ -131,7 +132,7 @@ def test_active_cap_limits_parallelism():
 
 
 def test_admission_cap_backpressure():
-    cfg = load_config(admission=4)
+    cfg = v1(admission=4)
     system = run_model(cfg, make_reqs([("R", p, 0, 32, 0) for p in range(8)], cfg))
     acc = sorted(r.t_accept for r in system.completed)
     first_done = min(r.t_done for r in system.completed)
@@ -140,7 +141,7 @@ def test_admission_cap_backpressure():
 
 
 def test_read_returns_written_bytes_and_unwritten_reads_zero():
-    cfg = load_config()
+    cfg = v1()
     payload = bytes(range(256)) * 16
     reqs = make_reqs([("W", 9, 0, PAGE_BYTES, 0, payload),
                       ("R", 9, 100, 200, 200000), ("R", 10, 0, 8, 200000)], cfg)
@@ -151,7 +152,7 @@ def test_read_returns_written_bytes_and_unwritten_reads_zero():
 
 
 def test_read_after_write_flushes_open_entry_and_sees_data():
-    cfg = load_config(write_deadline_ticks=100000)
+    cfg = v1(write_deadline_ticks=100000)
     spec = [("W", 2, 128 * k, 128, k, bytes([k + 1]) * 128) for k in range(32)]
     spec.append(("R", 2, 0, 256, 40))
     system = run_model(cfg, make_reqs(spec, cfg))
@@ -163,7 +164,7 @@ def test_read_after_write_flushes_open_entry_and_sees_data():
 
 
 def test_raw_on_incomplete_page_strict_flushes_with_error():
-    cfg = load_config(write_deadline_ticks=100000)
+    cfg = v1(write_deadline_ticks=100000)
     spec = [("W", 2, 0, 128, 0), ("R", 2, 0, 64, 10)]
     system = run_model(cfg, make_reqs(spec, cfg))
     s = collect_stats(system)
@@ -176,7 +177,7 @@ def test_raw_on_incomplete_page_strict_flushes_with_error():
 
 
 def test_write_ack_only_after_program():
-    cfg = load_config()
+    cfg = v1()
     system = run_model(cfg, make_reqs([("W", 1, 0, PAGE_BYTES, 0)], cfg))
     (w,) = system.completed
     tq, ti, tc, _ = w.entry_info
@@ -185,7 +186,7 @@ def test_write_ack_only_after_program():
 
 
 def test_coverage_union_repeated_fragments_and_page_edges():
-    cfg = load_config(write_deadline_ticks=5000)
+    cfg = v1(write_deadline_ticks=5000)
     spec = [("W", 4, 0, 100, 0), ("W", 4, 50, 100, 1), ("W", 4, 0, 150, 2),  # 150 covered
             ("W", 4, 4095, 1, 3),                                            # last byte
             ("W", 4, 150, 3945, 4)]                                          # the rest
@@ -201,7 +202,7 @@ def test_coverage_union_repeated_fragments_and_page_edges():
 
 
 def test_request_crossing_a_page_is_rejected():
-    cfg = load_config()
+    cfg = v1()
     system = HbfSystem(cfg)
     with pytest.raises(ValueError, match="crosses a 4 KiB page"):
         system.submit(Request(0, "R", cfg.base_address + 4090, 32))
@@ -211,7 +212,7 @@ def test_request_crossing_a_page_is_rejected():
 
 @pytest.mark.parametrize("policy", ["strict", "partial"])
 def test_strict_vs_partial_timeout(policy):
-    cfg = load_config(write_timeout_policy=policy, write_deadline_ticks=500)
+    cfg = v1(write_timeout_policy=policy, write_deadline_ticks=500)
     spec = [("W", 7, 0, 1024, 0, b"\xab" * 1024), ("R", 7, 0, 2048, 300000)]
     system = run_model(cfg, make_reqs(spec, cfg))
     s = collect_stats(system)
@@ -228,7 +229,7 @@ def test_strict_vs_partial_timeout(policy):
 
 
 def test_pressure_flush_when_write_buffer_full():
-    cfg = load_config(write_buffer_entries=2, write_deadline_ticks=10**6,
+    cfg = v1(write_buffer_entries=2, write_deadline_ticks=10**6,
                       write_timeout_policy="partial")
     spec = [("W", p, 0, 64, p) for p in range(3)]
     system = run_model(cfg, make_reqs(spec, cfg))
@@ -239,7 +240,7 @@ def test_pressure_flush_when_write_buffer_full():
 
 def test_writes_to_flushing_page_stay_buffered():
     """W4: a later write to a page being programmed opens a new entry; flushes serialize."""
-    cfg = load_config()
+    cfg = v1()
     spec = [("W", 3, 0, PAGE_BYTES, 0, b"\x01" * PAGE_BYTES),
             ("W", 3, 0, PAGE_BYTES, 10, b"\x02" * PAGE_BYTES),
             ("R", 3, 0, 16, 1000)]
@@ -252,7 +253,7 @@ def test_writes_to_flushing_page_stay_buffered():
 
 
 def test_aggregation_waits_for_window_or_threshold():
-    cfg = load_config(read_mode="aggregation", read_agg_window_ticks=500,
+    cfg = v1(read_mode="aggregation", read_agg_window_ticks=500,
                       read_agg_threshold_bytes=4096)
     sys_w = run_model(cfg, make_reqs([("R", 1, 0, 32, 0)], cfg))
     (r,) = sys_w.completed
@@ -266,7 +267,7 @@ def test_aggregation_waits_for_window_or_threshold():
 
 
 def test_page_buffer_hit_on_reread():
-    cfg = load_config()
+    cfg = v1()
     spec = [("R", 0, 0, 32, 0), ("R", 0, 0, 32, 20000)]
     system = run_model(cfg, make_reqs(spec, cfg))
     s = collect_stats(system)
@@ -277,7 +278,7 @@ def test_page_buffer_hit_on_reread():
 
 
 def test_page_cache_hit():
-    cfg = load_config(page_cache_pages=4, page_buffers=0)
+    cfg = v1(page_cache_pages=4, page_buffers=0)
     spec = [("R", 0, 0, 32, 0), ("R", 0, 0, 32, 20000)]
     system = run_model(cfg, make_reqs(spec, cfg))
     s = collect_stats(system)
@@ -289,7 +290,7 @@ def test_page_cache_hit():
 def _sched_case(scheduler, channels=1):
     """One subarray per channel: a PROGRAM (queued first) and a READ wait for the subarray
     held by an earlier read; the policy decides which goes next."""
-    cfg = load_config(channels=channels, subarrays_per_channel=1, active_per_channel=1,
+    cfg = v1(channels=channels, subarrays_per_channel=1, active_per_channel=1,
                       scheduler=scheduler, write_drain_high_water=1,
                       capacity_bytes=channels * 256 * PAGE_BYTES * 8)
     spec = [("R", 0, 0, 32, 0),                 # occupies the subarray
@@ -317,7 +318,7 @@ def test_scheduler_write_drain_issues_program_first_in_window():
 @pytest.mark.parametrize("policy,reads", [("partition-1r3w", 1), ("partition-2r2w", 2),
                                           ("partition-3r1w", 3)])
 def test_scheduler_partitions_split_channels(policy, reads):
-    cfg = load_config(channels=4, scheduler=policy)
+    cfg = v1(channels=4, scheduler=policy)
     spec = [("R", p, 0, 32, p) for p in range(16)] + \
            [("W", 100 + p, 0, PAGE_BYTES, 20 + p) for p in range(8)]
     system = run_model(cfg, make_reqs(spec, cfg))
@@ -331,7 +332,7 @@ def test_traces_are_deterministic(tmp_path):
     from hbfsim.model.requests import default_workload
     from hbfsim.model.trace import TraceWriter
 
-    cfg = load_config()
+    cfg = v1()
     outs = []
     for k in range(2):
         tw = TraceWriter(tmp_path / f"t{k}.csv", 2)
@@ -342,7 +343,7 @@ def test_traces_are_deterministic(tmp_path):
 
 
 def test_multi_stack_routing_and_fair_return():
-    cfg = load_config(stacks=2, channels=2)
+    cfg = v1(stacks=2, channels=2)
     spec = [("R", p, 0, 32, 0) for p in range(8)]
     system = run_model(cfg, make_reqs(spec, cfg))
     assert {r.stack for r in system.completed} == {0, 1}
@@ -351,7 +352,7 @@ def test_multi_stack_routing_and_fair_return():
 
 
 def test_untouched_capacity_allocates_nothing():
-    cfg = load_config(stacks=4, capacity_bytes=512 << 30)
+    cfg = v1(stacks=4, capacity_bytes=512 << 30)
     top = (512 << 30) // PAGE_BYTES - 1
     spec = [("R", 0, 0, 32, 0), ("W", top, 0, PAGE_BYTES, 1), ("R", top // 2, 4064, 32, 2)]
     system = run_model(cfg, make_reqs(spec, cfg))
@@ -362,7 +363,7 @@ def test_untouched_capacity_allocates_nothing():
 
 def test_idle_time_costs_nothing():
     """Requests a simulated second apart cost no more loop steps than back to back (C3)."""
-    cfg = load_config()
+    cfg = v1()
     near = run_model(cfg, make_reqs([("R", 0, 0, 32, 0), ("R", 1, 0, 32, 10)], cfg))
     far = run_model(cfg, make_reqs([("R", 0, 0, 32, 0), ("R", 1, 0, 32, 850_000_000)], cfg))
     assert max(r.t_done for r in far.completed) > 850_000_000
@@ -371,7 +372,7 @@ def test_idle_time_costs_nothing():
 
 
 def test_aggregation_wait_and_first_request_latency():
-    cfg = load_config(read_mode="aggregation", read_agg_window_ticks=300)
+    cfg = v1(read_mode="aggregation", read_agg_window_ticks=300)
     s = collect_stats(run_model(cfg, make_reqs([("R", 1, 0, 32, 0), ("R", 1, 32, 32, 1)],
                                                cfg)))
     assert s["aggregation_wait_ticks"] == 299
@@ -380,7 +381,7 @@ def test_aggregation_wait_and_first_request_latency():
 
 
 def test_response_backpressure_holds_responses():
-    cfg = load_config()
+    cfg = v1()
     reqs = make_reqs([("R", 3, 32 * i, 32, 0) for i in range(8)], cfg)
     system = HbfSystem(cfg)
     system.resp_ready = lambda t: t % 3 == 0
@@ -391,7 +392,7 @@ def test_response_backpressure_holds_responses():
 
 
 def test_stack_wide_active_cap_lower_channels_first():
-    cfg = load_config(channels=4, subarrays_per_channel=4, active_total=2, page_buffers=0)
+    cfg = v1(channels=4, subarrays_per_channel=4, active_total=2, page_buffers=0)
     system = run_model(cfg, make_reqs([("R", p, 0, 32, 0) for p in range(8)], cfg))
     issues = sorted((r.entry_info[1], r.ch) for r in system.completed)
     # at most two in flight at any time

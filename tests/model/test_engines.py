@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hbfsim.config import PAGE_BYTES, SCHEDULERS, load_config
+from hbfsim.config import PAGE_BYTES, SCHEDULERS
+from tests.conftest import v1_config
 from hbfsim.model.controller import QUEUED, Request
 from hbfsim.model.requests import default_workload
 from hbfsim.model.stats import collect_stats
@@ -35,7 +36,7 @@ def both(cfg, reqs):
 
 
 def test_default_workload_identical():
-    cfg = load_config()
+    cfg = v1_config()
     (a, sa, na), (b, sb, nb) = both(cfg, default_workload(cfg))
     assert a == b and sa == sb and na == nb
 
@@ -50,7 +51,7 @@ sectors = st.lists(st.tuples(st.sampled_from("RRRW"), st.integers(0, 40), st.int
        merge=st.booleans(), cache=st.sampled_from([0, 4]), adm=st.sampled_from([4, 64]),
        tot=st.sampled_from([0, 3]))
 def test_random_identical(ops, sched, agg, merge, cache, adm, tot):
-    cfg = load_config(channels=4, subarrays_per_channel=4, active_per_channel=2,
+    cfg = v1_config(channels=4, subarrays_per_channel=4, active_per_channel=2,
                       active_total=tot,
                       admission=adm, mshr_entries=8, write_buffer_entries=3, queue_depth=3,
                       scheduler=sched, read_mode="aggregation" if agg else "demand",
@@ -72,7 +73,7 @@ def test_random_identical(ops, sched, agg, merge, cache, adm, tot):
 
 def test_closed_loop_callbacks_identical():
     """Requests submitted from the response callback see the same timing in both loops."""
-    cfg = load_config(channels=2, subarrays_per_channel=2, admission=8, page_buffers=2)
+    cfg = v1_config(channels=2, subarrays_per_channel=2, admission=8, page_buffers=2)
     results = []
     for engine in ("reference", "fused"):
         system = HbfSystem(cfg, keep=False)
@@ -181,7 +182,7 @@ def burst_requests(cfg, ops):
        tot=st.sampled_from([0, 2]), cache=st.sampled_from([0, 2]),
        policy=st.sampled_from(["strict", "partial"]), chunk=st.sampled_from([None, 1, 7, 60]))
 def test_bursts_identical(ops, sched, agg, merge, adm, mshr, qd, bw, tot, cache, policy, chunk):
-    cfg = load_config(channels=4, subarrays_per_channel=2, active_per_channel=2,
+    cfg = v1_config(channels=4, subarrays_per_channel=2, active_per_channel=2,
                       active_total=tot, admission=adm, mshr_entries=mshr,
                       write_buffer_entries=2, queue_depth=qd, scheduler=sched,
                       read_mode="aggregation" if agg else "demand", read_agg_window_ticks=30,
@@ -202,7 +203,7 @@ def test_stale_enq_wait_record_reused_entry():
     227 by a merge. Records carry the allocation tick, so only the second matches: the
     entry is enqueued once (the watch), both loops agree, one READ per allocation.
     (Before the fix both records matched and the run crashed with a KeyError.)"""
-    cfg = load_config(channels=4, subarrays_per_channel=2, active_per_channel=2,
+    cfg = v1_config(channels=4, subarrays_per_channel=2, active_per_channel=2,
                       admission=16, mshr_entries=1, queue_depth=1, read_mode="aggregation",
                       read_agg_window_ticks=30, read_agg_threshold_bytes=256, page_buffers=1,
                       channel_bw_gbps=0.5, link_burst_bytes=4096, t_read_us=0.2,
@@ -222,7 +223,7 @@ def test_stale_enq_wait_record_reused_entry():
        adm=st.sampled_from([2, 64]))
 def test_bursts_identical_kept(ops, sched, bw, adm):
     """keep=True responds through the controller's handshake (entry_info, response order)."""
-    cfg = load_config(channels=4, subarrays_per_channel=2, active_per_channel=1,
+    cfg = v1_config(channels=4, subarrays_per_channel=2, active_per_channel=1,
                       admission=adm, mshr_entries=4, write_buffer_entries=2, queue_depth=2,
                       scheduler=sched, channel_bw_gbps=bw, link_burst_bytes=4096,
                       t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,
@@ -237,7 +238,7 @@ def test_saturated_read_stream_identical():
     """The benchmark's read stream in miniature: media saturated, admission backed up, one
     accept, one merge and one response per cycle; with and without credit stalls."""
     for bw, adm in ((200.0, 64), (1.0, 64), (200.0, 8)):
-        cfg = load_config(channels=4, subarrays_per_channel=4, active_per_channel=4,
+        cfg = v1_config(channels=4, subarrays_per_channel=4, active_per_channel=4,
                           admission=adm, mshr_entries=16, queue_depth=4, t_read_us=0.5,
                           channel_bw_gbps=bw, capacity_bytes=4 * 4 * 64 * PAGE_BYTES * 4)
         B = cfg.base_address
@@ -267,7 +268,7 @@ def test_gpu_closed_loop_identical(seed):
 def test_rewound_onto_the_cycle_that_filled_m():
     """A driver that moves t back onto the cycle in which M was filled (the fused loop hands
     that call to the reference loop) sees the same run."""
-    cfg = load_config(channels=2, subarrays_per_channel=2)
+    cfg = v1_config(channels=2, subarrays_per_channel=2)
 
     def go(engine):
         system = HbfSystem(cfg, keep=False)
@@ -312,7 +313,7 @@ def test_random_configurations_identical():
                   link_burst_bytes=rng.choice([4096, 8192]), t_read_us=rng.choice([0.05, 0.2]),
                   t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4)
         kw["capacity_bytes"] = 4 * kw["subarrays_per_channel"] * 4 * PAGE_BYTES * 16
-        cfg = load_config(**kw)
+        cfg = v1_config(**kw)
         mix = "RRRRRW" if rng.random() < 0.7 else "RRW"
         ops = [(rng.choice(mix), rng.randrange(30), rng.randrange(1, 40), rng.choice([0, 0, 1, 3]),
                 rng.choice([32, 32, 64, 128, 4096])) for _ in range(rng.randrange(1, 60))]

@@ -1,5 +1,5 @@
 """Contract 2's fused loop must match its reference loop event for event, in both host-port
-shapes (docs/timing-contract-v2.md §18 step 5; model/loop_fused_v2.py and
+shapes (docs/timing-contract.md §18 step 5; model/loop_fused_v2.py and
 model/loop_fused_ports.py).
 
 Compared for every request: every field the contract makes visible (accept, dispatch and

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hbfsim.config import PAGE_BYTES, load_config
+from hbfsim.config import PAGE_BYTES
+from tests.conftest import v1_config
 from hbfsim.model.gpu import (GpuConfig, GpuError, GpuPort, GpuProgram, Kernel,
                               Producer, gpu_cycles_to_ticks, open_loop_requests,
                               partition_of, program_from_spec, program_spec,
@@ -22,7 +23,7 @@ def small_cfg(**kw):
     base = dict(channels=2, subarrays_per_channel=4, active_per_channel=4,
                 capacity_bytes=2 * 4 * 256 * PAGE_BYTES * 16, **FAST)
     base.update(kw)
-    return load_config(**base)
+    return v1_config(**base)
 
 
 def mixed_program(cfg, seed=0, kernels=2, producers=6, per=6, bounds=(1, 2, 3),
@@ -53,7 +54,7 @@ def mixed_program(cfg, seed=0, kernels=2, producers=6, per=6, bounds=(1, 2, 3),
 
 # --------------------------------------------------------------------------- clocks
 def test_gpu_cycles_to_ticks_rounds_up():
-    cfg = load_config()
+    cfg = v1_config()
     assert gpu_cycles_to_ticks(0, cfg) == 0
     assert gpu_cycles_to_ticks(1, cfg) == 1
     assert gpu_cycles_to_ticks(1132, cfg) == 850
@@ -64,7 +65,7 @@ def test_gpu_cycles_to_ticks_rounds_up():
 
 
 def test_partition_rotates_per_page():
-    cfg, gpu = load_config(), GpuConfig(partitions=8)
+    cfg, gpu = v1_config(), GpuConfig(partitions=8)
     B = cfg.base_address
     assert [partition_of(B + p * PAGE_BYTES, cfg, gpu) for p in range(8)] == list(range(8))
     assert [partition_of(B + 256 * c, cfg, gpu) for c in range(8)] == list(range(8))
@@ -73,7 +74,7 @@ def test_partition_rotates_per_page():
 # --------------------------------------------------------------------------- closed loop
 @pytest.mark.parametrize("channels", [1, 2, 4, 8, 16])
 def test_conservation_every_request_one_completion(channels):
-    cfg = load_config(channels=channels)
+    cfg = v1_config(channels=channels)
     res = run_closed_loop(cfg, conservation(cfg), record=True)
     ids = Counter(r.id for r in res.records)
     assert sorted(ids) == list(range(64)) and set(ids.values()) == {1}
@@ -138,7 +139,7 @@ def test_at_most_one_admission_per_partition_per_tick():
 
 def test_port_arbiter_is_round_robin_over_partitions():
     """A burst in three partitions is granted 0,1,2,0,1,2,... then the leftovers."""
-    cfg = load_config()
+    cfg = v1_config()
     gpu = GpuConfig(partitions=4)
     B = cfg.base_address
     # page p, offset 0 -> partition p mod 4 (rotated interleave)
@@ -181,7 +182,7 @@ def test_open_loop_replay_reproduces_ingress_and_completion(name):
     if name == "mshr_grid_channel":
         # channel shape (G5'): one partition's requests, granted in different ticks to
         # different ports, are accepted in one tick (41 times here), which the replay admits
-        cfg = load_config(**mshr_grid().config, admission=32, mshr_merge=False, contract=2,
+        cfg = v1_config(**mshr_grid().config, admission=32, mshr_merge=False, contract=2,
                           host_ports="channel", **FAST)
         prog, gpu = mshr_grid(cfg, warps=16, bound=2), None
     elif name == "mixed":
@@ -189,10 +190,10 @@ def test_open_loop_replay_reproduces_ingress_and_completion(name):
         prog = mixed_program(cfg)
         gpu = GpuConfig(return_cycles=9)
     elif name == "mshr_grid":
-        cfg = load_config(**mshr_grid().config, admission=32, mshr_merge=False, **FAST)
+        cfg = v1_config(**mshr_grid().config, admission=32, mshr_merge=False, **FAST)
         prog, gpu = mshr_grid(cfg, warps=16, bound=2), None
     else:
-        cfg = load_config(**rw_isolation().config, **FAST)
+        cfg = v1_config(**rw_isolation().config, **FAST)
         prog, gpu = rw_isolation(cfg, read_delay_us=0.2), None
     res = run_closed_loop(cfg, prog, gpu=gpu, record=True)
     if name == "mshr_grid_channel":
@@ -232,14 +233,14 @@ def test_merging_finishes_closed_loop_sooner_under_admission_pressure(page_buffe
     """
     spans, recs = {}, {}
     for merge in (False, True):
-        cfg = load_config(**mshr_grid().config, admission=32, mshr_merge=merge,
+        cfg = v1_config(**mshr_grid().config, admission=32, mshr_merge=merge,
                           page_buffers=page_buffers)
         res = run_closed_loop(cfg, mshr_grid(cfg, warps=16, bound=4), record=True)
         spans[merge], recs[merge] = res.span_ticks, res
         assert res.requests == 512
     assert spans[True] < spans[False]
     if page_buffers == 0:
-        cfg_on = load_config(**mshr_grid().config, admission=32, page_buffers=0)
+        cfg_on = v1_config(**mshr_grid().config, admission=32, page_buffers=0)
         replay = collect_stats(run_open_loop(cfg_on, recs[False]))["window_ticks"]
         closed_gain = 1 - spans[True] / spans[False]
         replay_gain = 1 - replay / spans[False]
@@ -248,7 +249,7 @@ def test_merging_finishes_closed_loop_sooner_under_admission_pressure(page_buffe
 
 def test_media_saturation_reaches_the_array_ceiling():
     """Enough producers keep every subarray busy: subarrays x 4096 B / tR within 1%."""
-    cfg = load_config(channels=2, subarrays_per_channel=32, active_per_channel=32,
+    cfg = v1_config(channels=2, subarrays_per_channel=32, active_per_channel=32,
                       admission=4096, mshr_entries=4096)
     prog = media_saturation(cfg, producers=1024)
     res = run_closed_loop(cfg, prog, gpu=prog.gpu)
@@ -347,13 +348,13 @@ def test_direct_chunks_close_input_after_the_last_grant(compute):
 @pytest.mark.parametrize("name", ["mshr_grid", "rw_isolation", "media_saturation"])
 def test_direct_chunks_equal_tick_by_tick_on_study_workloads(name):
     if name == "mshr_grid":
-        cfg = load_config(**mshr_grid().config, mshr_entries=32, **FAST)
+        cfg = v1_config(**mshr_grid().config, mshr_entries=32, **FAST)
         make = lambda: mshr_grid(cfg, warps=16, bound=4)          # noqa: E731
     elif name == "rw_isolation":
-        cfg = load_config(**rw_isolation().config, **FAST)
+        cfg = v1_config(**rw_isolation().config, **FAST)
         make = lambda: rw_isolation(cfg, read_delay_us=0.3, write_pages=2)   # noqa: E731
     else:
-        cfg = load_config(**media_saturation().config, channels=2, **FAST)
+        cfg = v1_config(**media_saturation().config, channels=2, **FAST)
         make = lambda: media_saturation(cfg, producers=64, pages_per_producer=3)  # noqa: E731
     fast = run_closed_loop(cfg, make(), record=True)
     ref = run_stepped(cfg, make(), gpu=make().gpu, record=True)

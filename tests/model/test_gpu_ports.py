@@ -1,5 +1,5 @@
 """The GPU side of contract 2's channel shape: the G5' port arbiter (docs/gpu.md G5',
-docs/timing-contract-v2.md §14): one grant per system port per tick, each port taking the
+docs/timing-contract.md §14): one grant per system port per tick, each port taking the
 first partition at or after its own pointer whose FIFO head maps to it."""
 
 from __future__ import annotations

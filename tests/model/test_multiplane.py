@@ -300,7 +300,7 @@ def test_keys_default_and_window_follows_megaplane_planes():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(multiplane="page"), r"multiplane requires contract = 2 .* not 'page' under "
+    (dict(contract=1, multiplane="page"), r"multiplane requires contract = 2 .* not 'page' under "
                               r"contract = 1"),
     (dict(contract=2, multiplane="wide"), r"multiplane must be off, page or megaplane, "
                                           r"not 'wide'"),

@@ -1,12 +1,16 @@
 """Randomized checks of the golden model: conservation and per-page sequential consistency
-under every scheduler and placement, with small structures so that every stall path runs."""
+under every scheduler and placement, with small structures so that every stall path runs.
+
+Under contract 1: its one port per stack orders ingress and responses globally, which these
+properties assert; the channel shape's per-port forms are in test_channel_shape.py."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hbfsim.config import PAGE_BYTES, SCHEDULERS, load_config
+from hbfsim.config import PAGE_BYTES, SCHEDULERS
 from hbfsim.model.controller import Request
 from hbfsim.model.system import HbfSystem
+from tests.conftest import v1_config
 
 ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(0, 127),
                          st.integers(0, 400)), min_size=1, max_size=60)
@@ -17,7 +21,7 @@ ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(
        placement=st.sampled_from(["interleave", "grouped", "contiguous"]),
        merge=st.booleans(), agg=st.booleans(), tot=st.sampled_from([0, 2]))
 def test_sequential_consistency_per_page(ops, sched, placement, merge, agg, tot):
-    cfg = load_config(channels=4, subarrays_per_channel=2, active_per_channel=1,
+    cfg = v1_config(channels=4, subarrays_per_channel=2, active_per_channel=1,
                       active_total=tot,
                       admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
                       scheduler=sched, placement=placement, mshr_merge=merge,
@@ -59,7 +63,7 @@ wops = st.lists(st.tuples(st.sampled_from("RWW"), st.integers(0, 5), st.integers
 @given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
        deadline=st.integers(1, 3000), wb=st.integers(1, 3), stacks=st.sampled_from([1, 2]))
 def test_partial_writes_conserve_and_never_deadlock(ops, policy, deadline, wb, stacks):
-    cfg = load_config(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
+    cfg = v1_config(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
                       mshr_entries=2, write_buffer_entries=wb, queue_depth=2,
                       write_timeout_policy=policy, write_deadline_ticks=deadline,
                       t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,

@@ -89,11 +89,14 @@ def key_signals(dut) -> list:
 
 
 def small_config(**overrides):
-    """A small, valid stack configuration for unit tests (overrides win)."""
+    """A small, valid stack configuration for unit tests (overrides win), under contract 1
+    in the stack shape unless the overrides say otherwise (``contract = 2`` alone keeps the
+    stack shape: the channel shape is asked for by ``host_ports``)."""
     from hbfsim.config import load_config
 
-    v = dict(channels=2, subarrays_per_channel=4, active_per_channel=4, admission=16,
-             mshr_entries=8, queue_depth=4, write_buffer_entries=4, pages_per_block=256)
+    v = dict(contract=1, host_ports="stack", channels=2, subarrays_per_channel=4,
+             active_per_channel=4, admission=16, mshr_entries=8, queue_depth=4,
+             write_buffer_entries=4, pages_per_block=256)
     v.update(overrides)
     if "capacity_bytes" not in v:
         # Eight erase blocks per subarray: small page numbers, and a valid split (config.py).

@@ -1,4 +1,4 @@
-"""The channel shape of contract 2 in the RTL (docs/timing-contract-v2.md §18 step 6): the
+"""The channel shape of contract 2 in the RTL (docs/timing-contract.md §18 step 6): the
 shared-pool allocation of §4.2.3 and the admission rank of §4.1, each against a plain-Python
 reference cycle for cycle; the refusals; and the shape with one channel, which is the stack
 shape. The whole controller is compared with the golden model by the co-simulation

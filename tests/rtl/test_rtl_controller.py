@@ -1,5 +1,5 @@
 """The RTL stack controller against the golden model, cycle for cycle (contract §1-§10), under
-timing contract 1 and 2 (``contract = 2``, docs/timing-contract-v2.md, stack shape).
+timing contract 1 and 2 (``contract = 2``, docs/timing-contract.md, stack shape).
 
 Both sides get the same requests and the same NAND media (:class:`hbfsim.model.media.Media`,
 the media promise of contract §1); the testbench (``rtl_helpers.run_rtl``) presents requests

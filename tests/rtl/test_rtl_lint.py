@@ -16,14 +16,14 @@ from hbfsim.rtl.emit import emit_verilog
     dict(channels=4, active_per_channel=2, active_total=5),
     dict(stacks=2),                                      # the system layer (rtl/system.py)
     dict(stacks=3, stack_select="contiguous", capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
-    # timing contract 2, stack shape (docs/timing-contract-v2.md §18 step 3)
+    # timing contract 2, stack shape (docs/timing-contract.md §18 step 3)
     dict(contract=2),
     dict(contract=2, scheduler="write-drain", read_mode="aggregation", mshr_merge=False,
          channels=4, active_per_channel=2, active_total=5, channel_bw_gbps=0.85),
     dict(contract=2, stacks=2),
     dict(contract=2, stacks=3, stack_select="contiguous",
          capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
-    # timing contract 2, channel shape (docs/timing-contract-v2.md §18 step 6)
+    # timing contract 2, channel shape (docs/timing-contract.md §18 step 6)
     dict(contract=2, host_ports="channel"),
     dict(contract=2, host_ports="channel", channels=4, scheduler="partition-2r2w",
          mshr_merge=False, read_mode="aggregation"),
@@ -35,7 +35,8 @@ from hbfsim.rtl.emit import emit_verilog
          scheduler="write-drain", capacity_bytes=2 * 6 * 256 * PAGE_BYTES * 4),
 ])
 def test_verilator_lint_clean(tmp_path, over):
-    cfg = load_config(**({"channels": 2, "subarrays_per_channel": 4, "mshr_entries": 8,
+    cfg = load_config(**({"contract": 1, "host_ports": "stack", "channels": 2,
+                          "subarrays_per_channel": 4, "mshr_entries": 8,
                           "write_buffer_entries": 4, "admission": 16, "queue_depth": 4,
                           "capacity_bytes": 4 * 4 * 256 * PAGE_BYTES * 4} | over))
     v = tmp_path / "controller.v"

@@ -432,7 +432,7 @@ def test_protocol_violations_trip_assertions(event):
 
 
 def test_v2_match_vector_take_and_free_after_the_last_launch():
-    """Contract 2 (timing-contract-v2.md §4.2, §4.3, §8): a read merges by M's match vector
+    """Contract 2 (timing-contract.md §4.2, §4.3, §8): a read merges by M's match vector
     (``disp_match``), not by a page compare; a ``ret`` handshake is R taking the waiter;
     once every waiter is taken the entry is no longer offered but stays in use until
     ``launched`` names it, FREE from the next cycle."""

@@ -35,7 +35,7 @@ def test_at_least_ten_kinds_over_the_blocks():
 
 
 def _small():
-    return load_config(channels=2, subarrays_per_channel=2, mshr_entries=2,
+    return load_config(contract=1, channels=2, subarrays_per_channel=2, mshr_entries=2,
                        write_buffer_entries=2, admission=4, queue_depth=2,
                        scheduler="read-priority", write_timeout_policy="strict",
                        pages_per_block=1, capacity_bytes=2 * 2 * PAGE_BYTES * 4)

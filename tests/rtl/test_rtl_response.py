@@ -1,5 +1,5 @@
 """The RTL response arbiter: table choice and per-channel link credit (contract §8); under
-contract 2 its R / K / E pipeline with the deficit credit (timing-contract-v2.md §8)."""
+contract 2 its R / K / E pipeline with the deficit credit (timing-contract.md §8)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_locked_table_keeps_the_port_and_mshr_goes_first():
     simulate(dut, tb)
 
 
-# ---- contract 2: R, K, E and the deficit credit (docs/timing-contract-v2.md §8) ----
+# ---- contract 2: R, K, E and the deficit credit (docs/timing-contract.md §8) ----
 
 def run_v2(cfg, waiters, sizes, ready=lambda t: True, cycles=60, wb=()):
     """One MSHR entry (and optionally one write-buffer entry) offering ``waiters`` (slots)

@@ -4,7 +4,7 @@ The reference keeps each queue as a Python list with enqueue cycles as ages and 
 window with absolute ``start`` and ``cooldown`` ticks, as contract §6-§7 words them. The
 environment offers random operations and plays the media of contract §1 (completion due at
 issue + latency; per channel one delivery per cycle, earliest due first, ties by lowest
-subarray). Under timing contract 2 (``contract = 2``, docs/timing-contract-v2.md §7) the
+subarray). Under timing contract 2 (``contract = 2``, docs/timing-contract.md §7) the
 reference's choice is the *decision* (``dec``), taken with this cycle's completion already
 released (the forwarding), and ``cmd`` must show the previous cycle's decision.
 """

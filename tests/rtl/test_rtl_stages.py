@@ -1,4 +1,4 @@
-"""The blocks contract 2 adds (docs/timing-contract-v2.md §2, §4.1, §8): the two-entry stage
+"""The blocks contract 2 adds (docs/timing-contract.md §2, §4.1, §8): the two-entry stage
 queue (rtl/stage_queue.py) and the deficit link credit (rtl/link_credit.py), each against a
 plain-Python reference, cycle for cycle."""
 

@@ -1,5 +1,5 @@
 """The RTL system layer (rtl/system.py) against the golden model, cycle for cycle (contract §2;
-contract 2's route stage and egress round robin, docs/timing-contract-v2.md §2).
+contract 2's route stage and egress round robin, docs/timing-contract.md §2).
 
 ``System(cfg)`` with 2, 3 and 4 stacks runs the same requests as ``HbfSystem(cfg)``, each stack
 with the model's NAND media behind it (``rtl_helpers.run_rtl``); every request's accept cycle,

@@ -529,7 +529,7 @@ def test_protocol_violation_trips_an_assertion():
 
 
 def test_v2_match_vectors_and_free_after_the_last_launch():
-    """Contract 2 (timing-contract-v2.md §4.2, §4.4, §8): writes merge by M's OPEN vector
+    """Contract 2 (timing-contract.md §4.2, §4.4, §8): writes merge by M's OPEN vector
     (``disp_open``) and the read-after-write probe uses M's in-use vector (``probe_used``);
     the table exports ``tags``, ``in_use`` and ``is_open`` for the lookup; after R has taken
     every waiter the entry still blocks a read of its page until ``launched`` frees it."""

@@ -122,14 +122,20 @@ def _mixed(t):
     return m["seconds"], m["write_seconds"]
 
 
-def test_schedulers_order_reads_and_writes_under_mixed_traffic(tmp_path):
+@pytest.mark.parametrize("shape", [dict(contract=1), dict()], ids=["contract1", "default"])
+def test_schedulers_order_reads_and_writes_under_mixed_traffic(tmp_path, shape):
     """Reads while KV writes program, 8 active slots per channel so the scheduler chooses
-    (M2): read priority finishes the reads sooner and the writes later than FCFS."""
+    (M2): read priority finishes the reads sooner than FCFS, and the writes later through
+    one port per stack (contract 1). With a port per channel (the default) FCFS already
+    takes the reads early (they are accepted beside the writes, not behind them), and the
+    writes end at the same tick under both policies (measured: 415.08 us each; contract 1:
+    400.08 us under FCFS, 415.08 under read priority), so only "not sooner" holds there."""
     def mixed(scheduler):
-        return _mixed(ch.characterize(small(active_per_channel=8, scheduler=scheduler),
-                                      cache_dir=tmp_path))
+        return _mixed(ch.characterize(small(active_per_channel=8, scheduler=scheduler,
+                                            **shape), cache_dir=tmp_path))
     fcfs, rp = mixed("fcfs"), mixed("read-priority")
-    assert rp[0] < 0.6 * fcfs[0] and rp[1] > fcfs[1]
+    assert rp[0] < 0.6 * fcfs[0]
+    assert rp[1] > fcfs[1] if shape else rp[1] >= fcfs[1]
 
 
 def test_smaller_write_buffer_lowers_write_bandwidth(base, tmp_path):
