@@ -57,6 +57,7 @@ MEDIA_MODES = ("hbf", "ssd")
 CONTRACTS = (1, 2)
 HOST_PORTS = ("stack", "channel")
 MULTIPLANE = ("off", "page", "megaplane")
+PIPELINES = ("standard", "deep")
 
 
 class ConfigError(ValueError):
@@ -138,6 +139,12 @@ class HbfConfig:
         (every subarray has its own command logic), ``page`` (megaplanes share command
         logic, one plane per command: MP1) or ``megaplane`` (MP1 and grouped commands,
         MP2-MP7).
+    pipeline : str
+        Contract 2's pipeline depth: ``standard`` (docs/timing-contract.md as written, the
+        default) or ``deep`` (Amendment A, docs/timing-contract-deep.md: registered
+        dispatch, offers, flush decisions and response choice for a controller that closes
+        timing; proposed, implemented so far for the stack shape in demand read mode with
+        MSHR merging and no multi-plane commands, and refused elsewhere by name).
     hyperpage_window_ticks : int
         How long a queued operation waits for the rest of its megapage under ``multiplane =
         "megaplane"`` (MP4); -1, the default, is ``megaplane_planes`` ticks
@@ -195,6 +202,7 @@ class HbfConfig:
     contract: int = 2
     host_ports: str = "channel"
     multiplane: str = "off"
+    pipeline: str = "standard"
     hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
     gpu_clock_mhz: float = 1132.0
@@ -584,6 +592,20 @@ def _validate(c: HbfConfig) -> None:
     need(c.multiplane == "off" or c.contract == 2,
          f"multiplane requires contract = 2 (docs/timing-contract-multiplane.md), not "
          f"{c.multiplane!r} under contract = {c.contract!r}")
+    # docs/timing-contract-deep.md, Configuration: Amendment A extends contract 2, so far in
+    # the shape and modes its implementations cover
+    need(c.pipeline in PIPELINES,
+         f"pipeline must be standard or deep, not {c.pipeline!r}")
+    if c.pipeline == "deep":
+        for ok, what in ((c.contract == 2, f"contract = 2, not {c.contract!r}"),
+                         (c.host_ports == "stack",
+                          f"host_ports = 'stack' (the channel shape is not implemented yet), "
+                          f"not {c.host_ports!r}"),
+                         (c.multiplane == "off", f"multiplane = 'off', not {c.multiplane!r}"),
+                         (c.read_mode == "demand",
+                          f"read_mode = 'demand', not {c.read_mode!r}"),
+                         (c.mshr_merge is True, f"mshr_merge = true, not {c.mshr_merge!r}")):
+            need(ok, f"pipeline = 'deep' needs {what} (docs/timing-contract-deep.md)")
     need(c.hyperpage_window_ticks >= -1, f"hyperpage_window_ticks must be a tick count >= 0 "
          f"(or -1: megaplane_planes ticks), not {c.hyperpage_window_ticks!r}")
     # MP4's window exists only under megaplane; a value given otherwise would be ignored

@@ -75,6 +75,8 @@ DEFAULT_SOURCES = {
                          "HBF's independent channels); stack (v1's shape) under contract 1"),
     "multiplane": (OURS, "off: every subarray has its own command logic, as contract 1 "
                          "(docs/timing-contract-multiplane.md); contract 2 only"),
+    "pipeline": (OURS, "standard: contract 2 as written (docs/timing-contract.md); deep "
+                       "is Amendment A, proposed (docs/timing-contract-deep.md)"),
     "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "
                                      "for one megapage (docs/timing-contract-multiplane.md, "
                                      "MP4)"),

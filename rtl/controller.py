@@ -50,6 +50,9 @@ def check_supported(cfg: HbfConfig) -> None:
     or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in both shapes
     (the configuration already refuses them under contract 1).
     """
+    if getattr(cfg, "pipeline", "standard") != "standard":
+        raise ValueError(f"pipeline = {cfg.pipeline!r}: the RTL implements only pipeline = "
+                         "'standard' so far (docs/timing-contract-deep.md)")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "
