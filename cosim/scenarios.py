@@ -736,14 +736,15 @@ for _c in (1, 4, 8, 16):
 
 
 def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
-         host_ports: str = "stack") -> Scenario:
+         host_ports: str = "stack", pipeline: str = "standard") -> Scenario:
     """Build scenario ``name`` (``n`` requests where it has a size).
 
     ``contract = 2`` gives the same requests, media and ``resp.ready`` pattern under timing
     contract 2 (docs/timing-contract.md, stack shape); the scenario is then named
     ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
     (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
-    port per channel), named ``<name>-ch``.
+    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2, stack shape)
+    runs it under Amendment A (docs/timing-contract-deep.md), named ``<name>-deep``.
 
     Raises
     ------
@@ -756,6 +757,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
         raise ValueError(f"host_ports must be stack or channel, not {host_ports!r}")
     if host_ports == "channel" and contract != 2:
         raise ValueError("host_ports = 'channel' needs contract = 2")
+    if pipeline not in ("standard", "deep"):
+        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
+    if pipeline == "deep" and (contract != 2 or host_ports != "stack"):
+        raise ValueError("pipeline = 'deep' needs contract = 2 and host_ports = 'stack'")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -766,6 +771,9 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     if host_ports == "channel":
         sc.config = dict(sc.config, contract=2, host_ports="channel")
         sc.name = f"{sc.name}-ch"
+    elif pipeline == "deep":
+        sc.config = dict(sc.config, contract=2, pipeline="deep")
+        sc.name = f"{sc.name}-deep"
     elif contract == 2:
         sc.config = dict(sc.config, contract=2)
         sc.name = f"{sc.name}-v2"
