@@ -91,7 +91,7 @@ class DeepStackController(PipelinedStackController):
        for the flush decisions (``alloc <= t - 2``) with no decision pending. A read that
        stalls on an entry still in W waits a cycle without a decision. ``raw_events``
        counts each entry once, in the cycle of that decision, whatever cause wins.
-    2. DP5 ``deadline`` with ``write_deadline_ticks`` of 0 or 1: decided at ``alloc + 2``,
+    2. DP5 ``deadline`` with ``write_deadline_ticks = 1``: decided at ``alloc + 2``,
        the first cycle the entry is OPEN for the decision.
     3. DP5 pressure: the oldest OPEN entry at the start of ``tm`` is the first of M's
        OPEN entries if its ``alloc <= tm - 2``; if M's oldest OPEN entry is still in W no
