@@ -113,6 +113,9 @@ class DeepStackController(PipelinedStackController):
        exclusions hold by construction.
     9. ``agg_wait`` (R2's ticks beyond demand) counts from DP2's earliest enqueue,
        ``alloc + 2``, so demand reads add 0 as under ``standard``.
+    10. §7's write-drain window counts occupied write-buffer entries with DP1's
+        visibility: an entry allocated in ``tm`` counts from ``tm + 2`` (it leaves the
+        count, FREE, from the cycle after its last launch, as under ``standard``).
     """
 
     def __init__(self, cfg: HbfConfig, stack: int, mapper, stats):
@@ -133,6 +136,8 @@ class DeepStackController(PipelinedStackController):
         self.c1 = [None, None]
         self.c2 = [None, None]
         self.cursor = [None, None]
+        # cycle of the last write-buffer allocation (W: counted by write-drain from t + 2)
+        self._wb_alloc_t = -1
         # ticks at which a delayed effect lands (C3: nothing may be skipped past them)
         self._wake: list[int] = []
 
@@ -218,6 +223,7 @@ class DeepStackController(PipelinedStackController):
                 self.wb_open[q] = e
                 self.wb_page.setdefault(q, []).append(e)
                 self.wb_used += 1
+                self._wb_alloc_t = t
                 # DP5: OPEN for the decisions (deadline, drain, raw, victim) from t + 2
                 heapq.heappush(self.wb_deadlines, (max(e.deadline, t + W_DELAY), t, e.idx))
                 self._wake_at(t + W_DELAY)
@@ -252,6 +258,17 @@ class DeepStackController(PipelinedStackController):
         if o.cause is None:
             self.pressure_now = o                        # decided in wb_triggers of t
         return True
+
+    def _drain_fsm(self, t: int) -> bool:
+        """§7's write-drain window with DP1's visibility: an entry allocated in ``t - 1``
+        is still in W and not yet counted among the occupied entries (reading 10)."""
+        if self._wb_alloc_t == t - 1 and not self.drain_open:
+            self.wb_used -= 1
+            try:
+                return super()._drain_fsm(t)
+            finally:
+                self.wb_used += 1
+        return super()._drain_fsm(t)
 
     # ============================================================ DP5 flush decisions
     def wb_triggers(self, t: int, drain: bool) -> bool:
