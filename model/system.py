@@ -16,9 +16,10 @@ from __future__ import annotations
 from array import array
 from collections import Counter, deque
 
-from hbfsim.config import PAGE_BYTES, ConfigError, HbfConfig
+from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import Request, StackController
 from hbfsim.model.controller_ports import ChannelStackController
+from hbfsim.model.controller_deep import DeepStackController
 from hbfsim.model.controller_v2 import PipelinedStackController
 from hbfsim.model.loop_fused import run_fused
 from hbfsim.model.loop_fused_v2 import run_fused_v2
@@ -50,17 +51,16 @@ class HbfSystem:
 
     def __init__(self, cfg: HbfConfig, on_response=None, trace=None, keep: bool = True):
         self.cfg = cfg
-        if cfg.pipeline != "standard":
-            # docs/timing-contract-deep.md: Amendment A is specified, its golden model is not
-            # written yet; never run it as the standard pipeline
-            raise ConfigError(f"pipeline = {cfg.pipeline!r}: the golden model implements "
-                              "only pipeline = 'standard' so far (docs/timing-contract-deep.md)")
         self.mapper = Mapper(cfg)
         self.stats = Counter()
         # contract 2's channel shape: S * C system ports k = stack * C + channel (v2 §2)
         self.ports = cfg.contract == 2 and cfg.host_ports == "channel"
         if self.ports:
             ctrl = ChannelStackController
+        elif cfg.pipeline == "deep":
+            # Amendment A (docs/timing-contract-deep.md): the config admits it in the stack
+            # shape only (hbfsim/config.py)
+            ctrl = DeepStackController
         else:
             ctrl = PipelinedStackController if cfg.contract == 2 else StackController
         self.stacks = [ctrl(cfg, s, self.mapper, self.stats) for s in range(cfg.stacks)]
@@ -197,9 +197,13 @@ class HbfSystem:
         :func:`~hbfsim.model.loop_fused_v2.run_fused_v2` (both host-port shapes, any number
         of stacks) unless ``engine = "reference"`` or ``multiplane`` is not ``off``: those
         run its reference loop :func:`hbfsim.model.system_v2.run_pipelined`.
+        ``pipeline = "deep"`` always runs the reference loop, which steps
+        :class:`~hbfsim.model.controller_deep.DeepStackController`'s phases (the fused loop
+        writes out contract 2's standard rules, not DP1-DP7).
         """
         if self.cfg.contract == 2:
-            if self.engine == "fused" and self.cfg.multiplane == "off":
+            if self.engine == "fused" and self.cfg.multiplane == "off" \
+                    and self.cfg.pipeline == "standard":
                 return run_fused_v2(self, until)
             return run_pipelined(self, until)
         if len(self.stacks) == 1 and self.engine == "fused" and self.resp_ready is None:

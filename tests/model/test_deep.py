@@ -1,0 +1,369 @@
+"""The golden model under Amendment A, the deeper pipeline (``pipeline = "deep"``,
+docs/timing-contract-deep.md DP1-DP7).
+
+The amendment's worked timings (isolated read ``ta + 13 + tR``, full-page write ``ta + 16 +
+tPROG``, merged reads one per cycle), one minimal case per rule where the rule shows in a
+port event, each with its boundary (the case the standard pipeline would decide the other
+way), and randomized workloads checked for conservation and per-page consistency.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hbfsim.config import PAGE_BYTES, SCHEDULERS, load_config
+from hbfsim.model.controller import Request
+from hbfsim.model.controller_deep import DeepStackController
+from hbfsim.model.system import HbfSystem
+from tests.conftest import make_reqs
+
+
+def deep(**kw):
+    """Amendment A's shape: contract 2, stack shape, demand reads, merging (the defaults)."""
+    return load_config(**({"contract": 2, "host_ports": "stack", "pipeline": "deep"} | kw))
+
+
+def run(cfg, spec, resp_ready=None):
+    """Run ``spec`` (see :func:`tests.conftest.make_reqs`); return the system, its
+    completed requests by id and a log of ``(cycle, event, ...)`` from the controller:
+    ``alloc`` (request id, table, entry index) for every allocation, ``cmd`` (table, entry
+    index) for every command on ``cmd[c]``, ``flush`` (entry index, cause) in the first
+    FLUSH cycle."""
+    system = HbfSystem(cfg)
+    system.resp_ready = resp_ready
+    log = []
+    for s in system.stacks:
+        now = [0]
+
+        def dispatch(t, drain, orig=s.dispatch, s=s):
+            m = s.m
+            free_r, free_w = list(s.mshr_free), list(s.wb_free)
+            changed = orig(t, drain)
+            if m is not None and s.m is None:
+                if m.op == "R" and not m.mshr_hit:
+                    log.append((t, "alloc", m.id, "m", s.mshr_open[m.q].idx))
+                    assert s.mshr_open[m.q].idx == free_r[0]
+                elif m.op == "W" and len(s.wb_free) < len(free_w):
+                    log.append((t, "alloc", m.id, "b", s.wb_open[m.q].idx))
+                    assert s.wb_open[m.q].idx == free_w[0]
+            return changed
+
+        def media_issue(ti, ch, sub, op, local, tag, orig=s.media.issue):
+            log.append((ti, "cmd", "b" if tag & 1 else "m", tag >> 1))
+            return orig(ti, ch, sub, op, local, tag)
+
+        def triggers(t, drain, orig=s.wb_triggers):
+            now[0] = t
+            return orig(t, drain)
+
+        def flush(e, cause, orig=s._flush):
+            log.append((now[0] + 1, "flush", e.idx, cause))
+            return orig(e, cause)
+
+        s.dispatch, s.media.issue, s.wb_triggers, s._flush = \
+            dispatch, media_issue, triggers, flush
+    system.run_requests(make_reqs(spec, cfg))
+    return system, {r.id: r for r in system.completed}, log
+
+
+def allocs(log):
+    """Request id -> (table, entry index) of every allocation in ``log``."""
+    return {e[2]: (e[3], e[4]) for e in log if e[1] == "alloc"}
+
+
+# ------------------------------------------------------------------ configuration
+def test_deep_selects_the_deep_controller_and_keeps_standard():
+    assert all(isinstance(s, DeepStackController) for s in HbfSystem(deep()).stacks)
+    std = HbfSystem(load_config(contract=2, host_ports="stack"))
+    assert not any(isinstance(s, DeepStackController) for s in std.stacks)
+
+
+# ------------------------------------------------------------------ worked timings
+def test_isolated_read():
+    """dispatch ta+2, enqueue ta+4, command ta+6, response ta+13+tR (standard: ta+8+tR)."""
+    cfg = deep()
+    system, done, log = run(cfg, [("R", 0, 0, 32, 100)])
+    r = done[0]
+    ta = r.t_accept
+    tq, ti, tc, _ = r.entry_info
+    assert ta == 100
+    assert (r.t_map, tq, ti) == (ta + 2, ta + 4, ta + 6)
+    assert tc == ti + cfg.t_read_ticks
+    assert r.t_done == ta + 13 + cfg.t_read_ticks == tc + 7
+    assert [e for e in log if e[1] == "cmd"] == [(ta + 6, "cmd", "m", 0)]
+
+
+def test_isolated_full_page_write():
+    """decision ta+4, FLUSH ta+6, enqueue ta+8, command ta+10, response ta+16+tPROG."""
+    cfg = deep()
+    system, done, log = run(cfg, [("W", 0, 0, PAGE_BYTES, 100)])
+    w = done[0]
+    ta = w.t_accept
+    tq, ti, tc, _ = w.entry_info
+    assert (w.t_map, tq, ti) == (ta + 2, ta + 8, ta + 10)
+    assert (ta + 6, "flush", 0, "full") in log
+    assert tc == ti + cfg.t_prog_ticks
+    assert w.t_done == ta + 16 + cfg.t_prog_ticks == tc + 6
+    assert not w.error and system.stats["flush_full"] == 1
+
+
+def test_offsets_against_standard():
+    """The amendment's +5 per isolated read and +7 per full-page write, measured against
+    the standard pipeline on the same requests."""
+    spec = [("R", 0, 0, 32, 100), ("W", 5, 0, PAGE_BYTES, 200_000)]
+    got = {}
+    for pipe in ("standard", "deep"):
+        cfg = load_config(contract=2, host_ports="stack", pipeline=pipe)
+        system = HbfSystem(cfg)
+        system.engine = "reference"
+        system.run_requests(make_reqs(spec, cfg))
+        got[pipe] = sorted((r.id, r.t_done - r.t_accept) for r in system.completed)
+    assert [d - s for (_, d), (_, s) in zip(got["deep"], got["standard"])] == [5, 7]
+
+
+def test_merged_reads_one_response_per_cycle():
+    cfg = deep()
+    system, done, _ = run(cfg, [("R", 3, 32 * i, 32, i) for i in range(8)])
+    tc = done[0].entry_info[2]
+    assert [done[i].mshr_hit for i in range(8)] == [False] + [True] * 7
+    assert [done[i].t_done for i in range(8)] == [tc + 7 + i for i in range(8)]
+    assert system.stacks[0].media.page_reads == 1
+
+
+def test_serial_page_reads_pace_at_tR_plus_1():
+    """No rule touches the media side: commands on one subarray stay tR + 1 apart."""
+    cfg = deep(channels=1, subarrays_per_channel=1, active_per_channel=1, t_read_us=1.0,
+               capacity_bytes=256 * PAGE_BYTES * 4)
+    system, done, _ = run(cfg, [("R", p, 0, 32, 0) for p in range(6)])
+    cmds = [done[i].entry_info[1] for i in range(6)]
+    assert [b - a for a, b in zip(cmds, cmds[1:])] == [cfg.t_read_ticks + 1] * 5
+
+
+# ------------------------------------------------------------------ one case per rule
+def test_dp4_least_recently_freed_entry_first():
+    """A freed entry joins its free list's tail: the next allocation takes entry 1, not
+    the lowest free entry 0 (§4.2.3), in both pools."""
+    cfg = deep()
+    spec = [("R", 0, 0, 32, 0), ("R", 2, 0, 32, 20_000),
+            ("W", 4, 0, PAGE_BYTES, 40_000), ("W", 6, 0, PAGE_BYTES, 300_000)]
+    _, done, log = run(cfg, spec)
+    assert done[0].t_done < 20_000 and done[2].t_done < 300_000   # freed before
+    assert allocs(log) == {0: ("m", 0), 1: ("m", 1), 2: ("b", 0), 3: ("b", 1)}
+
+
+def test_dp2_mshr_offers_in_allocation_order():
+    """Entries 3 and 0 wait in WAIT behind a full queue, 3 allocated first (the free list
+    is 1, 2, 3, 0 after one read): 3 is enqueued and read first, not the lowest index."""
+    cfg = deep(channels=1, subarrays_per_channel=1, active_per_channel=1, queue_depth=1,
+               mshr_entries=4, t_read_us=1.0, capacity_bytes=256 * PAGE_BYTES * 4)
+    spec = [("R", 0, 0, 32, 0)] + [("R", p, 0, 32, 2000) for p in (1, 2, 3, 4)]
+    _, done, log = run(cfg, spec)
+    assert allocs(log) == {0: ("m", 0), 1: ("m", 1), 2: ("m", 2), 3: ("m", 3), 4: ("m", 0)}
+    # requests 3 (entry 3) and 4 (entry 0) both wait for the queue until 1 issues
+    t1 = done[1].entry_info[1]
+    assert done[3].t_map < done[4].t_map < t1
+    assert t1 < done[3].entry_info[0] < done[4].entry_info[0]
+    cmds = [e[3] for e in log if e[1] == "cmd"]
+    assert cmds == [0, 1, 2, 3, 0]
+
+
+@pytest.mark.parametrize("arrival,merged", [(11, True), (12, False)])
+def test_dp5_merge_in_the_cycle_after_a_flush_decision(arrival, merged):
+    """w1 (first half of page q) allocates in 2, its deadline decision is taken in 12
+    (FLUSH from 14); w2 (second half) dispatched in 13, while the entry is still OPEN,
+    merges and is programmed with it: no strict error, and the entry is eligible only from
+    15 (the merge is in W in 14). Dispatched in 14 it allocates a new entry and w1's entry
+    errors on its half page in 14."""
+    half = PAGE_BYTES // 2
+    cfg = deep(write_deadline_ticks=10, write_timeout_policy="strict")
+    spec = [("W", 0, 0, half, 0), ("W", 0, half, half, arrival)]
+    system, done, log = run(cfg, spec)
+    w1, w2 = done[0], done[1]
+    assert w1.t_map == 2 and w2.t_map == arrival + 2
+    assert (14, "flush", 0, "deadline") in log
+    if merged:
+        assert "b" not in {a[0] for i, a in allocs(log).items() if i == 1}
+        assert not w1.error and not w2.error
+        assert w1.entry_info == w2.entry_info      # one entry, one PROGRAM
+        # the merge is in W in 14: eligible 15, O_c 16, enqueued 17, command 19
+        assert w1.entry_info[:2] == (17, 19)
+        assert system.stats["page_programs_ok"] == 1 and system.stats["strict_errors"] == 0
+        assert system.stacks[0].data[0] == bytes([1]) * half + bytes([2]) * half
+    else:
+        assert allocs(log)[1] == ("b", 1)
+        assert w1.error and system.stats["strict_errors"] == 2
+        # errored in its first FLUSH cycle 14: RETURN 15, C1 15, C2 16, R 18, K 19
+        assert w1.t_done == 20
+        assert system.stats["page_programs_ok"] == 0
+
+
+@pytest.mark.parametrize("after,hit", [(1, True), (2, False)])
+def test_dp6_read_dispatched_at_tc_plus_1_still_merges(after, hit):
+    """An MSHR entry is RETURN from tc + 2: a read dispatched in tc + 1 merges and answers
+    the cycle after the first; one dispatched in tc + 2 allocates a new entry."""
+    cfg = deep()
+    tc = 100 + 6 + cfg.t_read_ticks
+    spec = [("R", 0, 0, 32, 100), ("R", 0, 64, 32, tc + after - 2)]
+    system, done, log = run(cfg, spec)
+    r1, r2 = done[0], done[1]
+    assert r1.entry_info[2] == tc and r2.t_map == tc + after
+    assert r2.mshr_hit is hit
+    if hit:
+        assert r2.t_done == r1.t_done + 1 == tc + 8
+    assert len([e for e in log if e[1] == "cmd"]) == (1 if hit else 2)
+
+
+def test_dp7_first_waiters_of_consecutive_entries_back_to_back():
+    """Entries pile up in RETURN while the consumer holds ``resp.ready`` low: five early
+    ones fill E, K, R and C2; a late entry with three waiters arrives while C1 is empty
+    (C1 takes it at once). From the release every cycle answers one request: C2 holds the
+    next entry while the cursor drains the current one."""
+    cfg = deep(channels=4)
+    spec = [("R", p, 0, 32, p) for p in range(5)]
+    spec += [("R", 5, 32 * k, 32, 15_000 + k) for k in range(3)]     # one entry, 3 waiters
+    release = 30_000
+    system, done, _ = run(cfg, spec, resp_ready=lambda t: t >= release)
+    assert max(r.entry_info[2] for r in done.values()) + 10 < release
+    assert [done[i].mshr_hit for i in range(5, 8)] == [False, True, True]
+    order = sorted(done.values(), key=lambda r: r.t_done)
+    assert [r.t_done for r in order] == list(range(release, release + 8))
+    assert [r.id for r in order] == list(range(8))
+
+
+def test_dp7_completion_to_response_without_stall():
+    """Completion -> first response: 7 cycles for a read, 6 for a write acknowledgement."""
+    cfg = deep()
+    _, done, _ = run(cfg, [("R", 0, 0, 32, 0), ("W", 9, 0, PAGE_BYTES, 20_000)])
+    assert done[0].t_done - done[0].entry_info[2] == 7
+    assert done[1].t_done - done[1].entry_info[2] == 6
+
+
+def test_dp1_dp2_allocation_to_enqueue_two_cycles():
+    """Reads of different pages on one channel, one per cycle: each entry is enqueued two
+    cycles after its allocation (standard: one) and commands leave one per cycle."""
+    cfg = deep()
+    pages = (0, 2, 4, 6)             # channel 0, subarrays 0..3
+    _, done, log = run(cfg, [("R", p, 0, 32, i) for i, p in enumerate(pages)])
+    for i in range(4):
+        assert done[i].entry_info[0] == done[i].t_map + 2
+    assert [e[0] for e in log if e[1] == "cmd"] == [6, 7, 8, 9]
+
+
+# ------------------------------------------------------------------ randomized workloads
+ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(0, 127),
+                         st.integers(0, 40)), min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=ops, sched=st.sampled_from(SCHEDULERS),
+       placement=st.sampled_from(["interleave", "grouped", "contiguous"]),
+       tot=st.sampled_from([0, 2]), pc=st.sampled_from([0, 2]))
+def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc):
+    """Every request answered exactly once, in-order ingress, one response per cycle, and
+    every read returns the last whole-page write of its page before it."""
+    cfg = deep(channels=4, subarrays_per_channel=2, active_per_channel=1, active_total=tot,
+               admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
+               scheduler=sched, placement=placement, page_cache_pages=pc, cache_hit_ticks=1,
+               write_drain_high_water=1, write_deadline_ticks=30, t_read_us=0.1,
+               t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
+               capacity_bytes=4 * 2 * 4 * PAGE_BYTES * 4)
+    reqs, t = [], 0
+    for i, (op, page, sector, gap) in enumerate(ops):
+        t += gap
+        addr = cfg.base_address + page * PAGE_BYTES
+        if op == "W":
+            reqs.append(Request(i, "W", addr, PAGE_BYTES, 0, t,
+                                bytes([i % 250 + 1]) * PAGE_BYTES))
+        else:
+            reqs.append(Request(i, "R", addr + 32 * sector, 32, 0, t))
+    system = HbfSystem(cfg)
+    system.run_requests(reqs)
+    done = system.completed
+    assert sorted(r.id for r in done) == list(range(len(reqs)))
+    assert not any(r.error for r in done)
+    ticks = [r.t_done for r in done]
+    assert len(set(ticks)) == len(ticks)
+    by_accept = sorted(done, key=lambda r: r.t_accept)
+    assert [r.id for r in by_accept] == list(range(len(reqs)))
+    last = {}
+    for r in by_accept:
+        page = (r.addr - cfg.base_address) // PAGE_BYTES
+        if r.op == "W":
+            last[page] = r.data[0]
+        else:
+            want = bytes([last[page]]) * 32 if page in last else None
+            assert r.data == want, (r, last.get(page))
+        assert r.t_done > r.t_accept >= r.arrival
+
+
+wops = st.lists(st.tuples(st.sampled_from("RWW"), st.integers(0, 5), st.integers(0, 4095),
+                          st.integers(1, 1024), st.integers(0, 30)), min_size=1, max_size=50)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
+       deadline_ticks=st.integers(1, 300), wb=st.integers(1, 3),
+       stacks=st.sampled_from([1, 2]))
+def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks):
+    """Partial writes under both policies, tiny write buffers (pressure), short deadlines
+    (decisions next to merges): every request answered once, no read errors, none at all
+    under ``partial``, flushes counted once per programmed or errored entry."""
+    cfg = deep(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
+               mshr_entries=2, write_buffer_entries=wb, queue_depth=2,
+               write_timeout_policy=policy, write_deadline_ticks=deadline_ticks,
+               t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,
+               capacity_bytes=stacks * 2 * 2 * 4 * PAGE_BYTES * 4)
+    reqs, t = [], 0
+    for i, (op, page, off, n, gap) in enumerate(ops):
+        t += gap
+        n = min(n, PAGE_BYTES - off)
+        addr = cfg.base_address + page * PAGE_BYTES + off
+        reqs.append(Request(i, op, addr, n, i % 4, t, bytes([7]) * n if op == "W" else None))
+    system = HbfSystem(cfg)
+    system.run_requests(reqs)
+    done = system.completed
+    assert sorted(r.id for r in done) == list(range(len(reqs)))
+    assert not any(r.error for r in done if r.op == "R")
+    if policy == "partial":
+        assert not any(r.error for r in done)
+    ticks = [r.t_done for r in done]
+    assert len(set(ticks)) == len(ticks)
+    st_ = system.stats
+    flushes = sum(st_["flush_" + c] for c in ("full", "raw", "pressure", "deadline", "drain"))
+    assert flushes == st_["page_programs_ok"] + st_["strict_errors"] + st_["media_errors"]
+
+
+def _outcome(system):
+    return sorted((r.id, r.t_accept, r.t_map, r.t_done, r.entry_info, r.mshr_hit,
+                   r.buffer_hit, r.cache_hit, r.error, r.data) for r in system.completed)
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
+       deadline_ticks=st.integers(1, 60), wb=st.integers(1, 3), pc=st.sampled_from([0, 2]))
+def test_random_event_skipping_changes_nothing(ops, policy, deadline_ticks, wb, pc):
+    """C3: the run with cycle skipping equals a run that evaluates every cycle, request
+    for request, so every delayed effect of DP1-DP7 has its wake-up (``next_timer``)."""
+    cfg = deep(channels=2, subarrays_per_channel=2, admission=8, mshr_entries=2,
+               write_buffer_entries=wb, queue_depth=2, write_timeout_policy=policy,
+               write_deadline_ticks=deadline_ticks, page_cache_pages=pc, cache_hit_ticks=3,
+               t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
+               capacity_bytes=2 * 2 * 4 * PAGE_BYTES * 4)
+    out = []
+    for every_cycle in (False, True):
+        reqs, t = [], 0
+        for i, (op, page, off, n, gap) in enumerate(ops):
+            t += gap
+            n = min(n, PAGE_BYTES - off)
+            addr = cfg.base_address + page * PAGE_BYTES + off
+            reqs.append(Request(i, op, addr, n, 0, t, bytes([i % 250 + 1]) * n
+                                if op == "W" else None))
+        system = HbfSystem(cfg)
+        if every_cycle:
+            skip = system._next_tick
+            system._next_tick = lambda t, skip=skip: None if skip(t) is None else t + 1
+        system.run_requests(reqs)
+        out.append(_outcome(system))
+    assert out[0] == out[1]
