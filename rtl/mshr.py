@@ -130,6 +130,8 @@ class Mshr(wiring.Component):
         n, c = cfg.mshr_entries, cfg.channels
         v2 = {"launched": In(event_layout(w.mshr_index)),
               "disp_match": In(n)} if cfg.contract == 2 else {}
+        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
+            v2["w_entry"] = Out(n)
         if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
             super().__init__({
                 "launched": In(event_layout(w.mshr_index)).array(P),
@@ -166,6 +168,10 @@ class Mshr(wiring.Component):
         return self._cfg
 
     def elaborate(self, platform):
+        if getattr(self._cfg, "pipeline", "standard") == "deep" and self._ports == 1:
+            from hbfsim.rtl.mshr_deep import elaborate_deep
+
+            return elaborate_deep(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n, channels = cfg.mshr_entries, cfg.channels

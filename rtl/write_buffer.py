@@ -275,6 +275,8 @@ class WriteBuffer(wiring.Component):
               "is_open": Out(m)} if cfg.contract == 2 else {}
         if self._sectors_in:   # the byte range's sectors, decoded by the neighbour
             v2["disp_sectors"] = In(sectors_layout(sector_bytes))
+        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
+            v2["w_entry"] = Out(m)
         super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),
@@ -309,6 +311,10 @@ class WriteBuffer(wiring.Component):
             from hbfsim.rtl.write_buffer_ports import elaborate_ports
 
             return elaborate_ports(self)
+        if getattr(self._cfg, "pipeline", "standard") == "deep":
+            from hbfsim.rtl.write_buffer_deep import elaborate_deep
+
+            return elaborate_deep(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n = cfg.write_buffer_entries
