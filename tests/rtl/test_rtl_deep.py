@@ -138,3 +138,16 @@ def test_deep_changes_only_the_deep_verilog():
     for name in ("w_onehot", "free_list_count", "c1_valid", "cursor_valid", "flush_dec0",
                  "offer_fifo0_count", "inflight_count", "ring_rd"):
         assert name in deep, name
+
+
+def test_deadline_counts_from_the_dispatch_cycle():
+    """DP1: ``deadline = tm + write_deadline_ticks`` (W writes the entry in tm + 1): a lone
+    partial write under the partial policy, dispatched tm = ta+2, decided for ``deadline`` in
+    tm + D, FLUSH tm+D+2, O_c tm+D+3, enqueue tm+D+4, command tm+D+6 (a read of another
+    page arriving later keeps ``drain`` low)."""
+    cfg = deep_config(write_timeout_policy="partial")
+    late = 3 + cfg.write_deadline_ticks + 20
+    rtl, cmds = run_rtl(cfg, [("W", 5, 0, 32, 3), ("R", 9, 0, 32, late)], sector_bytes=32)
+    tm = 3 + 2
+    assert cmds[0][0] == tm + cfg.write_deadline_ticks + 6 and cmds[0][3] == 1
+    assert rtl[0][4] == 0
