@@ -118,6 +118,14 @@ class Mshr(wiring.Component):
         on ``disp``): bit ``i`` when entry ``i`` held the page at the lookup or was
         allocated for it since. The table qualifies it (kept only while the entry is
         mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
+    w_entry : ``Out(mshr_entries)``
+        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        register writes in this cycle (one-hot; M's allocation of the last cycle), for the
+        controller's forwarding into M's match vector. Under deep ``tags`` and ``pending``
+        include that entry, the offers leave per channel in allocation order (DP2), free
+        entries are allocated from a free list (DP4), issue and completion take effect a
+        cycle later (DP6) and ``ret`` is fed by C1 / C2 / a cursor (DP7):
+        :mod:`hbfsim.rtl.mshr_deep`.
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),

@@ -59,6 +59,10 @@ class ResponseArbiter(wiring.Component):
     ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
     ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
 
+    Under ``pipeline = "deep"`` (docs/timing-contract-deep.md DP7) every waiter R takes
+    spends at least one cycle in R: K takes only from R, so the admission store's read
+    address (``slot_next``) is R's or K's register, never a table's offer.
+
     Parameters
     ----------
     cfg : HbfConfig

@@ -212,6 +212,13 @@ class WriteBuffer(wiring.Component):
         pages.
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
+    w_entry : ``Out(write_buffer_entries)``
+        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        register writes in this cycle (one-hot), for the controller's forwarding into M's
+        vectors; ``tags``, ``in_use`` and ``is_open`` include it. Under deep the flush
+        decisions are registered (DP5), offers come from a register per channel (DP3), free
+        entries from a free list (DP4) and ``ret`` from C1 / C2 / a cursor (DP7):
+        :mod:`hbfsim.rtl.write_buffer_deep`.
 
     Raises
     ------
