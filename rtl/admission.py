@@ -147,7 +147,17 @@ class Admission(wiring.Component):
             # next-state count, so that ``req.ready`` is a register output
             room = Signal(init=1, name="room")
             after = Signal(range(n + 2), name="inflight_next")
-            m.d.comb += after.eq(tree_sum(used) + take - self.release.valid)
+            if getattr(self._cfg, "pipeline", "standard") == "deep":
+                # the count kept in a register of its own, not a population count of the
+                # used bits (docs/rtl.md "Issue 12, part C", (h): the same values, a
+                # shorter path)
+                count = Signal(range(n + 1), name="inflight_count")
+                m.d.comb += after.eq(count + take - self.release.valid)
+                m.d.sync += count.eq(after)
+                invariant(m, self._checks, count == tree_sum(used),
+                          "the registered admission count differs from the used slots")
+            else:
+                m.d.comb += after.eq(tree_sum(used) + take - self.release.valid)
             m.d.sync += room.eq(after < n)
             m.d.comb += self.alloc_ready.eq(room)
             invariant(m, self._checks, room == any_free,

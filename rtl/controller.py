@@ -48,11 +48,19 @@ def check_supported(cfg: HbfConfig) -> None:
     :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in both shapes
-    (the configuration already refuses them under contract 1).
+    (the configuration already refuses them under contract 1). Amendment A
+    (``pipeline = "deep"``, docs/timing-contract-deep.md) is implemented in the stack shape
+    (:mod:`hbfsim.rtl.controller_deep`); the channel shape refuses it.
     """
-    if getattr(cfg, "pipeline", "standard") != "standard":
-        raise ValueError(f"pipeline = {cfg.pipeline!r}: the RTL implements only pipeline = "
-                         "'standard' so far (docs/timing-contract-deep.md)")
+    pipeline = getattr(cfg, "pipeline", "standard")
+    if pipeline not in ("standard", "deep"):
+        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
+    if pipeline == "deep" and (cfg.contract != 2
+                               or getattr(cfg, "host_ports", "stack") != "stack"):
+        raise ValueError(f"pipeline = 'deep' with host_ports = {cfg.host_ports!r}: the RTL "
+                         "implements Amendment A in the stack shape only "
+                         "(docs/timing-contract-deep.md); use host_ports = 'stack' "
+                         "with contract = 2")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "
@@ -189,6 +197,10 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         if self.ports > 1:
             return elaborate_channel_shape(self)
+        if getattr(self._cfg, "pipeline", "standard") == "deep":
+            from hbfsim.rtl.controller_deep import elaborate_deep
+
+            return elaborate_deep(self)
         if self._cfg.contract == 2:
             return self._elaborate_v2()
         m = Module()

@@ -8,10 +8,11 @@ list is empty; otherwise the lowest-index entry in RETURN).
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_waiters", "grant_free", "offer_enqueues",
-           "offer_enqueues_onehot"]
+__all__ = ["check_waiters", "drain_cursor", "drain_waiters", "free_list", "grant_free",
+           "offer_enqueues", "offer_enqueues_onehot", "offer_fifo", "offer_registered"]
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, protocol
 from hbfsim.rtl.logic import (lowest_onehot, lowest_set, named, onehot_index,
@@ -200,6 +201,206 @@ def drain_waiters(m, ret, ret_sel, ret_locked, in_return, head, tail, target, er
         with m.If(ret_sel & ret.valid):
             m.d.sync += [locked.eq(~(pop & last)), lock_index.eq(cur)]
     return pop, cur, last, locked
+
+
+def _ring_next(ptr, n: int):
+    """``ptr + 1`` modulo ``n`` (a ring pointer of a FIFO of ``n`` words)."""
+    return Mux(ptr == n - 1, 0, ptr + 1)
+
+
+def free_list(m, n: int, push, push_index, name: str):
+    """A pool's free list (docs/timing-contract-deep.md DP4): a FIFO of free entry indices.
+
+    ``0, 1, ..., n - 1`` at reset; ``push`` appends ``push_index`` at the end of the cycle
+    (the launch that frees an entry, allocatable from the next cycle); an allocation takes
+    the head. The FIFO is a LUT-RAM of ``n`` words read at a registered pointer, and
+    "not empty" is a flip-flop computed from the next count, so ``disp.ready`` comes from
+    a register (the amendment's second difference from the what-if).
+
+    Returns
+    -------
+    (any_free, index, onehot, pop, count) : the registered flag, the head entry (binary and
+    one-hot), a function ``pop(allocate)`` to call once with the allocation, and the count
+    register (for checks)
+    """
+    ib = range(max(2, n))
+    fifo = memory.Memory(shape=ib, depth=n, init=list(range(n)))
+    m.submodules[name] = fifo
+    wp, rp = fifo.write_port(), fifo.read_port(domain="comb")
+    wr = Signal(ib, name=f"{name}_wr")
+    rd = Signal(ib, name=f"{name}_rd")
+    count = Signal(range(n + 1), init=n, name=f"{name}_count")
+    nonempty = Signal(init=1, name=f"{name}_nonempty")
+    m.d.comb += [wp.addr.eq(wr), wp.data.eq(push_index), wp.en.eq(push), rp.addr.eq(rd)]
+    with m.If(push):
+        m.d.sync += wr.eq(_ring_next(wr, n))
+    index = named(m, rp.data, f"{name}_head")
+    onehot = [named(m, index == i, f"{name}_head{i}") for i in range(n)]
+
+    def pop(allocate):
+        nxt = Signal(range(n + 2), name=f"{name}_next")
+        m.d.comb += nxt.eq(count + push - allocate)
+        m.d.sync += [count.eq(nxt), nonempty.eq(nxt != 0)]
+        with m.If(allocate):
+            m.d.sync += rd.eq(_ring_next(rd, n))
+    return nonempty, index, onehot, pop, count
+
+
+def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
+    """One channel's MSHR offers in allocation order (docs/timing-contract-deep.md DP2).
+
+    A FIFO (LUT-RAM, ``n`` words of entry index, subarray and channel-local page) written
+    by ``push`` (the W register's allocation of an entry of this channel, so the entry is
+    offered from the cycle after W's write) and read at a registered pointer: the head is
+    the offer, no priority encoder. The handshake on ``port`` pops it.
+
+    Returns
+    -------
+    (fire, index, count) : the handshake, the offered entry, the occupancy register
+    """
+    layout = data.StructLayout({"index": range(max(2, n)),
+                                "subarray": push_target.subarray.shape(),
+                                "local": push_target.local.shape()})
+    fifo = memory.Memory(shape=layout, depth=n, init=[])
+    m.submodules[name] = fifo
+    wp, rp = fifo.write_port(), fifo.read_port(domain="comb")
+    ib = range(max(2, n))
+    wr = Signal(ib, name=f"{name}_wr")
+    rd = Signal(ib, name=f"{name}_rd")
+    count = Signal(range(n + 1), name=f"{name}_count")
+    nonempty = Signal(name=f"{name}_nonempty")
+    fire = Signal(name=f"{name}_fire")
+    m.d.comb += [
+        wp.addr.eq(wr), wp.en.eq(push), wp.data.index.eq(push_index),
+        wp.data.subarray.eq(push_target.subarray), wp.data.local.eq(push_target.local),
+        rp.addr.eq(rd),
+        fire.eq(nonempty & port.ready),
+        port.valid.eq(nonempty),
+        port.payload.tag.kind.eq(kind),
+        port.payload.tag.index.eq(rp.data.index),
+        port.payload.subarray.eq(rp.data.subarray),
+        port.payload.page.eq(rp.data.local),
+    ]
+    nxt = Signal(range(n + 2), name=f"{name}_next")
+    m.d.comb += nxt.eq(count + push - fire)
+    m.d.sync += [count.eq(nxt), nonempty.eq(nxt != 0)]
+    with m.If(push):
+        m.d.sync += wr.eq(_ring_next(wr, n))
+    with m.If(fire):
+        m.d.sync += rd.eq(_ring_next(rd, n))
+    return fire, rp.data.index, count
+
+
+def offer_registered(m, enq_ports, cand, target, kind):
+    """Per channel an offer register ``O_c`` (docs/timing-contract-deep.md DP3).
+
+    In a cycle in which ``O_c`` is empty or the arbiter takes its entry, ``O_c`` takes the
+    lowest-index candidate of channel ``c`` other than the entry it holds (or becomes
+    empty); the entry is offered from the next cycle, so the arbiter and the channel queue
+    read registers only.
+
+    Returns
+    -------
+    (enq_fire, enq_index, held) : per channel the handshake, the offered entry and the
+    register's (valid, index) pair
+    """
+    n = len(cand)
+    enq_fire, enq_index, held = [], [], []
+    for c, port in enumerate(enq_ports):
+        hv = Signal(name=f"offer_valid{c}")
+        hi = Signal(range(max(2, n)), name=f"offer_index{c}")
+        ht = Signal(target[0].shape(), name=f"offer_target{c}")
+        pick = [named(m, cand[i] & (target[i].channel == c) & ~(hv & (hi == i)),
+                      f"offer_cand{c}_{i}") for i in range(n)]
+        valid, index = lowest_set(m, pick, f"offer_next{c}")
+        fire = named(m, hv & port.ready, f"enq_fire{c}")
+        with m.If(~hv | fire):
+            m.d.sync += [hv.eq(valid), hi.eq(index),
+                         ht.eq(select(m, target, index, f"offer_next_target{c}"))]
+        m.d.comb += [
+            port.valid.eq(hv),
+            port.payload.tag.kind.eq(kind),
+            port.payload.tag.index.eq(hi),
+            port.payload.subarray.eq(ht.subarray),
+            port.payload.page.eq(ht.local),
+        ]
+        enq_fire.append(fire)
+        enq_index.append(hi)
+        held.append((hv, hi))
+    return enq_fire, enq_index, held
+
+
+def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_rd,
+                 buffer_hit=None):
+    """The response choice of one table in registered stages (docs/timing-contract-deep.md
+    DP7): ``C1`` chooses, ``C2`` reads the entry, a cursor drains its further waiters.
+
+    ``C1`` takes, when empty or when its entry moves on, the lowest-index entry of
+    ``in_return`` (RETURN with a waiter not yet taken) not held in ``C1``, ``C2`` or the
+    cursor, and holds it until ``C2`` takes it (the amendment's first difference from the
+    what-if, whose ``C1`` chose again every cycle). ``C2`` takes ``C1``'s entry when empty
+    or when its first waiter is taken, reading head, tail and flags. The offer is the
+    cursor's next waiter while the cursor holds an entry, else ``C2``'s first waiter; after
+    ``C2``'s first waiter is taken an entry with more waiters moves into the cursor, which
+    follows the successor memory (``link_rd``) one waiter per cycle. Nothing on the offer's
+    path reads the table's ``head`` (the entry's ``head`` stays its first waiter).
+
+    Returns
+    -------
+    (pop, cur, last, regs) : the handshake, the entry offered, whether it is its last
+    waiter, and a dict of the stage registers (``v1``, ``i1``, ``v2``, ``i2``,
+    ``locked``, ``lock_index``, ``lk_head``) for checks
+    """
+    n = len(in_return)
+    ib = range(max(2, n))
+    v1, i1 = Signal(name="c1_valid"), Signal(ib, name="c1_index")
+    v2, i2 = Signal(name="c2_valid"), Signal(ib, name="c2_index")
+    h2 = Signal.like(head[0], name="c2_head")
+    t2 = Signal.like(tail[0], name="c2_tail")
+    ch2 = Signal.like(target[0].channel, name="c2_channel")
+    bh2, er2 = Signal(name="c2_buffer_hit"), Signal(name="c2_error")
+    locked, lock_index = Signal(name="cursor_valid"), Signal(ib, name="cursor_index")
+    lk_head = Signal.like(head[0], name="cursor_head")
+    lk_tail = Signal.like(tail[0], name="cursor_tail")
+    lk_ch = Signal.like(target[0].channel, name="cursor_channel")
+    lk_bh, lk_er = Signal(name="cursor_buffer_hit"), Signal(name="cursor_error")
+
+    pick = [named(m, in_return[i] & ~(v1 & (i1 == i)) & ~(v2 & (i2 == i))
+                  & ~(locked & (lock_index == i)), f"c1_cand{i}") for i in range(n)]
+    nv, ni = lowest_set(m, pick, "c1_next")
+    cur = named(m, Mux(locked, lock_index, i2), "cur")
+    cur_head = named(m, Mux(locked, lk_head, h2), "cur_head")
+    last = named(m, Mux(locked, lk_head == lk_tail, h2 == t2), "last")
+    m.d.comb += [
+        ret.valid.eq(locked | v2),
+        ret.payload.index.eq(cur),
+        ret.payload.slot.eq(cur_head),
+        ret.payload.channel.eq(Mux(locked, lk_ch, ch2)),
+        ret.payload.last.eq(last),
+        ret.payload.buffer_hit.eq(Mux(locked, lk_bh, bh2) if buffer_hit is not None else 0),
+        ret.payload.error.eq(Mux(locked, lk_er, er2)),
+        link_rd.addr.eq(cur_head),
+        ret_locked.eq(locked),
+    ]
+    pop = named(m, ret.valid & ret.ready, "pop")
+    # C2 is free when empty or when its first waiter is taken (the cursor is empty then)
+    c2_free = named(m, ~v2 | (pop & ~locked), "c2_free")
+    with m.If(c2_free):
+        m.d.sync += [v2.eq(v1), i2.eq(i1),
+                     h2.eq(select(m, head, i1, "c1_head")),
+                     t2.eq(select(m, tail, i1, "c1_tail")),
+                     ch2.eq(select(m, target, i1, "c1_target").channel),
+                     bh2.eq(Array(buffer_hit)[i1] if buffer_hit is not None else 0),
+                     er2.eq(Array(error)[i1])]
+    with m.If(~v1 | c2_free):
+        m.d.sync += [v1.eq(nv), i1.eq(ni)]
+    with m.If(pop):
+        m.d.sync += [locked.eq(~last), lock_index.eq(cur), lk_head.eq(link_rd.data)]
+        with m.If(~locked):
+            m.d.sync += [lk_tail.eq(t2), lk_ch.eq(ch2), lk_bh.eq(bh2), lk_er.eq(er2)]
+    regs = dict(v1=v1, i1=i1, v2=v2, i2=i2, locked=locked, lock_index=lock_index,
+                lk_head=lk_head)
+    return pop, cur, last, regs
 
 
 def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: str) -> None:

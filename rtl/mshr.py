@@ -118,6 +118,14 @@ class Mshr(wiring.Component):
         on ``disp``): bit ``i`` when entry ``i`` held the page at the lookup or was
         allocated for it since. The table qualifies it (kept only while the entry is
         mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
+    w_entry : ``Out(mshr_entries)``
+        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        register writes in this cycle (one-hot; M's allocation of the last cycle), for the
+        controller's forwarding into M's match vector. Under deep ``tags`` and ``pending``
+        include that entry, the offers leave per channel in allocation order (DP2), free
+        entries are allocated from a free list (DP4), issue and completion take effect a
+        cycle later (DP6) and ``ret`` is fed by C1 / C2 / a cursor (DP7):
+        :mod:`hbfsim.rtl.mshr_deep`.
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
@@ -130,6 +138,8 @@ class Mshr(wiring.Component):
         n, c = cfg.mshr_entries, cfg.channels
         v2 = {"launched": In(event_layout(w.mshr_index)),
               "disp_match": In(n)} if cfg.contract == 2 else {}
+        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
+            v2["w_entry"] = Out(n)
         if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
             super().__init__({
                 "launched": In(event_layout(w.mshr_index)).array(P),
@@ -166,6 +176,10 @@ class Mshr(wiring.Component):
         return self._cfg
 
     def elaborate(self, platform):
+        if getattr(self._cfg, "pipeline", "standard") == "deep" and self._ports == 1:
+            from hbfsim.rtl.mshr_deep import elaborate_deep
+
+            return elaborate_deep(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n, channels = cfg.mshr_entries, cfg.channels

@@ -59,6 +59,10 @@ class ResponseArbiter(wiring.Component):
     ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
     ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
 
+    Under ``pipeline = "deep"`` (docs/timing-contract-deep.md DP7) every waiter R takes
+    spends at least one cycle in R: K takes only from R, so the admission store's read
+    address (``slot_next``) is R's or K's register, never a table's offer.
+
     Parameters
     ----------
     cfg : HbfConfig
@@ -288,7 +292,10 @@ class ResponseArbiter(wiring.Component):
 
         # a waiter taken while K is free goes straight to K; else it waits in R
         r_to_k = r_valid & k_free
-        new_to_k = ~r_valid & take & k_free
+        deep = getattr(cfg, "pipeline", "standard") == "deep"
+        # DP7: under deep every waiter spends a cycle in R, so the admission store's read
+        # address is R's register (nothing of the tables' offer reaches it)
+        new_to_k = ~r_valid & take & k_free if not deep else 0
         m.d.sync += k_valid.eq(r_to_k | new_to_k | (k_valid & ~launch))
         # v2 §8, §16 (S5): the slot K holds in the next cycle, for the admission store's
         # synchronous read (R issues the read, K uses the data)
@@ -297,11 +304,17 @@ class ResponseArbiter(wiring.Component):
             m.d.sync += k.eq(r)
         with m.Elif(new_to_k):
             m.d.sync += k.eq(chosen)
-        with m.If(r_valid):
-            with m.If(k_free):
-                m.d.sync += [r_valid.eq(take), r.eq(chosen)]
-        with m.Elif(take & ~k_free):
-            m.d.sync += [r_valid.eq(1), r.eq(chosen)]
+        if deep:
+            with m.If(take):
+                m.d.sync += [r_valid.eq(1), r.eq(chosen)]
+            with m.Elif(r_to_k):
+                m.d.sync += r_valid.eq(0)
+        else:
+            with m.If(r_valid):
+                with m.If(k_free):
+                    m.d.sync += [r_valid.eq(take), r.eq(chosen)]
+            with m.Elif(take & ~k_free):
+                m.d.sync += [r_valid.eq(1), r.eq(chosen)]
 
         # ---- E: the response port; the handshake releases the request slot (§4.1) ----
         out = egress.out.payload
@@ -324,7 +337,11 @@ class ResponseArbiter(wiring.Component):
                   "a locked MSHR lost the port (§8)")
         invariant(m, checks, ~self.wb_locked | ~take | sel_wb,
                   "a locked write buffer lost the port (§8)")
-        invariant(m, checks, ~r_valid | k_valid, "R holds a waiter while K is empty")
+        if deep:   # DP7: R may hold a waiter while K is empty, for one cycle only
+            invariant(m, checks, ~r_valid | k_valid | r_to_k,
+                      "R holds a waiter while K is empty and does not hand it to K (DP7)")
+        else:
+            invariant(m, checks, ~r_valid | k_valid, "R holds a waiter while K is empty")
         cover(m, checks, k_valid & ~positive, "a launch waits for link credit")
         cover(m, checks, k_valid & positive & ~egress.inp.ready, "a launch waits: E full")
         cover(m, checks, r_valid, "R holds a waiter behind K")

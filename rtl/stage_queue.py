@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["StageQueue"]
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,6 +36,12 @@ class StageQueue(wiring.Component):
         Entries (2 for every queue of contract 2).
     checks : bool or "formal"
         Properties (:mod:`hbfsim.rtl.checks`): occupancy within ``0..depth``.
+    ring : bool
+        Keep the items in a ring (written at a write pointer, the head read at a read
+        pointer through a ``depth``:1 multiplexer; a pop moves no item) instead of a shift
+        register: the same items in the same cycles. The controller's ingress queue under
+        ``pipeline = "deep"`` uses it (docs/rtl.md "Issue 12, part C", the what-if's (k): no
+        shift path from a pop to every item).
 
     Members
     -------
@@ -47,9 +53,11 @@ class StageQueue(wiring.Component):
         Items held (observability; the controller's ``m_valid`` and the system's).
     """
 
-    def __init__(self, layout, *, depth: int = 2, checks: bool | str = True):
+    def __init__(self, layout, *, depth: int = 2, checks: bool | str = True,
+                 ring: bool = False):
         if not (isinstance(depth, int) and depth >= 1):
             raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        self._ring = bool(ring)
         self._layout = layout
         self._depth = depth
         self._checks = check_mode(checks)
@@ -76,7 +84,7 @@ class StageQueue(wiring.Component):
         m.d.comb += [
             self.inp.ready.eq(room),
             self.out.valid.eq(occ != 0),
-            self.out.payload.eq(items[0]),
+            self.out.payload.eq(items[0]) if not self._ring else [],
             self.occupancy.eq(occ),
             push.eq(self.inp.valid & self.inp.ready),
             pop.eq(self.out.valid & self.out.ready),
@@ -84,8 +92,10 @@ class StageQueue(wiring.Component):
         occ_next = Signal(range(depth + 2))
         m.d.comb += occ_next.eq(occ + push - pop)
         m.d.sync += [occ.eq(occ_next), room.eq(occ_next < depth)]
+        if self._ring:
+            self._ring_items(m, items, push, pop)
         write_pos = occ - pop
-        for k in range(depth):
+        for k in range(depth if not self._ring else 0):
             with m.If(push & (write_pos == k)):
                 m.d.sync += items[k].eq(self.inp.payload)
             with m.Elif(pop):
@@ -97,3 +107,17 @@ class StageQueue(wiring.Component):
         cover(m, checks, ~self.inp.ready, "stage queue full")
         cover(m, checks, push & pop, "stage queue takes and hands on in one cycle")
         return m
+
+    def _ring_items(self, m, items, push, pop) -> None:
+        """The items as a ring: ``push`` writes at ``ring_wr``, the head is ``items[ring_rd]``."""
+        depth = self._depth
+        wr = Signal(range(max(2, depth)), name="ring_wr")
+        rd = Signal(range(max(2, depth)), name="ring_rd")
+        m.d.comb += self.out.payload.eq(Array(items)[rd])
+        with m.If(push):
+            m.d.sync += wr.eq(Mux(wr == depth - 1, 0, wr + 1))
+        with m.If(pop):
+            m.d.sync += rd.eq(Mux(rd == depth - 1, 0, rd + 1))
+        for k in range(depth):
+            with m.If(push & (wr == k)):
+                m.d.sync += items[k].eq(self.inp.payload)

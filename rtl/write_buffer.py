@@ -212,6 +212,13 @@ class WriteBuffer(wiring.Component):
         pages.
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
+    w_entry : ``Out(write_buffer_entries)``
+        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        register writes in this cycle (one-hot), for the controller's forwarding into M's
+        vectors; ``tags``, ``in_use`` and ``is_open`` include it. Under deep the flush
+        decisions are registered (DP5), offers come from a register per channel (DP3), free
+        entries from a free list (DP4) and ``ret`` from C1 / C2 / a cursor (DP7):
+        :mod:`hbfsim.rtl.write_buffer_deep`.
 
     Raises
     ------
@@ -275,6 +282,8 @@ class WriteBuffer(wiring.Component):
               "is_open": Out(m)} if cfg.contract == 2 else {}
         if self._sectors_in:   # the byte range's sectors, decoded by the neighbour
             v2["disp_sectors"] = In(sectors_layout(sector_bytes))
+        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
+            v2["w_entry"] = Out(m)
         super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),
@@ -309,6 +318,10 @@ class WriteBuffer(wiring.Component):
             from hbfsim.rtl.write_buffer_ports import elaborate_ports
 
             return elaborate_ports(self)
+        if getattr(self._cfg, "pipeline", "standard") == "deep":
+            from hbfsim.rtl.write_buffer_deep import elaborate_deep
+
+            return elaborate_deep(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n = cfg.write_buffer_entries
