@@ -223,18 +223,26 @@ def free_list(m, n: int, push, push_index, name: str):
     one-hot), a function ``pop(allocate)`` to call once with the allocation, and the count
     register (for checks)
     """
+    # A reset does not reach a RAM's words, so the FIFO at reset is not "0 .. n - 1 in a
+    # memory": the entries never allocated since reset come from a counter (``fresh``, in
+    # index order), and the RAM holds only the entries freed since. The logical FIFO is
+    # ``fresh .. n - 1`` followed by the RAM's queue, so the head is the counter while it
+    # has entries left: exactly DP4's FIFO of ``0 .. n - 1`` at every reset, not only at
+    # power-on (a co-simulation runs many scenarios with a reset between them).
     ib = range(max(2, n))
-    fifo = memory.Memory(shape=ib, depth=n, init=list(range(n)))
+    fifo = memory.Memory(shape=ib, depth=n, init=[])
     m.submodules[name] = fifo
     wp, rp = fifo.write_port(), fifo.read_port(domain="comb")
     wr = Signal(ib, name=f"{name}_wr")
     rd = Signal(ib, name=f"{name}_rd")
+    fresh = Signal(ib, name=f"{name}_fresh")
+    fresh_left = Signal(init=1, name=f"{name}_fresh_left")
     count = Signal(range(n + 1), init=n, name=f"{name}_count")
     nonempty = Signal(init=1, name=f"{name}_nonempty")
     m.d.comb += [wp.addr.eq(wr), wp.data.eq(push_index), wp.en.eq(push), rp.addr.eq(rd)]
     with m.If(push):
         m.d.sync += wr.eq(_ring_next(wr, n))
-    index = named(m, rp.data, f"{name}_head")
+    index = named(m, Mux(fresh_left, fresh, rp.data), f"{name}_head")
     onehot = [named(m, index == i, f"{name}_head{i}") for i in range(n)]
 
     def pop(allocate):
@@ -242,7 +250,10 @@ def free_list(m, n: int, push, push_index, name: str):
         m.d.comb += nxt.eq(count + push - allocate)
         m.d.sync += [count.eq(nxt), nonempty.eq(nxt != 0)]
         with m.If(allocate):
-            m.d.sync += rd.eq(_ring_next(rd, n))
+            with m.If(fresh_left):
+                m.d.sync += [fresh.eq(fresh + 1), fresh_left.eq(fresh != n - 1)]
+            with m.Else():
+                m.d.sync += rd.eq(_ring_next(rd, n))
     return nonempty, index, onehot, pop, count
 
 

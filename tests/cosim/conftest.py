@@ -76,6 +76,18 @@ FULL_CH = FAST_CH + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-
         "sched-write-drain", "sched-partition-1r3w", "sched-partition-2r2w",
         "sched-partition-3r1w", "mix-backpressure", "mix-aggregation", "mix-merge-off",
         "mix-tiny", "mix-link", "mix-1ch", "mix-16ch", "mix-active-total", "mix-sectors")]
+#: Amendment A (docs/timing-contract-deep.md, ``pipeline = "deep"``: stack shape, demand
+#: reads, merging): CI runs RTL set A's directed scenarios and random traffic with the
+#: closed-loop GPU, and the smallest tables (every stall), two builds; HBFSIM_COSIM_FULL=1
+#: adds the shared page, bursts, a slow link, two stacks, 32-byte coverage, 1 and 16
+#: channels and read priority (eight more builds).
+FAST_DEEP = [f"{k}-deep" for k in (
+    "conservation", "coverage", "strict", "read-after-write", "saturation", "sched-fcfs",
+    "mix-backpressure", "gpu-backpressure", "mix-tiny")]
+FULL_DEEP = FAST_DEEP + [f"{k}-deep" for k in (
+    "shared-staging", "burst", "gpu-mshr-grid", "mix-link", "mix-2stacks", "mix-sectors",
+    "gpu-sectors", "conservation-16ch", "mix-16ch", "gpu-16ch", "conservation-1ch",
+    "mix-1ch", "sched-read-priority")]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["conservation-1ch", "mix-1ch", "mix-active-total", "gpu-rw-isolation",
@@ -90,7 +102,8 @@ def full_suite() -> bool:
 
 
 def selected() -> list[str]:
-    return (FULL + FULL_V2 + FULL_CH) if full_suite() else (FAST + FAST_V2 + FAST_CH)
+    return (FULL + FULL_V2 + FULL_CH + FULL_DEEP) if full_suite() else \
+        (FAST + FAST_V2 + FAST_CH + FAST_DEEP)
 
 
 def make(key: str):
