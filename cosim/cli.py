@@ -2,7 +2,8 @@
 
     hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
                       [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
-    hbfsim cosim soak [--requests N] [--seed S] [--contract 2|1] [--sim verilator|icarus]
+    hbfsim cosim soak [--requests N] [--seed S] [--contract 2|1] [--pipeline standard|deep]
+                      [--sim verilator|icarus]
     hbfsim waves list F.vcd
     hbfsim waves request F.vcd --id N
     hbfsim waves check F.vcd --trace T.csv
@@ -74,6 +75,10 @@ def register(subparsers, parser_class=None) -> None:
                       help="timing contract of every run (default 2, the contract in force: "
                            "both shapes and the multi-plane configurations; 1: contract 1's "
                            "configurations, docs/cosim.md)")
+    soak.add_argument("--pipeline", default="standard", choices=("standard", "deep"),
+                      help="contract 2's pipeline (default standard; deep: Amendment A, "
+                           "docs/timing-contract-deep.md, its six stack-shape "
+                           "configurations)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
@@ -230,7 +235,7 @@ def _cmd_soak(a) -> int:
     sim = _sim(a.sim)
     if a.requests < 1:
         raise ValueError(f"--requests must be at least 1, not {a.requests}")
-    cfgs = scenarios.soak_configs(a.contract)
+    cfgs = scenarios.soak_configs(a.contract, a.pipeline)
     rng = random.Random(a.seed)
     per = 400  # requests per run: several seeds per configuration, each run short
     total = a.requests

@@ -630,7 +630,7 @@ def mix(seed: int, n: int = 200) -> Scenario:
                     expect={"responses": n, "answered_once": 1})
 
 
-def soak_configs(contract: int = 1) -> list[HbfConfig]:
+def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfig]:
     """Six configurations that together use every scheduler, read mode, write policy and
     merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap and one
     with two stacks (``cosim soak``).
@@ -640,9 +640,16 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
     traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream), and the six again
     in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
     stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
+
+    ``pipeline = "deep"`` (Amendment A, docs/timing-contract-deep.md) runs the six in the
+    stack shape under contract 2 with demand reads and merging, the modes Amendment A
+    covers so far: every scheduler and write policy, 1-16 channels, the active cap and two
+    stacks.
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
+    if pipeline not in ("standard", "deep"):
+        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
         dict(channels=2, scheduler="read-priority", read_mode="aggregation",
@@ -658,7 +665,12 @@ def soak_configs(contract: int = 1) -> list[HbfConfig]:
              write_timeout_policy="partial", subarrays_per_channel=2),
     ]
     if contract == 1:
+        if pipeline == "deep":
+            raise ValueError("pipeline = 'deep' needs contract = 2")
         return [config(**r) for r in rows]
+    if pipeline == "deep":
+        return [config(**(r | dict(read_mode="demand", mshr_merge=True)), contract=2,
+                       pipeline="deep") for r in rows]
     return [config(**r, contract=2) for r in rows] + \
         [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
         [config(**r, contract=2, host_ports="channel") for r in rows] + \

@@ -143,8 +143,8 @@ class HbfConfig:
         Contract 2's pipeline depth: ``standard`` (docs/timing-contract.md as written, the
         default) or ``deep`` (Amendment A, docs/timing-contract-deep.md: registered
         dispatch, offers, flush decisions and response choice for a controller that closes
-        timing; proposed, implemented so far for the stack shape in demand read mode with
-        MSHR merging and no multi-plane commands, and refused elsewhere by name).
+        timing; proposed; golden model, RTL and co-simulation in the stack shape with
+        demand reads, MSHR merging and no multi-plane commands, refused elsewhere by name).
     hyperpage_window_ticks : int
         How long a queued operation waits for the rest of its megapage under ``multiplane =
         "megaplane"`` (MP4); -1, the default, is ``megaplane_planes`` ticks
