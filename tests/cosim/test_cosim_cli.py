@@ -72,7 +72,8 @@ def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     verilator_or_skip()
     # one configuration (an RTL set the scenario suite builds anyway) keeps this test short;
     # the real soak uses scenarios.soak_configs(): every policy, 1 to 16 channels
-    monkeypatch.setattr(scenarios, "soak_configs", lambda contract=1: [scenarios.config()])
+    monkeypatch.setattr(scenarios, "soak_configs",
+                        lambda contract=1, pipeline="standard": [scenarios.config()])
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
@@ -102,6 +103,25 @@ def test_soak_configurations_cover_every_policy_under_both_contracts():
     assert {c.stacks for c in chan} == {1, 2}     # S * C ports (v2 §2)
     with pytest.raises(ValueError, match="contract must be 1 or 2"):
         scenarios.soak_configs(3)
+
+
+def test_soak_configurations_under_amendment_a():
+    """``--pipeline deep``: the six rows in the stack shape with demand reads and merging
+    (docs/timing-contract-deep.md, Configuration), every scheduler and write policy."""
+    from hbfsim.config import SCHEDULERS
+
+    cfgs = scenarios.soak_configs(2, "deep")
+    assert len(cfgs) == 6
+    assert {(c.contract, c.pipeline, c.host_ports, c.read_mode, c.mshr_merge)
+            for c in cfgs} == {(2, "deep", "stack", "demand", True)}
+    assert {c.scheduler for c in cfgs} >= set(SCHEDULERS)
+    assert {c.write_timeout_policy for c in cfgs} == {"strict", "partial"}
+    assert {c.channels for c in cfgs} == {1, 2, 4, 8, 16}
+    assert max(c.stacks for c in cfgs) == 2
+    with pytest.raises(ValueError, match="pipeline = 'deep' needs contract = 2"):
+        scenarios.soak_configs(1, "deep")
+    with pytest.raises(ValueError, match="pipeline must be standard or deep"):
+        scenarios.soak_configs(2, "deeper")
 
 
 def test_soak_traffic_walks_megapages_on_a_multiplane_configuration():

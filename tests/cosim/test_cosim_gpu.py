@@ -89,7 +89,7 @@ def test_soak_runs_gpu_programs_in_the_channel_shape(capsys, monkeypatch):
     rows, scenarios.soak_configs)."""
     verilator_or_skip()
     monkeypatch.setattr(scenarios, "soak_configs",
-                        lambda contract=1: [scenarios.config("ports")])
+                        lambda contract=1, pipeline="standard": [scenarios.config("ports")])
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5, "--contract", 2) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
