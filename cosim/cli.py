@@ -248,10 +248,13 @@ def _cmd_soak(a) -> int:
         r2 = random.Random(seed)
         ready = r2.choice([1.0, 0.9, 0.6])
         name = f"soak-{i}-c{i % len(cfgs)}"
-        if i % 2:
+        if (i // len(cfgs) + i % len(cfgs)) % 2:
             # every other run: a random closed-loop GPU program on the RTL's responses, in
             # the channel shape too (the stepped GPU port's grants there are G5', one per
-            # port per tick, docs/gpu.md)
+            # port per tick, docs/gpu.md); the parity flips every round of the
+            # configurations, so that with an even number of them each configuration gets
+            # both kinds of run (with ``i % 2`` alone, configurations 0, 2, 4 of six never
+            # ran a GPU program)
             prog = scenarios.gpu_program(r2, cfg, n, pages=r2.choice([4, 8, 16, 32]),
                                          reads=r2.choice([0.3, 0.6, 0.9]))
             scs.append(Scenario.from_program(name + "-gpu", cfg, prog, resp_ready=ready,
