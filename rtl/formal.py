@@ -75,7 +75,7 @@ def _build(block: str, cfg, mutations):
     from hbfsim.rtl.write_buffer import WriteBuffer
 
     opts = dict(checks="formal", mutations=mutations)
-    if block in ("controller", "controller_v2", "controller_ports"):
+    if block in ("controller", "controller_v2", "controller_ports", "controller_deep"):
         from hbfsim.rtl.controller import Controller
 
         return Controller(cfg, id_bits=2, source_bits=1, sector_bytes=PAGE_BYTES // 2, **opts)
@@ -165,6 +165,14 @@ BLOCKS = {b.name: b for b in (
     FormalBlock("controller_ports", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
                                          channels=2, contract=2, host_ports="channel",
                                          channel_bw_gbps=1.0), 11, 8, False, 11),
+    # Amendment A (docs/timing-contract-deep.md, pipeline = "deep"), stack shape: W and its
+    # forwarding into M's vectors, the offer FIFOs and registers, the free lists, registered
+    # flush decisions, the MSHR's late events, C1 / C2 / cursor and R for every waiter, with
+    # their invariants (docs/rtl.md "Amendment A"). The covers lie deeper than contract 2's
+    # (a merged read answered at step 15, a write and an error response at 12).
+    FormalBlock("controller_deep", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
+                                        contract=2, pipeline="deep", channel_bw_gbps=1.0),
+                12, 8, False, 16),
     # The stages contract 2 adds (v2 §2, §4.1, §8).
     FormalBlock("stage_queue", dict(), 12, 8, True),
     FormalBlock("link_credit", dict(channel_bw_gbps=1.0), 16, 10, True),
