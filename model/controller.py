@@ -434,16 +434,7 @@ class StackController:
                 if not self.mshr_free:
                     return False
                 e = self.mshr[heapq.heappop(self.mshr_free)]
-                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
-                e.waiters = [m]
-                e.head = 0
-                e.bytes = m.nbytes
-                e.alloc = t
-                e.flags = 0
-                e.cache = False
-                e.snap = None
-                e.tq = e.ti = e.tc = -1
-                e.depth = 0
+                self._new_read_entry(e, m, q, t)
                 if self.merge:
                     self.mshr_open[q] = e
                 self.mshr_pend[q] = self.mshr_pend.get(q, 0) + 1
@@ -475,20 +466,7 @@ class StackController:
                             return True
                     return False
                 e = self.wb[heapq.heappop(self.wb_free)]
-                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
-                e.state = OPEN
-                e.waiters = []
-                e.head = 0
-                e.cov = 0
-                e.data = bytearray(PAGE_BYTES)
-                e.alloc = t
-                e.deadline = t + self.cfg.write_deadline_ticks
-                e.cause = None
-                e.pressure = False
-                e.full_at = -1
-                e.flags = 0
-                e.tq = e.ti = e.tc = -1
-                e.depth = 0
+                self._new_write_entry(e, m, q, t)
                 self.wb_open[q] = e
                 self.wb_page.setdefault(q, []).append(e)
                 self.wb_used += 1
@@ -507,6 +485,39 @@ class StackController:
         self.m = None
         self.dispatched = True
         return True
+
+    @staticmethod
+    def _new_read_entry(e: _Entry, m: Request, q: int, t: int) -> None:
+        """Fill MSHR entry ``e``, allocated in ``t`` for read ``m`` of page ``q`` (§4.2 read
+        step 3); the caller sets its state and its readiness."""
+        e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
+        e.waiters = [m]
+        e.head = 0
+        e.bytes = m.nbytes
+        e.alloc = t
+        e.flags = 0
+        e.cache = False
+        e.snap = None
+        e.tq = e.ti = e.tc = -1
+        e.depth = 0
+
+    def _new_write_entry(self, e: _Entry, m: Request, q: int, t: int) -> None:
+        """Fill write-buffer entry ``e``, allocated OPEN in ``t`` for write ``m`` of page
+        ``q`` (§4.2 write step 2, W1); the caller merges ``m`` into it."""
+        e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
+        e.state = OPEN
+        e.waiters = []
+        e.head = 0
+        e.cov = 0
+        e.data = bytearray(PAGE_BYTES)
+        e.alloc = t
+        e.deadline = t + self.cfg.write_deadline_ticks
+        e.cause = None
+        e.pressure = False
+        e.full_at = -1
+        e.flags = 0
+        e.tq = e.ti = e.tc = -1
+        e.depth = 0
 
     # ========================================================= §4.4 write-buffer triggers
     def wb_triggers(self, t: int, drain: bool) -> bool:

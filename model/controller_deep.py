@@ -173,16 +173,7 @@ class DeepStackController(PipelinedStackController):
                 if not self.mshr_free:
                     return False
                 e = self.mshr[self.mshr_free.popleft()]     # DP4: the head of the list
-                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
-                e.waiters = [m]
-                e.head = 0
-                e.bytes = m.nbytes
-                e.alloc = t
-                e.flags = 0
-                e.cache = False
-                e.snap = None
-                e.tq = e.ti = e.tc = -1
-                e.depth = 0
+                self._new_read_entry(e, m, q, t)
                 self.mshr_open[q] = e
                 self.mshr_pend[q] = self.mshr_pend.get(q, 0) + 1
                 if self.pc_size and q in self.page_cache:
@@ -204,22 +195,9 @@ class DeepStackController(PipelinedStackController):
                 if not self.wb_free:
                     return self._pressure(t)
                 e = self.wb[self.wb_free.popleft()]         # DP4: the head of the list
-                e.q, e.ch, e.sub, e.local = q, m.ch, m.sub, m.local
-                e.state = OPEN
-                e.waiters = []
-                e.head = 0
-                e.cov = 0
-                e.data = bytearray(PAGE_BYTES)
-                e.alloc = t
-                e.deadline = t + self.cfg.write_deadline_ticks
-                e.cause = None
-                e.pressure = False
-                e.full_at = -1
+                self._new_write_entry(e, m, q, t)
                 e.w_merge = -1
                 e.te = -1
-                e.flags = 0
-                e.tq = e.ti = e.tc = -1
-                e.depth = 0
                 self.wb_open[q] = e
                 self.wb_page.setdefault(q, []).append(e)
                 self.wb_used += 1
