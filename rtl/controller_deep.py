@@ -111,8 +111,11 @@ def elaborate_deep(ctrl) -> Module:
     v_mshr = named(m, m_mshr | wf_mshr, "m_vec_mshr")
     v_used = named(m, m_used | wf_wb, "m_vec_used")
     v_open = named(m, m_open | wf_wb, "m_vec_open")
-    m.d.comb += [mshr.disp_match.eq(v_mshr), wb.disp_open.eq(v_open),
-                 wb.probe_used.eq(v_used), wb.disp_pend.eq(v_mshr)]
+    # the tables get M's registered vectors and the flags (W's entry is added there, and
+    # its term of the hit ORed after the entries' trees: registers only on the hit's path)
+    m.d.comb += [mshr.disp_match.eq(m_mshr), mshr.w_match.eq(fwd_mshr),
+                 wb.disp_open.eq(m_open), wb.probe_used.eq(m_used), wb.w_match.eq(fwd_wb),
+                 wb.disp_pend.eq(v_mshr)]
     m.d.comb += [
         ctrl.m_valid.eq(m_valid | q.out.valid),
         ctrl.flushes.eq(wb.flushes),

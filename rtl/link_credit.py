@@ -33,6 +33,11 @@ class LinkCredit(wiring.Component):
         Properties (:mod:`hbfsim.rtl.checks`): ``x`` within ``[1 - 4096 b + γ, γ]``, the
         remainder below ``b``; a launch only while ``x > 0`` (the neighbour's protocol).
 
+    Under ``pipeline = "deep"`` (issue 12, no cycle changes) the tick's carry and next
+    remainder, which depend on ``r`` alone, are registers (``carry_reg``, ``r_next_reg``)
+    computed a cycle ahead, so the credit's path no longer starts with ``r``'s adder and
+    compare; an invariant ties them to ``r``.
+
     Members
     -------
     launch : ``In(1)``
@@ -49,6 +54,8 @@ class LinkCredit(wiring.Component):
         self._b = b = cfg.link_byte_cost
         self._gain = g = cfg.link_gain
         self._checks = check_mode(checks)
+        # under Amendment A the remainder's carry is a register (no cycle changes)
+        self._deep = getattr(cfg, "pipeline", "standard") == "deep"
         # y lies in [floor((1 - 4096 b + γ) / b), γ div b]
         self._y_min = (1 - PAGE_BYTES * b + g) // b
         self._y_max = g // b
@@ -81,11 +88,27 @@ class LinkCredit(wiring.Component):
         # x - cost + γ in mixed radix: y - bytes + γ div b, r + γ mod b with one carry (r < b
         # and γ mod b < b, so the sum is below 2b)
         wide = len(y) + 2
-        r_sum = Signal(range(2 * max(2, b)))
-        m.d.comb += r_sum.eq(r + gr)
-        carry = r_sum >= b
-        r_next = Signal.like(r)
-        m.d.comb += r_next.eq(Mux(carry, r_sum - b, r_sum))
+
+        def step(v):
+            # (carry, remainder) of v + γ mod b, for a remainder v < b
+            v_sum = v + gr
+            c = v_sum >= b
+            return c, Mux(c, v_sum - b, v_sum)
+
+        if not self._deep:
+            r_sum = Signal(range(2 * max(2, b)))
+            m.d.comb += r_sum.eq(r + gr)
+            carry = r_sum >= b
+            r_next = Signal.like(r)
+            m.d.comb += r_next.eq(Mux(carry, r_sum - b, r_sum))
+        else:
+            # pipeline = "deep" (issue 12): the tick's carry and next remainder depend on r
+            # alone, so they are kept in registers of their own, computed a cycle ahead from
+            # r's next value (which is γ mod b when capped, else this cycle's r_next): the
+            # credit's path starts at the comparisons of y, not at r's adder and compare
+            c0, rn0 = divmod(2 * gr, b) if b > 1 else (0, 0)
+            carry = Signal(init=c0, name="carry_reg")
+            r_next = Signal.like(r, init=rn0, name="r_next_reg")
 
         p0 = int(gq > 0 or (gq == 0 and gr != 0))   # x > 0 of the cap (γ, always > 0)
 
@@ -107,7 +130,7 @@ class LinkCredit(wiring.Component):
             pos_c = Signal(name=f"positive_{name}")
             m.d.comb += [y_c.eq(Mux(above, gq, y_next)), r_c.eq(Mux(above, gr, r_next)),
                          pos_c.eq(Mux(above, p0, pos_next))]
-            return y_c, r_c, pos_c
+            return y_c, r_c, pos_c, above
 
         # both next states, with and without this cycle's launch, computed in parallel from
         # the registers and the byte count (K's registered slot data); the launch, which
@@ -118,6 +141,18 @@ class LinkCredit(wiring.Component):
         m.d.sync += [y.eq(Mux(self.launch, spend[0], keep[0])),
                      r.eq(Mux(self.launch, spend[1], keep[1])),
                      pos.eq(Mux(self.launch, spend[2], keep[2]))]
+        if self._deep:
+            # r's next value is γ mod b (capped) or r_next: the step of each, selected as r.
+            # The capped step is the reset value; written as an AND-OR, not a multiplexer
+            # with a constant arm, so Yosys does not turn the late select into the flip-flops'
+            # synchronous set / reset (LSR), a path nextpnr's Fmax does not time
+            next_c, next_rn = step(r_next)
+            to_cap = Signal(name="to_cap")
+            m.d.comb += to_cap.eq(Mux(self.launch, spend[3], keep[3]))
+            keep_n = ~to_cap
+            m.d.sync += [carry.eq((to_cap & c0) | (keep_n & next_c)),
+                         r_next.eq((to_cap.replicate(len(r)) & rn0)
+                                   | (keep_n.replicate(len(r)) & next_rn))]
 
         checks = self._checks
         protocol(m, checks, ~self.launch | self.positive,
@@ -125,6 +160,10 @@ class LinkCredit(wiring.Component):
         protocol(m, checks, ~self.launch | ((self.bytes >= 1) & (self.bytes <= PAGE_BYTES)),
                  "a response launched with a size outside 1..4096 bytes")
         invariant(m, checks, r < b if b > 1 else r == 0, "credit remainder not below b")
+        if self._deep:
+            ref_c, ref_rn = step(r)
+            invariant(m, checks, (carry == ref_c) & (r_next == ref_rn),
+                      "the registered carry or next remainder differs from r's (deep)")
         invariant(m, checks, (y >= self._y_min) & (y <= gq), "link credit outside its range")
         cover(m, checks, ~self.positive, "link credit not positive: a launch waits")
         # the registered flag and the launch-selected next state equal v2 §8's formulas

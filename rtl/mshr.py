@@ -126,6 +126,12 @@ class Mshr(wiring.Component):
         entries are allocated from a free list (DP4), issue and completion take effect a
         cycle later (DP6) and ``ret`` is fed by C1 / C2 / a cursor (DP7):
         :mod:`hbfsim.rtl.mshr_deep`.
+    w_match : ``In(1)``
+        ``pipeline = "deep"`` only: W's entry was allocated for the page of the read on
+        ``disp`` (the controller's flag, registered with M's load). Under deep
+        ``disp_match`` is M's registered vector without W's entry; the table adds W's entry
+        itself, and its hit is ``w_match`` ORed after the entries' hit tree (from registers
+        only).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
@@ -140,6 +146,7 @@ class Mshr(wiring.Component):
               "disp_match": In(n)} if cfg.contract == 2 else {}
         if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
             v2["w_entry"] = Out(n)
+            v2["w_match"] = In(1)
         if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
             super().__init__({
                 "launched": In(event_layout(w.mshr_index)).array(P),

@@ -71,13 +71,24 @@ def elaborate_deep(mshr) -> Module:
     w_tail = Signal(w.slot, name="w_tail", reset_less=True)
     w_new = [named(m, w_alloc & w_oh[i], f"w_new{i}") for i in range(n)]
     m.d.comb += mshr.w_entry.eq(Cat(*w_new))
-    # the entry W allocates counts as mergeable for M (DP1: M sees its own last decision;
-    # the controller forwards it into the match vector)
-    match = [named(m, (joinable[i] | w_new[i]) & mshr.disp_match[i], f"match{i}")
-             for i in range(n)]
-    # at most one mergeable entry per page: the hit is an OR, its index an OR encoding
-    hit = named(m, Cat(*match).any(), "hit")
+    # the entry W allocates counts as mergeable for M (DP1: M sees its own last decision):
+    # M's vector (``disp_match``, registered) plus W's entry when the controller's flag
+    # ``w_match`` says W allocated it for M's page
+    vec = [named(m, mshr.disp_match[i] | (mshr.w_match & w_new[i]), f"disp_vec{i}")
+           for i in range(n)]
+    match = [named(m, (joinable[i] | w_new[i]) & vec[i], f"match{i}") for i in range(n)]
+    # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
+    # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
+    # FREE (not joinable) and off M's registered vector (it left the free list, which
+    # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
+    # the flag implies W's allocation; so the hit reads registers only and W's one-hot is
+    # not on its path (issue 12, seed 3's path). An invariant compares it with the OR of
+    # ``match``.
+    hit = named(m, Cat(*[joinable[i] & mshr.disp_match[i] for i in range(n)]).any()
+                | mshr.w_match, "hit")
     hit_index = onehot_index(m, match, "hit_index")
+    invariant(m, checks, hit == Cat(*match).any(),
+              "the MSHR hit differs from the OR of its match vector (DP1, W's flag)")
 
     # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
     # launched (FREE from the next cycle, v2 §8) ----

@@ -219,6 +219,12 @@ class WriteBuffer(wiring.Component):
         decisions are registered (DP5), offers come from a register per channel (DP3), free
         entries from a free list (DP4) and ``ret`` from C1 / C2 / a cursor (DP7):
         :mod:`hbfsim.rtl.write_buffer_deep`.
+    w_match : ``In(1)``
+        ``pipeline = "deep"`` only: W's entry was allocated for the page of the request on
+        ``disp`` / ``probe`` (the controller's flag, registered with M's load). Under deep
+        ``disp_open`` and ``probe_used`` are M's registered vectors without W's entry; the
+        table adds W's entry itself, and its hit and ``probe_block`` are ``w_match`` ORed
+        after the entries' trees (from registers only).
 
     Raises
     ------
@@ -284,6 +290,7 @@ class WriteBuffer(wiring.Component):
             v2["disp_sectors"] = In(sectors_layout(sector_bytes))
         if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
             v2["w_entry"] = Out(m)
+            v2["w_match"] = In(1)
         super().__init__(v2 | {
             "disp": In(stream.Signature(wdisp_layout(w))),
             "disp_merge": Out(1),

@@ -85,10 +85,21 @@ def elaborate_deep(wb) -> Module:
     open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
     m.d.comb += [wb.tags[i].eq(Mux(w_new[i], w_d.page, page[i])) for i in range(n)]
     m.d.comb += [wb.in_use.eq(Cat(*used_e)), wb.is_open.eq(Cat(*open_e))]
-    # one OPEN entry per page: the hit is an OR, its index an OR encoding
-    match = [named(m, open_e[i] & wb.disp_open[i], f"match{i}") for i in range(n)]
-    hit = named(m, Cat(*match).any(), "hit")
+    # M's vectors (registered) plus W's entry when the controller's flag ``w_match`` says
+    # W allocated it for M's page (DP1)
+    w_fwd = [named(m, wb.w_match & w_new[i], f"w_fwd{i}") for i in range(n)]
+    disp_open = Cat(*[wb.disp_open[i] | w_fwd[i] for i in range(n)])
+    probe_used = Cat(*[wb.probe_used[i] | w_fwd[i] for i in range(n)])
+    # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of the
+    # hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off M's
+    # registered vectors; the flag implies W's allocation), so the hit reads registers
+    # only (issue 12); an invariant compares it with the OR of ``match``.
+    match = [named(m, open_e[i] & disp_open[i], f"match{i}") for i in range(n)]
+    hit = named(m, Cat(*[is_open[i] & wb.disp_open[i] for i in range(n)]).any() | wb.w_match,
+                "hit")
     hit_index = onehot_index(m, match, "hit_index")
+    invariant(m, checks, hit == Cat(*match).any(),
+              "the write buffer's hit differs from the OR of its match vector (DP1, W's flag)")
     # DP4: allocation from the free list (the amendment's second difference from the what-if)
     any_free, free_index, free_oh, free_pop, free_count = free_list(
         m, n, wb.launched.valid, wb.launched.index, "free_list")
@@ -121,13 +132,17 @@ def elaborate_deep(wb) -> Module:
                  w_d.eq(d), w_mask.eq(mask), w_tail.eq(hit_tail),
                  # the blocker and older sets (v2 §16 S2, S3) from M's vectors, as standard
                  w_blk.eq(wb.disp_pend & Cat(*wb.mshr_pending)),
-                 w_old.eq(wb.probe_used & Cat(*used_e))]
+                 w_old.eq(probe_used & Cat(*used_e))]
     m.d.comb += [link_wr.addr.eq(w_tail), link_wr.data.eq(w_d.slot), link_wr.en.eq(w_merge)]
     merge_en = [named(m, w_merge & w_oh[i], f"w_merge{i}") for i in range(n)]
 
     # ---- DP5: flush decisions, from the state at the start of the cycle ----
-    probe_match = [named(m, used_e[i] & wb.probe_used[i], f"probe_match{i}") for i in range(n)]
-    m.d.comb += wb.probe_block.eq(Cat(*probe_match).any())
+    probe_match = [named(m, used_e[i] & probe_used[i], f"probe_match{i}") for i in range(n)]
+    # as the hit: W's term is the flag, after the entries' tree
+    m.d.comb += wb.probe_block.eq(Cat(*[used[i] & wb.probe_used[i] for i in range(n)]).any()
+                                  | wb.w_match)
+    invariant(m, checks, wb.probe_block == Cat(*probe_match).any(),
+              "probe_block differs from the OR of the in-use match vector (DP1, W's flag)")
     pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
                           "pressure_live")
     # the victim: the oldest entry OPEN at the start of the cycle (W's entry is not yet)
@@ -196,6 +211,7 @@ def elaborate_deep(wb) -> Module:
 
     # ---- per-entry next state ----
     w_oh_now = Cat(*[w_oh[j] for j in range(n)])
+    w_mask_all = named(m, w_mask.all(), "w_mask_all")
     for i in range(n):
         with m.If(w_new[i]):
             m.d.sync += [
@@ -217,7 +233,11 @@ def elaborate_deep(wb) -> Module:
         merged = w_mask if "wb-coverage-overwrite" in mut else cov[i] | w_mask
         cov_next = Signal(sectors, name=f"cov_next{i}")
         m.d.comb += cov_next.eq(Mux(w_new[i], w_mask, Mux(merge_en[i], merged, cov[i])))
-        m.d.sync += [cov[i].eq(cov_next), full[i].eq(cov_next.all())]
+        # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
+        # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
+        m.d.sync += [cov[i].eq(cov_next),
+                     full[i].eq(Mux(w_new[i], w_mask_all, Mux(merge_en[i], merged.all(),
+                                                              full[i])))]
         with m.If(~w_new[i] & (remain[i] != 0)):
             m.d.sync += remain[i].eq(remain[i] - 1)
         with m.If(victims[i]):
@@ -260,14 +280,14 @@ def elaborate_deep(wb) -> Module:
                     fire, pop, cur, regs, serialized, cov, full, leaving, stalled,
                     strict_error, mshr_wait, drained, allocate, blocker_live, older_live,
                     older, eligible, elig_q, cand, held, dec, is_open, any_free, free_index,
-                    free_count)
+                    free_count, probe_used)
     return m
 
 
 def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en, fire,
                 pop, cur, regs, serialized, cov, full, leaving, stalled, strict_error,
                 mshr_wait, drained, allocate, blocker_live, older_live, older, eligible,
-                elig_q, cand, held, dec, is_open, any_free, free_index, free_count):
+                elig_q, cand, held, dec, is_open, any_free, free_index, free_count, probe_used):
     """``WriteBuffer._add_checks`` with W (waiters counted when W writes, the lookup vectors
     checked against W's entry too) and the cursor, plus the deep structures' properties: a
     decision only for an OPEN entry, a candidate stays eligible, the offer register holds a
@@ -293,6 +313,8 @@ def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, me
           "a merge decided in the cycle after a flush decision lands in FLUSH (DP5)")
     for i in range(n):
         wb._coverage_checks(m, i, state, cov, full)
+        invariant(m, checks, full[i] == cov[i].all(),
+                  f"write-buffer entry {i}: the full flag differs from the coverage (part C, j)")
     waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
     locked, lock_index, lk_head = regs["locked"], regs["lock_index"], regs["lk_head"]
     firsts = []
@@ -314,7 +336,7 @@ def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, me
     fresh_used = Cat(*[used_e[j] & (tags_e[j] == d.page) for j in range(n)])
     fresh_pend = Cat(*[wb.mshr_pending[k] & (wb.mshr_tags[k] == d.page)
                        for k in range(cfg.mshr_entries)])
-    protocol(m, checks, ~allocate | ((wb.probe_used & Cat(*used_e)) == fresh_used),
+    protocol(m, checks, ~allocate | ((probe_used & Cat(*used_e)) == fresh_used),
              "probe_used differs from the in-use entries of the page of a write that "
              "allocates (v2 §4.2)")
     protocol(m, checks, ~allocate | ((wb.disp_pend & Cat(*wb.mshr_pending)) == fresh_pend),
