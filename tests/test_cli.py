@@ -21,6 +21,20 @@ def test_default_run_shows_the_mechanisms():
         assert key in out
 
 
+def test_header_names_the_contract_its_ports_and_the_pipeline(tmp_path):
+    """Every tick figure depends on the cycle contract, so the header names it: the default
+    (contract 2, a port per channel) and Amendment A's deep pipeline (stack shape), whose
+    isolated read is 5 ticks later (docs/timing-contract-deep.md)."""
+    p = hbfsim("run")
+    assert p.returncode == 0, p.stderr
+    assert "contract 2 (a port per channel), memory clock" in p.stdout
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text('host_ports = "stack"\npipeline = "deep"\n')
+    p = hbfsim("run", "--config", str(cfg))
+    assert p.returncode == 0, p.stderr
+    assert "contract 2 (one port per stack, deep pipeline), memory clock" in p.stdout
+
+
 def test_run_csv_with_trace_and_stats(tmp_path):
     req = tmp_path / "r.csv"
     req.write_text("tick,op,address,bytes,source\n"
