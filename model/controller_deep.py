@@ -20,7 +20,7 @@ from collections import deque
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.controller import (FREE, FULL_MASK, ISSUED, OPEN, QUEUED, RETURN, WAIT,
                                      _Entry)
-from hbfsim.model.controller_v2 import EGRESS_DEPTH, PipelinedStackController
+from hbfsim.model.controller_v2 import PipelinedStackController
 from hbfsim.model.media import FLAG_ERROR
 
 __all__ = ["DeepStackController"]
@@ -402,25 +402,8 @@ class DeepStackController(PipelinedStackController):
     def respond_stages(self, t: int) -> bool:
         """K launches (§8), R moves to K and takes a table's offer, then each table's
         ``C2`` and ``C1`` (DP7), all from the start-of-``t`` registers."""
-        changed = False
+        changed = self._launch_stage(t)
         k_free = self.k_hold is None
-        self.credit_wait = None
-        if not k_free:
-            e, i = self.k_hold
-            req = e.waiters[i]
-            ch = e.ch
-            occ = len(self.egress) + (1 if self._hs_t == t else 0)
-            if occ >= EGRESS_DEPTH:
-                pass                        # E full: no credit is charged (v2 §11.4)
-            elif self.link.allows(ch, t, req.nbytes):
-                self.link.charge(ch, t, req.nbytes)
-                self._launch(e, i, req, t)
-                self.k_hold = None
-                k_free = changed = True
-            else:
-                if self.blocked_since < 0:
-                    self.blocked_since = t
-                self.credit_wait = self.link.wait(ch, req.nbytes)
         r_takes = self.r_hold is None
         if not r_takes and k_free:
             self.k_hold = self.r_hold      # at least one cycle in R (DP7)

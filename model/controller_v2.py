@@ -169,25 +169,8 @@ class PipelinedStackController(StackController):
         was empty at the start of ``t`` or its waiter moves to K in ``t``; a waiter R takes
         moves to K at the end of the cycle if K is free then (empty, or launched in ``t``),
         else R holds it."""
-        changed = False
-        k_free = self.k_hold is None
-        self.credit_wait = None
-        if not k_free:
-            e, i = self.k_hold
-            req = e.waiters[i]
-            ch = e.ch
-            occ = len(self.egress) + (1 if self._hs_t == t else 0)
-            if occ >= EGRESS_DEPTH:
-                pass                        # E full: no credit is charged (v2 §11.4)
-            elif self.link.allows(ch, t, req.nbytes):
-                self.link.charge(ch, t, req.nbytes)
-                self._launch(e, i, req, t)
-                self.k_hold = None
-                k_free = changed = True
-            else:
-                if self.blocked_since < 0:
-                    self.blocked_since = t
-                self.credit_wait = self.link.wait(ch, req.nbytes)
+        changed = self._launch_stage(t)
+        k_free = self.k_hold is None       # empty at the start of t, or launched in t
         if self.r_hold is not None:
             if k_free:
                 self.k_hold = self.r_hold
@@ -202,6 +185,30 @@ class PipelinedStackController(StackController):
                     self.r_hold = w
                 changed = True
         return changed
+
+    def _launch_stage(self, t: int) -> bool:
+        """K in cycle ``t`` (v2 §8): launch K's waiter if E held fewer than ``EGRESS_DEPTH``
+        responses at the start of ``t`` and its channel's credit allows, charging the
+        credit; return whether K launched (K is then free for R). Shared by the deeper
+        pipeline (docs/timing-contract-deep.md DP7: K and E as §8)."""
+        self.credit_wait = None
+        if self.k_hold is None:
+            return False
+        e, i = self.k_hold
+        req = e.waiters[i]
+        ch = e.ch
+        occ = len(self.egress) + (1 if self._hs_t == t else 0)
+        if occ >= EGRESS_DEPTH:
+            return False                    # E full: no credit is charged (v2 §11.4)
+        if self.link.allows(ch, t, req.nbytes):
+            self.link.charge(ch, t, req.nbytes)
+            self._launch(e, i, req, t)
+            self.k_hold = None
+            return True
+        if self.blocked_since < 0:
+            self.blocked_since = t
+        self.credit_wait = self.link.wait(ch, req.nbytes)
+        return False
 
     def _choose(self):
         """R's choice from start-of-cycle state: the next waiter of the entry it is draining,
