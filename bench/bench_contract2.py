@@ -54,7 +54,7 @@ LOOPS = {
     "c2-stack-page": ({"contract": 2, "host_ports": "stack", "multiplane": "page"}, "fused"),
     "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
                         "fused"),
-    # Amendment A (docs/timing-contract-deep.md): DeepStackController, reference loop only
+    # Amendment A (docs/timing-contract.md): DeepStackController, reference loop only
     "c2-stack-deep": ({"contract": 2, "host_ports": "stack", "pipeline": "deep"}, "fused"),
 }
 DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-stack-ref", "c2-channel",

@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--host-ports", choices=("stack", "channel"),
                     help="contract 2's host ports (default stack)")
     ap.add_argument("--multiplane", choices=("off", "page", "megaplane"),
-                    help="hyperpage commands (docs/timing-contract-multiplane.md; contract 2)")
+                    help="hyperpage commands (docs/timing-contract.md §7a; contract 2)")
     ap.add_argument("--replicate", action="store_true",
                     help="copy the megapages above each kernel's average load to HBM")
     a = ap.parse_args()

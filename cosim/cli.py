@@ -77,7 +77,7 @@ def register(subparsers, parser_class=None) -> None:
                            "configurations, docs/cosim.md)")
     soak.add_argument("--pipeline", default="standard", choices=("standard", "deep"),
                       help="contract 2's pipeline (default standard; deep: Amendment A, "
-                           "docs/timing-contract-deep.md, its six stack-shape "
+                           "docs/timing-contract.md, its six stack-shape "
                            "configurations)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",

@@ -1,7 +1,7 @@
 """The golden side of a co-simulation: the model's events at the controller's ports.
 
 :func:`run_golden` runs :class:`hbfsim.model.system.HbfSystem` on a :class:`Scenario` and
-returns what a monitor on the four interfaces would see (docs/timing-contract-v1.md §1): the
+returns what a monitor on the four interfaces would see (docs/history.md §1): the
 accept cycle of every request, every media command, every response with its flags. The
 RTL testbench records the same three streams; :mod:`hbfsim.cosim.scoreboard` compares them.
 """
@@ -35,7 +35,7 @@ class Events:
     cmds : list of (cycle, channel, subarray, op, page, tag)
         Media commands, by cycle then channel (``stack * channels + channel``); ``op`` 0 =
         READ, 1 = PROGRAM; ``tag`` = index * 2 + kind (docs/rtl.md "Command tag"). Under
-        multi-plane commands (docs/timing-contract-multiplane.md MP2) each is
+        multi-plane commands (docs/timing-contract.md §7a MP2) each is
         ``(cycle, channel, op, megaplane, planes, row)``.
     cpls : list of (cycle, channel, megaplane, planes, buffer_hit, error)
         Multi-plane commands only (MP7): the media's completions, the last three as masks

@@ -50,7 +50,7 @@ RTL_SETS = {
     "2stacks": dict(stacks=2),
     "3stacks-contiguous": dict(stacks=3, stack_select="contiguous", scheduler="read-priority",
                                read_mode="aggregation"),
-    # multi-plane commands (docs/timing-contract-multiplane.md): two megaplanes of two
+    # multi-plane commands (docs/timing-contract.md §7a): two megaplanes of two
     # planes per channel, three active slots (so a second megaplane's group can be cut,
     # MP5); the same geometry with multiplane off for comparison
     "mp-off": dict(contract=2, megaplane_planes=2, active_per_channel=3),
@@ -472,7 +472,7 @@ def gpu_mix(seed: int, n: int = 200) -> Scenario:
                                  expect={"responses": n, "answered_once": 1})
 
 
-# ---- multi-plane (hyperpage) commands (docs/timing-contract-multiplane.md) ----------------
+# ---- multi-plane (hyperpage) commands (docs/timing-contract.md §7a) ----------------
 
 MP_MODES = ("off", "page", "megaplane")
 
@@ -574,7 +574,7 @@ def multiplane(kind: str, mode: str):
         return Scenario(f"mp-{kind}-{mode}", cfg.as_dict(), _rows(cfg, spec), seed=seed,
                         expect=expect)
     make_one.__doc__ = (f"{build.__doc__.split('.')[0]}, multiplane = {mode!r} "
-                        "(docs/timing-contract-multiplane.md).")
+                        "(docs/timing-contract.md §7a).")
     return make_one
 
 
@@ -641,7 +641,7 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
     in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
     stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
 
-    ``pipeline = "deep"`` (Amendment A, docs/timing-contract-deep.md) runs the six in the
+    ``pipeline = "deep"`` (Amendment A, docs/timing-contract.md) runs the six in the
     stack shape under contract 2 with demand reads and merging, the modes Amendment A
     covers so far: every scheduler and write policy, 1-16 channels, the active cap and two
     stacks.
@@ -756,7 +756,7 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
     (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
     port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2, stack shape)
-    runs it under Amendment A (docs/timing-contract-deep.md), named ``<name>-deep``.
+    runs it under Amendment A (docs/timing-contract.md), named ``<name>-deep``.
 
     Raises
     ------

@@ -2,7 +2,7 @@
 
 Three streams (:class:`hbfsim.cosim.golden.Events`): accepts, media commands, responses;
 with multi-plane commands a fourth, the media's completions (their planes and flag masks,
-docs/timing-contract-multiplane.md MP7), empty otherwise. The testbench hands over what
+docs/timing-contract.md §7a MP7), empty otherwise. The testbench hands over what
 it saw in a cycle; every expected event of that cycle (and any older one still pending,
 which would be a missed event) must match it exactly, field for field and cycle for
 cycle. The first disagreement stops the run with a :class:`Mismatch`, whose text names the

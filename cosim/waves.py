@@ -56,7 +56,7 @@ def write_gtkw(vcd_path: Path, gtkw: Path, channels: int,
     Groups ``req``, ``resp``, ``cmd[c]``, ``cpl[c]`` (``channels``: media port pairs, every
     stack's) with their payload fields (the nets
     Amaranth names ``req__payload.id`` and so on), then ``drain``, ``m_valid``, ``clk``.
-    With ``multiplane`` the media ports carry the fields of docs/timing-contract-multiplane.md
+    With ``multiplane`` the media ports carry the fields of docs/timing-contract.md §7a
     MP2 and MP7 (megaplane, planes mask, row; completion masks).
     """
     from vcd.gtkw import GTKWSave

@@ -462,7 +462,7 @@ def _cmd_replay(a) -> int:
 #: only under another key).
 _SHOW_NOTES = {
     "megaplane_planes": "  # a name only under multiplane = off; shared command logic "
-                        "otherwise (docs/timing-contract-multiplane.md)",
+                        "otherwise (docs/timing-contract.md §7a)",
     "plane_sram_bytes": "  # the SRAM prefetch queue's plane staging (model/prefetch.py)",
     "base_die_sram_bytes": "  # the SRAM prefetch queue's capacity per stack (model/prefetch.py)",
 }

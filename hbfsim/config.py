@@ -126,7 +126,7 @@ class HbfConfig:
         docs/timing-contract.md §8).
     contract : int
         The cycle contract the golden model follows: 2 (the default since 2026-12-02,
-        docs/timing-contract.md: the pipelined controller) or 1 (docs/timing-contract-v1.md,
+        docs/timing-contract.md: the pipelined controller) or 1 (docs/history.md,
         the single-cycle controller, kept for comparison). The RTL (docs/rtl.md) and the
         co-simulation implement both, contract 2 in both shapes.
     host_ports : str
@@ -135,13 +135,13 @@ class HbfConfig:
         one port per stack: :func:`load_config` and :meth:`HbfConfig.replace` make
         ``stack`` the default when the contract is 1, and ``channel`` is refused there.
     multiplane : str
-        Hyperpage commands under contract 2 (docs/timing-contract-multiplane.md): ``off``
+        Hyperpage commands under contract 2 (docs/timing-contract.md §7a): ``off``
         (every subarray has its own command logic), ``page`` (megaplanes share command
         logic, one plane per command: MP1) or ``megaplane`` (MP1 and grouped commands,
         MP2-MP7).
     pipeline : str
         Contract 2's pipeline depth: ``standard`` (docs/timing-contract.md as written, the
-        default) or ``deep`` (Amendment A, docs/timing-contract-deep.md: registered
+        default) or ``deep`` (Amendment A, docs/timing-contract.md: registered
         dispatch, offers, flush decisions and response choice for a controller that closes
         timing; proposed; golden model, RTL and co-simulation in the stack shape with
         demand reads, MSHR merging and no multi-plane commands, refused elsewhere by name).
@@ -286,7 +286,7 @@ class HbfConfig:
     @property
     def hyperpage_window(self) -> int:
         """The gather window of MP4 in ticks: ``hyperpage_window_ticks``, or
-        ``megaplane_planes`` when it is -1 (docs/timing-contract-multiplane.md)."""
+        ``megaplane_planes`` when it is -1 (docs/timing-contract.md §7a)."""
         w = self.hyperpage_window_ticks
         return self.megaplane_planes if w < 0 else w
 
@@ -586,13 +586,13 @@ def _validate(c: HbfConfig) -> None:
     need(c.contract == 2 or c.host_ports == "stack",
          f"host_ports = {c.host_ports!r} needs contract = 2 (contract 1 has one port per "
          f"stack), not contract = {c.contract!r}")
-    # docs/timing-contract-multiplane.md, Configuration: hyperpage commands extend contract 2
+    # docs/timing-contract.md §7a, Configuration: hyperpage commands extend contract 2
     need(c.multiplane in MULTIPLANE,
          f"multiplane must be off, page or megaplane, not {c.multiplane!r}")
     need(c.multiplane == "off" or c.contract == 2,
-         f"multiplane requires contract = 2 (docs/timing-contract-multiplane.md), not "
+         f"multiplane requires contract = 2 (docs/timing-contract.md §7a), not "
          f"{c.multiplane!r} under contract = {c.contract!r}")
-    # docs/timing-contract-deep.md, Configuration: Amendment A extends contract 2, so far in
+    # docs/timing-contract.md, Configuration: Amendment A extends contract 2, so far in
     # the shape and modes its implementations cover
     need(c.pipeline in PIPELINES,
          f"pipeline must be standard or deep, not {c.pipeline!r}")
@@ -605,7 +605,7 @@ def _validate(c: HbfConfig) -> None:
                          (c.read_mode == "demand",
                           f"read_mode = 'demand', not {c.read_mode!r}"),
                          (c.mshr_merge is True, f"mshr_merge = true, not {c.mshr_merge!r}")):
-            need(ok, f"pipeline = 'deep' needs {what} (docs/timing-contract-deep.md)")
+            need(ok, f"pipeline = 'deep' needs {what} (docs/timing-contract.md)")
     need(c.hyperpage_window_ticks >= -1, f"hyperpage_window_ticks must be a tick count >= 0 "
          f"(or -1: megaplane_planes ticks), not {c.hyperpage_window_ticks!r}")
     # MP4's window exists only under megaplane; a value given otherwise would be ignored

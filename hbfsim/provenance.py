@@ -70,15 +70,15 @@ DEFAULT_SOURCES = {
                              "configuration and paper §5.3"),
     "link_burst_bytes": (OURS, "one page: any response fits the credit bucket"),
     "contract": (OURS, "2: the pipelined controller, docs/timing-contract.md, in force since "
-                       "2026-12-02; 1 (docs/timing-contract-v1.md) kept for comparison"),
+                       "2026-12-02; 1 (docs/history.md) kept for comparison"),
     "host_ports": (OURS, "channel: one request and one response port per host channel (OCP "
                          "HBF's independent channels); stack (v1's shape) under contract 1"),
     "multiplane": (OURS, "off: every subarray has its own command logic, as contract 1 "
-                         "(docs/timing-contract-multiplane.md); contract 2 only"),
+                         "(docs/timing-contract.md §7a); contract 2 only"),
     "pipeline": (OURS, "standard: contract 2 as written (docs/timing-contract.md); deep "
-                       "is Amendment A, proposed (docs/timing-contract-deep.md)"),
+                       "is Amendment A, proposed (docs/timing-contract.md)"),
     "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "
-                                     "for one megapage (docs/timing-contract-multiplane.md, "
+                                     "for one megapage (docs/timing-contract.md §7a, "
                                      "MP4)"),
     "memory_clock_mhz": (CONF, "850 MHz DRAM clock; paper §5.2 (0.850 GHz)"),
     "gpu_clock_mhz": (CONF, "1132 MHz core clock; paper §5.2 (1.132 GHz)"),

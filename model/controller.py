@@ -1,7 +1,7 @@
 """The HBF stack controller: map register, read MSHRs, write coverage buffer, channel
 queues and scheduler, response arbiter with link credits.
 
-Cycle-exact to docs/timing-contract-v1.md (every rule below cites its section). The class is
+Cycle-exact to docs/history.md (every rule below cites its section). The class is
 stepped one cycle at a time by :class:`hbfsim.model.system.HbfSystem`, which skips cycles in
 which nothing can change (C3): every phase reports whether it changed state, and every
 time-driven condition reports its next tick.
@@ -80,7 +80,7 @@ class _Entry:
 
 
 class StackController:
-    """The controller of one HBF stack (docs/timing-contract-v1.md §1-§8).
+    """The controller of one HBF stack (docs/history.md §1-§8).
 
     Parameters
     ----------
@@ -148,7 +148,7 @@ class StackController:
         self.cmd_delay = 0
         self.issued_at = [-1] * C                    # cycle of each channel's last issue
         # operations that issue took from the queue (1; a multi-plane command's group size,
-        # docs/timing-contract-multiplane.md MP3): the enqueue arbiter's start-of-cycle count
+        # docs/timing-contract.md §7a MP3): the enqueue arbiter's start-of-cycle count
         self.issued_k = [1] * C
         self.queued_programs = 0
         self.policy = cfg.scheduler

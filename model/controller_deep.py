@@ -1,5 +1,5 @@
 """The HBF stack controller under Amendment A to timing contract 2, the deeper pipeline
-(``pipeline = "deep"``, docs/timing-contract-deep.md rules DP1-DP7; stack shape, demand
+(``pipeline = "deep"``, docs/timing-contract.md rules DP1-DP7; stack shape, demand
 reads, merging, multi-plane off).
 
 The decision rules and contract 2's stages are inherited from

@@ -13,7 +13,7 @@ accepts then queue heads into M, (h) write-buffer triggers, (i) :meth:`complete_
 (j) end of cycle.
 
 With ``multiplane`` not ``off`` the issue decision and the media side of the completions
-are :class:`hbfsim.model.megaplane.Megaplanes`'s (docs/timing-contract-multiplane.md).
+are :class:`hbfsim.model.megaplane.Megaplanes`'s (docs/timing-contract.md §7a).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class PipelinedStackController(StackController):
         """K in cycle ``t`` (v2 §8): launch K's waiter if E held fewer than ``EGRESS_DEPTH``
         responses at the start of ``t`` and its channel's credit allows, charging the
         credit; return whether K launched (K is then free for R). Shared by the deeper
-        pipeline (docs/timing-contract-deep.md DP7: K and E as §8)."""
+        pipeline (docs/timing-contract.md DP7: K and E as §8)."""
         self.credit_wait = None
         if self.k_hold is None:
             return False

@@ -1,5 +1,5 @@
 """The contract-1 fused run loop: one stack, the per-request and per-page hot paths written out
-(docs/timing-contract-v1.md §2; docs/benchmarks.md).
+(docs/history.md §2; docs/benchmarks.md).
 
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_fused` for a single stack with
 ``engine = "fused"`` and ``resp.ready`` tied high. It runs the phases of

@@ -1,5 +1,5 @@
 """The contract-1 reference run loop: every phase of every evaluated cycle through the stack
-controllers' methods, in the order (a)-(g) of docs/timing-contract-v1.md §2, and a cycle that
+controllers' methods, in the order (a)-(g) of docs/history.md §2, and a cycle that
 changed nothing followed by the next tick at which something can (C3).
 
 :meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_reference` for several stacks, for
@@ -14,7 +14,7 @@ __all__ = ["run_reference"]
 
 def run_reference(system, until: int | None) -> int:
     """Advance ``system`` phase by phase through tick ``until`` (or to completion); return
-    the tick it stopped at (docs/timing-contract-v1.md §2, §8; C3 cycle skipping)."""
+    the tick it stopped at (docs/history.md §2, §8; C3 cycle skipping)."""
     stacks = system.stacks
     single = stacks[0] if len(stacks) == 1 else None
     ingress = system.ingress

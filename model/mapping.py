@@ -1,6 +1,6 @@
 """Address mapping: HBF address -> stack, channel, channel-local page, subarray.
 
-Implements A1-A4 (docs/sources.md) and docs/timing-contract-v1.md §2-§3 (source §4.1.1-§4.1.2).
+Implements A1-A4 (docs/sources.md) and docs/history.md §2-§3 (source §4.1.1-§4.1.2).
 Pure integer functions, shared by the controller, the media model and the RTL tests.
 """
 

@@ -1,6 +1,6 @@
 """NAND media of one stack: subarray timing, page buffers, block allocation, erase and GC.
 
-The media side of the controller's four interfaces (docs/timing-contract-v1.md §1, "Media
+The media side of the controller's four interfaces (docs/history.md §1, "Media
 promise"): it accepts a command in the cycle it is issued, computes its service latency and
 delivers at most one completion per channel per cycle. It is used unchanged by the golden
 run and by the co-simulation (docs/model.md, structure).
@@ -99,7 +99,7 @@ class Media:
 
     def issue_group(self, t: int, ch: int, megaplane: int, ops) -> list[int]:
         """Accept a multi-plane command on megaplane ``megaplane`` of channel ``ch`` in
-        cycle ``t`` (docs/timing-contract-multiplane.md MP2); return each plane's latency.
+        cycle ``t`` (docs/timing-contract.md §7a MP2); return each plane's latency.
 
         ``ops`` lists ``(subarray, op, local, tag)`` per used plane. Each plane is served as
         a command of its own would be (page buffers, block allocation, erase: MP8); the

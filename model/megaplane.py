@@ -1,6 +1,6 @@
 """Multi-plane (hyperpage) commands on a contract-2 stack controller: shared command logic per
 megaplane, grouping at the issue decision, the gather window and one completion per command
-(docs/timing-contract-multiplane.md, MP1-MP9).
+(docs/timing-contract.md §7a, MP1-MP9).
 
 :class:`Megaplanes` replaces the issue decision (timing-contract.md §7) and the media side
 of the completions (§7's forwarding, §4b) of a

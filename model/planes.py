@@ -2,7 +2,7 @@
 
 An instrument, not a mechanism: it records every media command as the controller issues it
 (stack, channel, subarray, issue tick, service ticks; the media promise of
-docs/timing-contract-v1.md §1) and changes no timing. The FlashAccel layouts
+docs/history.md §1) and changes no timing. The FlashAccel layouts
 (model/layout.py, docs/flashaccel.md) are judged by it: the fraction of planes busy over a
 kernel's span, the planes it used at all, and the span itself.
 """
@@ -55,7 +55,7 @@ class PlaneActivity:
 
     def _group_recorder(self, issue_group, stack):
         """A multi-plane command is one record per used plane, each with its own service
-        ticks (docs/timing-contract-multiplane.md MP6: a plane that finishes before the
+        ticks (docs/timing-contract.md §7a MP6: a plane that finishes before the
         slowest is idle, though its megaplane is held; unused planes draw nothing, MP5)."""
         base = stack * self.cfg.subarrays_per_stack
         sub = self.cfg.subarrays_per_channel

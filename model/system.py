@@ -1,5 +1,5 @@
 """The logical HBF system: stack routing, one request port, fair return arbitration, and the
-choice of run loop (docs/timing-contract-v1.md §2; source §4.5).
+choice of run loop (docs/history.md §2; source §4.5).
 
 Request sources plug in through :meth:`HbfSystem.submit` and :meth:`HbfSystem.close_input`;
 completions leave through the ``on_response(req, tick)`` callback, so an open-loop CSV driver
@@ -58,7 +58,7 @@ class HbfSystem:
         if self.ports:
             ctrl = ChannelStackController
         elif cfg.pipeline == "deep":
-            # Amendment A (docs/timing-contract-deep.md): the config admits it in the stack
+            # Amendment A (docs/timing-contract.md): the config admits it in the stack
             # shape only (hbfsim/config.py)
             ctrl = DeepStackController
         else:

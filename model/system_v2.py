@@ -42,7 +42,7 @@ def run_pipelined(system, until: int | None) -> int:
         for s in stacks:
             # (b) K launches then R choices; (c) completions free their subarrays for
             # (d) the issue decisions of this cycle (v2 §7; drain ends a multi-plane gather
-            # window, docs/timing-contract-multiplane.md MP4); (e) enqueue (v1 §6)
+            # window, docs/timing-contract.md §7a MP4); (e) enqueue (v1 §6)
             s.drain_in = drain
             busy |= s.respond_stages(t)
             busy |= s.release_media(t)

@@ -1,4 +1,4 @@
-"""The hbfsim base-die controller as Amaranth HDL (docs/timing-contract-v1.md, docs/rtl.md).
+"""The hbfsim base-die controller as Amaranth HDL (docs/history.md, docs/rtl.md).
 
 One block per module, each a :class:`amaranth.lib.wiring.Component` built from one
 :class:`hbfsim.config.HbfConfig`:

@@ -1,6 +1,6 @@
 """Admission slots: the request slots that bound the requests inside the controller.
 
-Implements docs/timing-contract-v1.md §4.1 (L1): a slot is taken in the accept cycle and
+Implements docs/history.md §4.1 (L1): a slot is taken in the accept cycle and
 released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
 ``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
 source, size, and the ``mshr_hit`` flag recorded at dispatch.

@@ -1,6 +1,6 @@
 """One channel's queue of page operations, subarray busy bits and issue choice.
 
-Implements docs/timing-contract-v1.md §6 (one queue of ``queue_depth`` operations per channel, at
+Implements docs/history.md §6 (one queue of ``queue_depth`` operations per channel, at
 most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
 subarray and active-slot checks, the scheduler policies); sources.md M2, L2.
 """
@@ -87,7 +87,7 @@ class ChannelQueue(wiring.Component):
         Issued operations whose completion has not been delivered (contract 2: before this
         cycle, with this cycle's completion already released, v2 §7).
 
-    Multi-plane commands (``multiplane`` not ``off``, docs/timing-contract-multiplane.md):
+    Multi-plane commands (``multiplane`` not ``off``, docs/timing-contract.md §7a):
     the busy bits are one per megaplane (MP1); ``cmd``, ``dec`` and ``cpl`` carry a
     megaplane, a planes mask and a row instead of a subarray, a page and a tag (MP2), and
     the tags live here, in one group register per megaplane. These ports change or are
@@ -337,7 +337,7 @@ class ChannelQueue(wiring.Component):
         cover(m, checks, push & issue, "enqueue and issue in one cycle")
         cover(m, checks, issue & self.cpl.valid, "issue and completion in one cycle")
 
-    # ==================================================== docs/timing-contract-multiplane.md
+    # ==================================================== docs/timing-contract.md §7a
     def _elaborate_multiplane(self):
         """Contract 2 with multi-plane commands (MP1-MP9): the choice of §7 over candidates
         whose megaplane is free and (``megaplane``) whose megapage is full or has waited the
@@ -563,7 +563,7 @@ class ChannelQueue(wiring.Component):
                                issue, pick_mega, pick_row, planes, n_taken, slots_free, mega,
                                row, is_program, op, lane_sel, push, ready, slots, first,
                                megapage, plane):
-        """docs/timing-contract-multiplane.md, "What each implementation changes": a
+        """docs/timing-contract.md §7a, "What each implementation changes": a
         megaplane holds at most one command; a command's operations share op, row and
         megaplane; active counts equal the held commands' popcounts."""
         cfg, checks, w = self._cfg, self._checks, self._w

@@ -1,6 +1,6 @@
 """The stack controller: the blocks of one HBF stack behind the contract's four interfaces.
 
-Implements docs/timing-contract-v1.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
+Implements docs/history.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
 ``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
 composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
 :mod:`.scheduler` and :mod:`.response`. Under ``contract = 2`` (stack shape) it implements
@@ -47,9 +47,9 @@ def check_supported(cfg: HbfConfig) -> None:
     timing-contract.md §18) and in the channel shape (step 6,
     :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
-    or ``"megaplane"``, docs/timing-contract-multiplane.md) are implemented in both shapes
+    or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
     (the configuration already refuses them under contract 1). Amendment A
-    (``pipeline = "deep"``, docs/timing-contract-deep.md) is implemented in the stack shape
+    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in the stack shape
     (:mod:`hbfsim.rtl.controller_deep`); the channel shape refuses it.
     """
     pipeline = getattr(cfg, "pipeline", "standard")
@@ -59,11 +59,11 @@ def check_supported(cfg: HbfConfig) -> None:
                                or getattr(cfg, "host_ports", "stack") != "stack"):
         raise ValueError(f"pipeline = 'deep' with host_ports = {cfg.host_ports!r}: the RTL "
                          "implements Amendment A in the stack shape only "
-                         "(docs/timing-contract-deep.md); use host_ports = 'stack' "
+                         "(docs/timing-contract.md); use host_ports = 'stack' "
                          "with contract = 2")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
-                         "contract 2 (docs/timing-contract-multiplane.md); the RTL needs "
+                         "contract 2 (docs/timing-contract.md §7a); the RTL needs "
                          "contract = 2 or multiplane = 'off'")
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
@@ -508,7 +508,7 @@ class Controller(wiring.Component):
         ]
 
     def _wire_multiplane(self, m, c, sched, mshr, wb) -> None:
-        """Multi-plane commands (docs/timing-contract-multiplane.md MP2, MP7): channel
+        """Multi-plane commands (docs/timing-contract.md §7a MP2, MP7): channel
         ``c``'s command and completion ports carry no tag; the scheduler's lanes name the
         entries of each decision and completion, one per plane, routed to the MSHR or the
         write buffer by the tag's entry kind."""

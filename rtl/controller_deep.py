@@ -1,6 +1,6 @@
 """The stack controller under Amendment A (``pipeline = "deep"``, stack shape).
 
-Implements docs/timing-contract-deep.md DP1 on the controller's side: M decides by §4.2's
+Implements docs/timing-contract.md DP1 on the controller's side: M decides by §4.2's
 rules with its own previous decision applied, the tables holding that decision in their W
 registers (:mod:`.mshr_deep`, :mod:`.write_buffer_deep`) and the controller forwarding W's
 entry into M's match vectors instead of forwarding M's decision into L. Also the
@@ -52,7 +52,7 @@ def elaborate_deep(ctrl) -> Module:
     """
     m = Module()
     cfg, w = ctrl._cfg, ctrl._w
-    assert cfg.mshr_merge, "pipeline = 'deep' needs mshr_merge (docs/timing-contract-deep.md)"
+    assert cfg.mshr_merge, "pipeline = 'deep' needs mshr_merge (docs/timing-contract.md)"
     ids = dict(id_bits=w.id, source_bits=w.source)
     opts = dict(checks=bool(ctrl._checks), mutations=ctrl._mutations)
     m.submodules.admission = adm = Admission(cfg, **ids, **opts)

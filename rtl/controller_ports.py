@@ -290,7 +290,7 @@ def elaborate_channel_shape(ctrl) -> Module:
     for c in range(cfg.channels):
         wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
         wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-        # multi-plane commands (docs/timing-contract-multiplane.md): per channel as in the
+        # multi-plane commands (docs/timing-contract.md §7a): per channel as in the
         # stack shape; the tables' ports forms have the per-plane issue and done lanes
         if w.planes:
             ctrl._wire_multiplane(m, c, sched, mshr, wb)

@@ -1,7 +1,7 @@
 """The two parts the MSHR table and the write buffer share: offering ready entries to the
 channel queues, and draining one entry's waiter list to the response port.
 
-Implements the table side of docs/timing-contract-v1.md §6 (per channel, the lowest-index
+Implements the table side of docs/history.md §6 (per channel, the lowest-index
 ready entry is offered) and §8 (the chosen entry keeps the response port until its waiter
 list is empty; otherwise the lowest-index entry in RETURN).
 """
@@ -209,7 +209,7 @@ def _ring_next(ptr, n: int):
 
 
 def free_list(m, n: int, push, push_index, name: str):
-    """A pool's free list (docs/timing-contract-deep.md DP4): a FIFO of free entry indices.
+    """A pool's free list (docs/timing-contract.md DP4): a FIFO of free entry indices.
 
     ``0, 1, ..., n - 1`` at reset; ``push`` appends ``push_index`` at the end of the cycle
     (the launch that frees an entry, allocatable from the next cycle); an allocation takes
@@ -258,7 +258,7 @@ def free_list(m, n: int, push, push_index, name: str):
 
 
 def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
-    """One channel's MSHR offers in allocation order (docs/timing-contract-deep.md DP2).
+    """One channel's MSHR offers in allocation order (docs/timing-contract.md DP2).
 
     A FIFO (LUT-RAM, ``n`` words of entry index, subarray and channel-local page) written
     by ``push`` (the W register's allocation of an entry of this channel, so the entry is
@@ -303,7 +303,7 @@ def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
 
 
 def offer_registered(m, enq_ports, cand, target, kind):
-    """Per channel an offer register ``O_c`` (docs/timing-contract-deep.md DP3).
+    """Per channel an offer register ``O_c`` (docs/timing-contract.md DP3).
 
     In a cycle in which ``O_c`` is empty or the arbiter takes its entry, ``O_c`` takes the
     lowest-index candidate of channel ``c`` other than the entry it holds (or becomes
@@ -343,7 +343,7 @@ def offer_registered(m, enq_ports, cand, target, kind):
 
 def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_rd,
                  buffer_hit=None):
-    """The response choice of one table in registered stages (docs/timing-contract-deep.md
+    """The response choice of one table in registered stages (docs/timing-contract.md
     DP7): ``C1`` chooses, ``C2`` reads the entry, a cursor drains its further waiters.
 
     ``C1`` takes, when empty or when its entry moves on, the lowest-index entry of

@@ -136,7 +136,7 @@ class FormalBlock:
 
 BLOCKS = {b.name: b for b in (
     FormalBlock("channel_queue", dict(subarrays_per_channel=4, queue_depth=2), 20, 12, True),
-    # Multi-plane commands (docs/timing-contract-multiplane.md): a megaplane holds at most
+    # Multi-plane commands (docs/timing-contract.md §7a): a megaplane holds at most
     # one command, a command's operations share op, row and megaplane and use each plane
     # once, the active count is the sum of the held commands' popcounts.
     FormalBlock("channel_queue_mp", dict(contract=2, multiplane="megaplane",
@@ -165,7 +165,7 @@ BLOCKS = {b.name: b for b in (
     FormalBlock("controller_ports", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
                                          channels=2, contract=2, host_ports="channel",
                                          channel_bw_gbps=1.0), 11, 8, False, 11),
-    # Amendment A (docs/timing-contract-deep.md, pipeline = "deep"), stack shape: W and its
+    # Amendment A (docs/timing-contract.md, pipeline = "deep"), stack shape: W and its
     # forwarding into M's vectors, the offer FIFOs and registers, the free lists, registered
     # flush decisions, the MSHR's late events, C1 / C2 / cursor and R for every waiter, with
     # their invariants (docs/rtl.md "Amendment A"). The covers lie deeper than contract 2's

@@ -1,7 +1,7 @@
 """Widths, enums and payload layouts shared by the controller blocks.
 
 Bit layouts are defined here once (STYLE "Bit layouts are defined once"); the cocotb side packs
-and unpacks through the same layouts. Field sets follow docs/timing-contract-v1.md §1.
+and unpacks through the same layouts. Field sets follow docs/history.md §1.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class Widths:
     id, source : int
         Request id and source (return routing only, sources.md A5).
     planes : int
-        Multi-plane commands (docs/timing-contract-multiplane.md MP2): ``megaplane_planes``
+        Multi-plane commands (docs/timing-contract.md §7a MP2): ``megaplane_planes``
         when ``multiplane`` is not ``off``, else 0 (``cmd`` and ``cpl`` keep contract 1's
         fields, and nothing below is used).
     megaplane, row : int
@@ -221,7 +221,7 @@ def resp_layout(w: Widths) -> data.StructLayout:
 def cmd_layout(w: Widths) -> data.StructLayout:
     """Media command, valid only (contract §1 ``cmd[c]``).
 
-    Under multi-plane commands (``w.planes > 0``, docs/timing-contract-multiplane.md MP2):
+    Under multi-plane commands (``w.planes > 0``, docs/timing-contract.md §7a MP2):
     ``op``, ``megaplane``, the ``planes`` mask of the megaplane's subarrays it uses and the
     ``row`` every used plane reads or programs; no tag (the controller keeps the tags)."""
     if w.planes:

@@ -1,6 +1,6 @@
 """Address mapper: stack-local page -> channel, channel-local page, subarray.
 
-Implements docs/timing-contract-v1.md §3 (sources.md A3, A4; source §4.1.2) bit for bit as
+Implements docs/history.md §3 (sources.md A3, A4; source §4.1.2) bit for bit as
 :meth:`hbfsim.model.mapping.Mapper.channel_of`: combinational, no cycle.
 """
 

@@ -1,6 +1,6 @@
 """Read MSHR table: page-keyed miss entries with per-request waiter lists.
 
-Implements docs/timing-contract-v1.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
+Implements docs/history.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
 the MSHR side of §6 (enqueue candidates) and of §8 (responses in waiter-list order);
 sources.md R1, R2 (waiter lists as linked lists in a memory of request slots).
 """
@@ -119,7 +119,7 @@ class Mshr(wiring.Component):
         allocated for it since. The table qualifies it (kept only while the entry is
         mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
     w_entry : ``Out(mshr_entries)``
-        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        ``pipeline = "deep"`` only (docs/timing-contract.md DP1): the entry the W
         register writes in this cycle (one-hot; M's allocation of the last cycle), for the
         controller's forwarding into M's match vector. Under deep ``tags`` and ``pending``
         include that entry, the offers leave per channel in allocation order (DP2), free

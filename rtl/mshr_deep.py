@@ -1,6 +1,6 @@
 """The read MSHR table under Amendment A (``pipeline = "deep"``, stack shape).
 
-Implements docs/timing-contract-deep.md DP1 (the dispatch written a cycle later from the
+Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP2 (offers in allocation order), DP4 (the free list), DP6 (issue and
 completion applied a cycle later) and the MSHR side of DP7 (C1 / C2 / cursor) for
 :class:`~hbfsim.rtl.mshr.Mshr`, whose :meth:`~hbfsim.rtl.mshr.Mshr.elaborate` calls

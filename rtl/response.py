@@ -1,6 +1,6 @@
 """Response arbiter with per-channel link credits.
 
-Implements docs/timing-contract-v1.md §8 (L2): at most one response per cycle; the entry being
+Implements docs/history.md §8 (L2): at most one response per cycle; the entry being
 drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then the lowest-index
 write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
 channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
@@ -59,7 +59,7 @@ class ResponseArbiter(wiring.Component):
     ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
     ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
 
-    Under ``pipeline = "deep"`` (docs/timing-contract-deep.md DP7) every waiter R takes
+    Under ``pipeline = "deep"`` (docs/timing-contract.md DP7) every waiter R takes
     spends at least one cycle in R: K takes only from R, so the admission store's read
     address (``slot_next``) is R's or K's register, never a table's offer.
 

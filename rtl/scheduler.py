@@ -1,6 +1,6 @@
 """Stack scheduler: the channel queues, the enqueue arbiter and the write-drain window.
 
-Implements docs/timing-contract-v1.md §6 (enqueue arbiter: per channel the MSHR's offer before
+Implements docs/history.md §6 (enqueue arbiter: per channel the MSHR's offer before
 the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
 stack's write-drain window); sources.md M2.
 """
@@ -69,7 +69,7 @@ class Scheduler(wiring.Component):
     drain_open : ``Out(1)``
         The write-drain window is open in this cycle.
     dec_ops, cpl_ops : ``Out(lane_layout).array(n)``, ``Out(lane_done_layout).array(n)``
-        Multi-plane commands only (docs/timing-contract-multiplane.md), ``n = channels *
+        Multi-plane commands only (docs/timing-contract.md §7a), ``n = channels *
         megaplane_planes``: the operations of each channel's decision and completion, lane
         ``c * megaplane_planes + p`` for plane ``p`` of channel ``c``'s megaplane
         (:class:`ChannelQueue`). The stack-wide cap then counts each channel's group size,

@@ -1,7 +1,7 @@
 """The system layer: several stack controllers behind one request and one response port
 (or, in the channel shape of contract 2, behind their own ports).
 
-Implements docs/timing-contract-v1.md §2 (stack selection A2, combinational routing of the one
+Implements docs/history.md §2 (stack selection A2, combinational routing of the one
 system request port, round-robin return arbitration in zero cycles) and the system-wide parts
 of §1 (media ports of every stack, one ``drain``, ``m_valid``). With ``stacks = 1`` the system
 layer is a wire and :class:`~hbfsim.rtl.controller.Controller` itself is the top (§2).

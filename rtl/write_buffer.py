@@ -1,6 +1,6 @@
 """Write coverage buffer: per-page entries with a coverage bitmap, flush causes and waiters.
 
-Implements docs/timing-contract-v1.md §4.2 (write dispatch, and read dispatch step 1: the
+Implements docs/history.md §4.2 (write dispatch, and read dispatch step 1: the
 read-after-write probe), §4.4 (write-buffer entries), §5 (flush causes), the write-buffer side
 of §6 (enqueue candidates) and of §8 (responses); sources.md W1-W4, W6.
 """
@@ -213,7 +213,7 @@ class WriteBuffer(wiring.Component):
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
     w_entry : ``Out(write_buffer_entries)``
-        ``pipeline = "deep"`` only (docs/timing-contract-deep.md DP1): the entry the W
+        ``pipeline = "deep"`` only (docs/timing-contract.md DP1): the entry the W
         register writes in this cycle (one-hot), for the controller's forwarding into M's
         vectors; ``tags``, ``in_use`` and ``is_open`` include it. Under deep the flush
         decisions are registered (DP5), offers come from a register per channel (DP3), free

@@ -1,6 +1,6 @@
 """The write buffer under Amendment A (``pipeline = "deep"``, stack shape).
 
-Implements docs/timing-contract-deep.md DP1 (the dispatch written a cycle later from the
+Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP3 (registered offers), DP4 (the free list), DP5 (registered flush decisions)
 and the write buffer's side of DP7 (C1 / C2 / cursor) for
 :class:`~hbfsim.rtl.write_buffer.WriteBuffer`, whose

@@ -15,7 +15,7 @@ os.environ.setdefault("HBFSIM_COSIM_OPT", "-O0")
 
 
 def v1_config(**kw):
-    """``load_config`` under contract 1 (docs/timing-contract-v1.md), for tests whose
+    """``load_config`` under contract 1 (docs/history.md), for tests whose
     expected cycles or single-port behaviour are contract 1's (the default is contract 2
     in the channel shape since 2026-12-02); a ``contract`` given in ``kw`` wins."""
     return load_config(**({"contract": 1} | kw))

@@ -24,7 +24,7 @@ def test_default_run_shows_the_mechanisms():
 def test_header_names_the_contract_its_ports_and_the_pipeline(tmp_path):
     """Every tick figure depends on the cycle contract, so the header names it: the default
     (contract 2, a port per channel) and Amendment A's deep pipeline (stack shape), whose
-    isolated read is 5 ticks later (docs/timing-contract-deep.md)."""
+    isolated read is 5 ticks later (docs/timing-contract.md)."""
     p = hbfsim("run")
     assert p.returncode == 0, p.stderr
     assert "contract 2 (a port per channel), memory clock" in p.stdout

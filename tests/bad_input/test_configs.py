@@ -68,9 +68,9 @@ CONFIG_BAD = [
     ("contract = 2\nlink_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
     ("link_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
     ("contract = 1\nhost_ports = 'channel'", r"host_ports = 'channel' needs contract = 2"),
-    # docs/timing-contract-multiplane.md, Configuration
+    # docs/timing-contract.md §7a, Configuration
     ("contract = 1\nmultiplane = 'megaplane'", r"multiplane requires contract = 2"),
-    # docs/timing-contract-deep.md, Configuration
+    # docs/timing-contract.md, Configuration
     ("pipeline = 'deeper'\nhost_ports = 'stack'", r"pipeline must be standard or deep"),
     ("pipeline = 'deep'", r"pipeline = 'deep' needs host_ports = 'stack'"),
     ("contract = 1\npipeline = 'deep'", r"pipeline = 'deep' needs contract = 2"),

@@ -33,7 +33,7 @@ FAST = ["conservation", "conservation-16ch", "shared-staging",
 FAST_V2 = [f"{k}-v2" for k in (
     "conservation", "shared-staging", "burst", "coverage", "strict", "read-after-write",
     "mix-backpressure", "gpu-backpressure", "partial", "mix-link", "mix-tiny", "mix-2stacks")]
-#: Multi-plane commands (docs/timing-contract-multiplane.md): the four directed scenarios
+#: Multi-plane commands (docs/timing-contract.md §7a): the four directed scenarios
 #: under ``multiplane = "megaplane"`` are in the CI subset (one build); the same under
 #: ``page`` and ``off`` on the same geometry, and the random mixes (also on four more RTL
 #: sets: the other options, four planes a megaplane, two stacks, the smallest tables), with
@@ -76,7 +76,7 @@ FULL_CH = FAST_CH + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-
         "sched-write-drain", "sched-partition-1r3w", "sched-partition-2r2w",
         "sched-partition-3r1w", "mix-backpressure", "mix-aggregation", "mix-merge-off",
         "mix-tiny", "mix-link", "mix-1ch", "mix-16ch", "mix-active-total", "mix-sectors")]
-#: Amendment A (docs/timing-contract-deep.md, ``pipeline = "deep"``: stack shape, demand
+#: Amendment A (docs/timing-contract.md, ``pipeline = "deep"``: stack shape, demand
 #: reads, merging): CI runs RTL set A's directed scenarios and random traffic with the
 #: closed-loop GPU, and the smallest tables (every stall), two builds; HBFSIM_COSIM_FULL=1
 #: adds the shared page, bursts, a slow link, two stacks, 32-byte coverage, 1 and 16

@@ -107,7 +107,7 @@ def test_soak_configurations_cover_every_policy_under_both_contracts():
 
 def test_soak_configurations_under_amendment_a():
     """``--pipeline deep``: the six rows in the stack shape with demand reads and merging
-    (docs/timing-contract-deep.md, Configuration), every scheduler and write policy."""
+    (docs/timing-contract.md, Configuration), every scheduler and write policy."""
     from hbfsim.config import SCHEDULERS
 
     cfgs = scenarios.soak_configs(2, "deep")
@@ -197,7 +197,7 @@ def test_waves_check_against_traces(waves_run, capsys, tmp_path):
 
 
 def test_waves_of_a_multiplane_run(capsys):
-    """`waves` reads a multi-plane run (docs/timing-contract-multiplane.md MP2, MP7): one
+    """`waves` reads a multi-plane run (docs/timing-contract.md §7a MP2, MP7): one
     full megapage per megaplane, so a request's command is its megaplane's group."""
     # a waves build of its own (about 28 s on two cores): with HBFSIM_COSIM_FULL=1 only, to
     # keep CI under 15 minutes; CI runs the multi-plane scenarios without waves (FAST_V2)

@@ -1,5 +1,5 @@
 """The golden model under Amendment A, the deeper pipeline (``pipeline = "deep"``,
-docs/timing-contract-deep.md DP1-DP7).
+docs/timing-contract.md DP1-DP7).
 
 The amendment's worked timings (isolated read ``ta + 13 + tR``, full-page write ``ta + 16 +
 tPROG``, merged reads one per cycle), one minimal case per rule where the rule shows in a

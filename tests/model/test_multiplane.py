@@ -1,4 +1,4 @@
-"""Multi-plane (hyperpage) commands in the golden model (docs/timing-contract-multiplane.md).
+"""Multi-plane (hyperpage) commands in the golden model (docs/timing-contract.md §7a).
 
 The checks: the design's "Worked timings" table for ``multiplane = off / page / megaplane``,
 exactly; ``megaplane_planes = 1`` equals ``off`` event for event on random traffic in both

@@ -128,7 +128,7 @@ def test_channel_shape_ports():
 
 @pytest.mark.parametrize("mode", ["page", "megaplane"])
 def test_channel_shape_takes_multiplane_commands(mode):
-    """Multi-plane commands (docs/timing-contract-multiplane.md) in the channel shape: the
+    """Multi-plane commands (docs/timing-contract.md §7a) in the channel shape: the
     media ports carry the stack shape's multi-plane command layout (no tag; plane mask)."""
     from hbfsim.rtl.layouts import Widths, cmd_layout
 

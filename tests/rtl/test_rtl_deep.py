@@ -1,4 +1,4 @@
-"""The RTL under Amendment A (``pipeline = "deep"``, docs/timing-contract-deep.md DP1-DP7),
+"""The RTL under Amendment A (``pipeline = "deep"``, docs/timing-contract.md DP1-DP7),
 stack shape.
 
 The golden model of the amendment is written elsewhere (``model/``, not in this tree yet),
@@ -107,7 +107,7 @@ def test_every_request_answered_once(name, seed):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_controller_matches_golden_model(name):
     """The deep RTL against the golden model's ``DeepStackController`` on the same random
-    workloads, written independently from docs/timing-contract-deep.md: every request's
+    workloads, written independently from docs/timing-contract.md: every request's
     accept and response cycle and flags, every media command and the flush counters equal
     (the co-simulation does the same on its scenarios, tests/cosim ``<name>-deep``)."""
     cfg_kw, load_kw = CASES[name]

@@ -75,7 +75,7 @@ def _port_widths(text):
 
 
 def test_multiplane_commands_carry_the_planes_mask():
-    """docs/timing-contract-multiplane.md MP2, MP7: cmd is (valid, op, megaplane, planes,
+    """docs/timing-contract.md §7a MP2, MP7: cmd is (valid, op, megaplane, planes,
     row), cpl (valid, megaplane, planes, buffer_hit mask, error mask); no tag."""
     from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout
 

@@ -27,12 +27,12 @@ from hbfsim.rtl.emit import emit_verilog
     dict(contract=2, host_ports="channel"),
     dict(contract=2, host_ports="channel", channels=4, scheduler="partition-2r2w",
          mshr_merge=False, read_mode="aggregation"),
-    # Amendment A, stack shape (docs/timing-contract-deep.md)
+    # Amendment A, stack shape (docs/timing-contract.md)
     dict(contract=2, pipeline="deep"),
     dict(contract=2, pipeline="deep", channels=4, mshr_entries=32, scheduler="write-drain",
          write_timeout_policy="partial"),
     dict(contract=2, pipeline="deep", stacks=2),
-    # multi-plane commands (docs/timing-contract-multiplane.md)
+    # multi-plane commands (docs/timing-contract.md §7a)
     dict(contract=2, multiplane="megaplane", megaplane_planes=2),
     dict(contract=2, multiplane="page", megaplane_planes=4),
     dict(contract=2, multiplane="megaplane", subarrays_per_channel=6, planes_per_die=6,

@@ -1,4 +1,4 @@
-"""Multi-plane (hyperpage) commands in the scheduler (docs/timing-contract-multiplane.md).
+"""Multi-plane (hyperpage) commands in the scheduler (docs/timing-contract.md §7a).
 
 A reference of MP1-MP5 at the scheduler's ports (the decision of
 :class:`hbfsim.model.megaplane.Megaplanes`, over the same queue) runs in lock step with
