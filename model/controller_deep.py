@@ -84,11 +84,12 @@ class _Port:
         self.hs_t = -1
         self.blocked = -1
 
-    def busy(self) -> bool:
-        """Whether any response stage of this port holds or can take something."""
-        return (self.k_hold is not None or self.r_hold is not None
-                or self.c1 != [None, None] or self.c2 != [None, None]
-                or self.cursor != [None, None] or bool(self.ret[0]) or bool(self.ret[1]))
+    def idle(self) -> bool:
+        """Whether the choice registers hold nothing and no entry waits for ``C1`` (R and K
+        are tested by the caller)."""
+        c1, c2, cur, ret = self.c1, self.c2, self.cursor, self.ret
+        return (c1[0] is None and c1[1] is None and c2[0] is None and c2[1] is None
+                and cur[0] is None and cur[1] is None and not ret[0] and not ret[1])
 
 
 class DeepStackController(PipelinedStackController):
@@ -196,6 +197,8 @@ class DeepStackController(PipelinedStackController):
         self.inp[0].qin = self.qin
         self.inp[0].egress = self.egress
         self.ap_r = self.ap_w = 0
+        # the response ports whose stages hold or may take something (the rest are skipped)
+        self._resp_live: set[int] = set()
         self.demand = cfg.read_mode == "demand"
         self.wb = [_DeepEntry(1, i) for i in range(cfg.write_buffer_entries)]
         # DP4: free lists in place of §4.2.3's lowest free entry
@@ -205,6 +208,8 @@ class DeepStackController(PipelinedStackController):
         self.offer_q: list[deque] = [deque() for _ in range(C)]
         self.offer_r: list = [None] * C
         self.offer_wb: list = [None] * C
+        # the channels whose offers hold or may take something (the arbiter skips the rest)
+        self._busy_ch: set[int] = set()
         # DP2a: (ready_at, idx, alloc) of WAIT entries not yet candidates; per channel the
         # candidates' indices
         self._agg_timer: list[tuple[int, int, int]] = []
@@ -326,6 +331,7 @@ class DeepStackController(PipelinedStackController):
                     e.state = WAIT
                     e.ready_at = t + W_DELAY
                     self.offer_q[e.ch].append(e)
+                    self._busy_ch.add(e.ch)
                     self._wake_at(t + W_DELAY)
                 else:
                     # DP2a: ready by its bytes from t + 2, else by the window (reading 11)
@@ -484,6 +490,7 @@ class DeepStackController(PipelinedStackController):
                 keep.append(e)
             self.wb_flush = keep
         agg = not self.demand
+        busy = self._busy_ch
         if agg:
             at = self._agg_timer
             while at and at[0][0] < t:                 # ready in t - 1 or before: candidate
@@ -491,9 +498,14 @@ class DeepStackController(PipelinedStackController):
                 e = self.mshr[idx]
                 if e.state == WAIT and e.alloc == alloc and e.ready_at == ready_at:
                     heapq.heappush(self._agg_cand[e.ch], idx)
+                    busy.add(e.ch)
+        if cands:
+            busy.update(cands)
+        if not busy:
+            return changed
         offer_q, offer_r, offer_wb = self.offer_q, self.offer_r, self.offer_wb
         agg_cand = self._agg_cand
-        for ch in range(self.C):
+        for ch in sorted(busy) if len(busy) > 1 else list(busy):
             if agg:
                 head = offer_r[ch]
             else:
@@ -501,9 +513,6 @@ class DeepStackController(PipelinedStackController):
                 if head is not None and head.ready_at > t:
                     head = None                        # still in W (DP2)
             held = offer_wb[ch]
-            if head is None and held is None and ch not in cands \
-                    and not (agg and agg_cand[ch]):
-                continue
             took_r = took_held = False
             occ = len(self.queue[ch]) + (self.issued_k[ch] if self.issued_at[ch] == t else 0)
             if occ < self.qdepth:
@@ -531,6 +540,9 @@ class DeepStackController(PipelinedStackController):
                 if best is not held:
                     offer_wb[ch] = best
                     changed = True
+            if not (offer_q[ch] or offer_r[ch] is not None or offer_wb[ch] is not None
+                    or agg_cand[ch]):
+                busy.discard(ch)
         return changed
 
     def _enqueue_one(self, e, t: int) -> None:
@@ -596,21 +608,31 @@ class DeepStackController(PipelinedStackController):
         start-of-``t`` registers. Entries that entered RETURN before ``t`` first go to the
         port that serves them."""
         inp = self.inp
-        mshr, wb = self.mshr, self.wb
-        P = self.P
-        while self.ret_r:
-            idx = heapq.heappop(self.ret_r)
-            heapq.heappush(inp[mshr[idx].ch if P > 1 else 0].ret[MSHR_T], idx)
-        while self.ret_w:
-            idx = heapq.heappop(self.ret_w)
-            heapq.heappush(inp[wb[idx].ch if P > 1 else 0].ret[WB_T], idx)
+        live = self._resp_live
+        if self.ret_r or self.ret_w:
+            mshr, wb = self.mshr, self.wb
+            one = self.P == 1
+            while self.ret_r:
+                idx = heapq.heappop(self.ret_r)
+                p = 0 if one else mshr[idx].ch
+                heapq.heappush(inp[p].ret[MSHR_T], idx)
+                live.add(p)
+            while self.ret_w:
+                idx = heapq.heappop(self.ret_w)
+                p = 0 if one else wb[idx].ch
+                heapq.heappush(inp[p].ret[WB_T], idx)
+                live.add(p)
         changed = False
         wait = None
-        for port in inp:
-            if not port.busy():
-                continue
+        if not live:
+            self.credit_wait = None
+            return False
+        for p in sorted(live) if len(live) > 1 else list(live):
+            port = inp[p]
             changed |= self._port_stages(port, t)
-            if port.blocked >= 0 and port.k_hold is not None:
+            if port.k_hold is None and port.r_hold is None and port.idle():
+                live.discard(p)
+            elif port.blocked >= 0 and port.k_hold is not None:
                 e, i = port.k_hold
                 w = self.link.wait(e.ch, e.waiters[i].nbytes)
                 if wait is None or w < wait:
@@ -651,18 +673,20 @@ class DeepStackController(PipelinedStackController):
                 port.r_hold = (e, i)
                 cursor[tb] = (e, i + 1) if i + 1 < len(e.waiters) else None
                 changed = True
-        for tb, table in ((MSHR_T, self.mshr), (WB_T, self.wb)):
-            heap = port.ret[tb]
+        for tb in (MSHR_T, WB_T):
+            a = c1[tb]
             moves = c2[tb] is None or first_taken[tb]
-            if moves and (c2[tb] is not None or c1[tb] is not None):
-                c2[tb] = c1[tb]            # reads the entry's head, tail and flags
-                c1_moves = c1[tb] is not None
+            if moves and (a is not None or c2[tb] is not None):
+                c2[tb] = a                 # reads the entry's head, tail and flags
                 changed = True
-            else:
-                c1_moves = False
-            if (c1[tb] is None or c1_moves) and (heap or c1[tb] is not None):
-                c1[tb] = table[heapq.heappop(heap)] if heap else None
-                changed = True
+            if a is None or moves:         # C1 empty, or its entry moved to C2
+                heap = port.ret[tb]
+                if heap:
+                    c1[tb] = (self.mshr if tb == MSHR_T else self.wb)[heapq.heappop(heap)]
+                    changed = True
+                elif a is not None:
+                    c1[tb] = None
+                    changed = True
         return changed
 
     def _launch_port(self, port: _Port, t: int) -> bool:
