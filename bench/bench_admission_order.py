@@ -18,9 +18,11 @@ its requests' slots while its subarray is busy).
   while slots remain);
 * ``random``: ports in a random order each cycle (seeded) take every free slot;
 * ``arrival``: the arrived heads in arrival order across the ports (the stack shape's
-  order).
+  order);
+* ``free-ge-p``: §19 question 3's alternative, every port ready while at least ``P`` slots
+  are free (none otherwise).
 
-The last three are **counterfactuals, not the contract**: for the duration of a run they
+The last four are **counterfactuals, not the contract**: for the duration of a run they
 replace the ingress phase of the reference loop (``model/system_v2.py``,
 ``_ingress_ports``) and restore it afterwards. docs/results.md ("Re-run on the one timing
 contract", the admission bound) quotes this script's figures.
@@ -40,7 +42,7 @@ from hbfsim.model.controller import ISSUED, QUEUED, Request
 from hbfsim.model.controller_v2 import INGRESS_DEPTH
 from hbfsim.model.system import HbfSystem
 
-ORDERS = ("contract", "filled", "random", "arrival")
+ORDERS = ("contract", "filled", "random", "arrival", "free-ge-p")
 #: the reference loop's channel-shape ingress phase (restored after every run)
 _ORIGINAL = system_v2._ingress_ports
 
@@ -65,7 +67,9 @@ def counterfactual(order: str, seed: int = 1):
         s = system.stacks[0]
         free = s.admission - s.inflight
         ports = _waiting(system, s, t)
-        if order == "filled":
+        if order == "free-ge-p":
+            ports = ports if free >= len(system.port_in) else []
+        elif order == "filled":
             P = len(system.port_in)
             ports = sorted(ports, key=lambda p: (p - t) % P)
         elif order == "random":
