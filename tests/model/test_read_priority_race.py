@@ -53,6 +53,7 @@ def _race(pipeline: str, shape: str, k: int):
 @pytest.mark.parametrize("shape", ["stack", "channel"])
 @pytest.mark.parametrize("k", range(1, 8))
 def test_registered_pipeline_read_wins_within_four_cycles(shape, k):
+    """The one contract, both shapes: the READ is the first command exactly for k <= 4."""
     log, w, r = _race("deep", shape, k)
     assert w.t_accept == 100 and r.t_accept == 100 + k
     tq_w, tq_r = w.entry_info[0], r.entry_info[0]
