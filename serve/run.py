@@ -16,7 +16,7 @@ import sys
 import time
 
 __all__ = ["DEFAULTS", "DEFAULT_WORKLOAD", "DEVICE_PROFILE", "validate", "hbf_timing",
-           "run_serving"]
+           "prepare_serving", "run_serving"]
 
 #: The embedded default workload: 4 % of the seeded Qwen3-32B agentic preset (1,000 turns).
 DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
@@ -143,19 +143,22 @@ def characterize_stack(config=None, profile=None, cache=True, progress=False, la
     return characterize(cfg, cache=cache), cfg.capacity_bytes / cfg.stacks
 
 
-def run_serving(settings: dict | None = None, *, progress: bool = False, label=str) -> dict:
-    """Validate ``settings``, serve the workload and return the run's figures.
+def prepare_serving(settings: dict | None = None, *, label=str, workloads=None) -> dict:
+    """Every check of a serving run, and nothing that costs: the settings validated, the
+    model resolved (and its combination with ``weights`` and ``ep`` checked), the workload
+    loaded and checked against ``page_tokens``, and the HBF configuration resolved (not
+    characterized), so that a caller refuses bad input before any work.
 
-    Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
-    ``energy_j`` (the energy breakdown in joules, with ``total``).
+    ``workloads`` (a dict) memoizes loaded workloads by ``(spec, format)`` across calls (a
+    sweep checks many points of one workload). Returns ``{"s", "mc", "wl", "hbf_cfg"}``
+    (``hbf_cfg`` None unless the HBF tier is the characterized device).
+
+    Raises
+    ------
+    ValueError
+        Naming ``label(key)`` and the value.
     """
-    from hbfsim.serve.cost import CostModel, CostParams
-    from hbfsim.serve.energy import energy_breakdown
-    from hbfsim.serve.engine import EngineConfig, simulate
-    from hbfsim.serve.hardware import make_node
     from hbfsim.serve.models import model_costs, serving_shape
-    from hbfsim.serve.report import summarize
-    from hbfsim.serve.scheduler import Scheduler
     from hbfsim.serve.traces import load_workload
 
     s = validate(settings, label)
@@ -170,6 +173,70 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
            f"{L('weights')} {s['weights']} needs HBF stacks ({L('hbf')} 0)")
     _check(s["ep"] is None or mc.is_moe,
            f"{L('ep')} applies to MoE models; model {mc.name!r} is dense")
+    hbf_cfg = None
+    if s["hbf"] and s["hbf_model"] == "device":
+        from hbfsim.config import ConfigError, load_config
+
+        config = s["hbf_config"]
+        try:
+            hbf_cfg = load_config(config, s["hbf_profile"] or (None if config else
+                                                                DEVICE_PROFILE))
+        except ConfigError as e:
+            raise ValueError(f"{L('hbf_config' if config else 'hbf_profile')}: {e}") from None
+    key = (s["workload"], s["format"])
+    wl = None if workloads is None else workloads.get(key)
+    if wl is None:
+        try:
+            wl = load_workload(s["workload"], format=s["format"])
+        except ValueError as e:
+            raise ValueError(f"{L('workload')}: {e}") from None
+        if workloads is not None:
+            workloads[key] = wl
+    _check(wl.block_tokens % s["page_tokens"] == 0,
+           f"{L('page_tokens')} {s['page_tokens']} must divide the workload's "
+           f"{wl.block_tokens}-token hash blocks")
+    # the node and the cost model as the run builds them, with the HBF tier's capacity but
+    # Table 1 timing (the characterized timing changes speeds, never what fits)
+    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.hardware import make_node
+
+    stack_kw = {} if hbf_cfg is None else \
+        {"hbf_stack_bytes": hbf_cfg.capacity_bytes / hbf_cfg.stacks}
+    try:
+        node = make_node(s["gpu"], s["gpus"], s["hbm"], s["hbf"], s["packaging"], **stack_kw,
+                         hbm_stack=s["hbm_stack"], dram_bytes_per_gpu=s["dram_gb"] * 1e9,
+                         ssd_bytes_per_gpu=s["ssd_tb"] * 1e12)
+    except ValueError as e:
+        raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
+                         f"{s['packaging']}: {e}") from None
+    params = CostParams(dtype=s["dtype"], compute_efficiency=s["compute_efficiency"],
+                        split_hbm_expert_fraction=s["split_fraction"])
+    CostModel(node, mc, tp=s["tp"] or s["gpus"], ep=s["ep"], weights=s["weights"],
+              params=params, dpa=s["dpa"])
+    return {"s": s, "mc": mc, "wl": wl, "hbf_cfg": hbf_cfg}
+
+
+def run_serving(settings: dict | None = None, *, progress: bool = False, label=str,
+                prepared: dict | None = None) -> dict:
+    """Validate ``settings``, serve the workload and return the run's figures.
+
+    ``prepared``: what :func:`prepare_serving` returned for these settings (so a caller
+    that checked first does not load the workload twice).
+
+    Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
+    ``energy_j`` (the energy breakdown in joules, with ``total``).
+    """
+    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.energy import energy_breakdown
+    from hbfsim.serve.engine import EngineConfig, simulate
+    from hbfsim.serve.hardware import make_node
+    from hbfsim.serve.report import summarize
+    from hbfsim.serve.scheduler import Scheduler
+
+    # every check before the characterization (minutes) and the run
+    pre = prepared if prepared is not None else prepare_serving(settings, label=label)
+    s, mc, wl = pre["s"], pre["mc"], pre["wl"]
+    L = label
     timing, stack_kw = None, {}
     if s["hbf"] and s["hbf_model"] == "device":
         timing, stack_bytes = characterize_stack(s["hbf_config"], s["hbf_profile"],
@@ -193,13 +260,6 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
     cfg = EngineConfig(max_batch=s["max_batch"], max_tokens=s["max_tokens"],
                        page_tokens=s["page_tokens"])
     sched = Scheduler(s["scheduler"], s["headroom"])
-    try:
-        wl = load_workload(s["workload"], format=s["format"])
-    except ValueError as e:
-        raise ValueError(f"{L('workload')}: {e}") from None
-    _check(wl.block_tokens % s["page_tokens"] == 0,
-           f"{L('page_tokens')} {s['page_tokens']} must divide the workload's "
-           f"{wl.block_tokens}-token hash blocks")
     from tqdm import tqdm
 
     t0 = time.perf_counter()
