@@ -153,6 +153,12 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     if out.exists() and not out.is_dir():
         raise ValueError(f"output folder {str(out)!r} is a file")
     # the sweep and every --set value checked against the study before --out exists
+    from hbfsim.studies.base import Study
+
+    if config_set and type(study).config_kwargs is Study.config_kwargs:
+        # before its tasks: a study without an HbfConfig may do work to list them
+        raise ValueError(f"--set applies to the device studies; {study.name} takes no "
+                         f"HbfConfig of its own (see its command's options)")
     tasks = study.tasks(quick)
     if config_set:
         _apply_config_set(study, tasks, config_set)
