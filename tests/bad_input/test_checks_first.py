@@ -82,7 +82,8 @@ CHECK_FIRST_BAD = [
      r"points 0 .* and 1 .* are one run"),
     (*_sweep(SRV.replace("scale=0.0008", "scale=1e9")),
      r"scale=1e\+09 gives 25,000,000,000,000 turns, more than"),
-    (*_sweep(SRV + "[grid]\nhbm = [4]\n\"hbm\" = [8]\n"), r"not valid TOML"),
+    (*_sweep(SRV + '[grid]\nmax-batch = [64]\nmax_batch = [128]\n'),
+     r"\[grid\] 'max-batch' and 'max_batch' are one key \(max_batch\)"),
     # ------------------------------------------------------------------ study --set
     (["study", "media-saturation", "--quick", "--out", "o", "--set", "bogus=1"], {},
      r"--set: unknown configuration key 'bogus'"),
