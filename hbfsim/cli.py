@@ -321,6 +321,8 @@ def _check_model_file(spec: str) -> None:
         raise UsageError(f"{p} line {e.lineno}: not valid JSON: {e.msg}") from None
     except ValueError as e:
         raise UsageError(f"{p}: not valid JSON: {e}") from None
+    except RecursionError:   # untrusted nesting: a message, not a traceback
+        raise UsageError(f"{p}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise UsageError(f"model config {str(p)!r} must be a JSON object, not "
                          f"{type(data).__name__}")

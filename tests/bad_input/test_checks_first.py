@@ -130,6 +130,12 @@ CHECK_FIRST_BAD = [
      r"kv_heads \(4\) must divide q_heads \(2\)"),
     (["run", "--workload", "llm-decode", "--model", "kv2.json"],
      {"kv2.json": _json_model(3, 2, 384)}, r"kv_heads \(2\) must divide q_heads \(3\)"),
+    (["run", "--workload", "llm-decode", "--model", "deep.json"],
+     {"deep.json": "[" * 100000 + "]" * 100000}, r"deep.json: not valid JSON: nested too "
+                                                 r"deeply"),
+    (["serve", *WL, "--model", "deep.json"], {"deep.json": '{"a": ' * 100000 + "1" +
+                                                           "}" * 100000},
+     r"--model: cannot read model config 'deep.json': JSON nested too deeply"),
     # ------------------------------------------------------------------ explicit_map
     (["config", "show", "--config", "c.toml"],
      {"c.toml": 'placement = "explicit"\nexplicit_map = [[0, 100, 0], [50, 200, 1]]\n'},
