@@ -347,3 +347,36 @@ def test_workers_end_with_the_sweep_in_the_middle_of_a_long_point(tmp_path, sig)
             pytest.fail(f"workers left running after {sig!r}: {workers}")
         time.sleep(0.05)
     assert not (tmp_path / "out" / "points.jsonl").exists()
+
+
+def test_a_serve_point_follows_the_content_of_its_model_and_trace_files(tmp_path, capsys):
+    """A serve point names a model config.json and a trace file: editing either makes it a
+    new point, and the table is a fresh run's."""
+    from importlib import resources
+
+    trace = resources.files("hbfsim.serve").joinpath("data", "sample_mooncake.jsonl")
+    lines = trace.read_text().splitlines(keepends=True)
+    (tmp_path / "t.jsonl").write_text("".join(lines))
+    model = ('{"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, '
+             '"num_key_value_heads": 2, "head_dim": 128, "intermediate_size": %d, '
+             '"vocab_size": 32000}')
+    (tmp_path / "m.json").write_text(model % 4096)
+    grid = ('[sweep]\nname = "s"\nkind = "serve"\nworkloads = ["t.jsonl"]\n[base]\n'
+            'hbf_model = "constant"\nhbf = 0\nmodel = "m.json"\n[grid]\nhbm = [4, 8]\n')
+    out = tmp_path / "out"
+    assert sweep(tmp_path, grid, out) == 0
+    capsys.readouterr()
+    (tmp_path / "m.json").write_text(model % 8192)                  # the model changed
+    assert sweep(tmp_path, grid, out) == 0
+    assert "0 already done, 2 to run" in capsys.readouterr().out
+    (tmp_path / "t.jsonl").write_text("".join(lines[:-5]))          # the trace changed
+    assert sweep(tmp_path, grid, out) == 0
+    assert "0 already done, 2 to run" in capsys.readouterr().out
+    fresh = tmp_path / "fresh"
+    assert sweep(tmp_path, grid, fresh) == 0
+    assert table(out) == table(fresh)
+    (tmp_path / "m.json").write_text(model % 4096)                  # back: reused
+    (tmp_path / "t.jsonl").write_text("".join(lines))
+    capsys.readouterr()
+    assert sweep(tmp_path, grid, out) == 0
+    assert "2 already done, 0 to run" in capsys.readouterr().out
