@@ -288,16 +288,20 @@ PRESETS = {p.name: p for p in (
 TURN_BYTES = 16 << 10
 
 
-def max_turns() -> int:
-    """The most turns a preset may generate here: half of the physical memory at
-    :data:`TURN_BYTES` a turn (a scale beyond it would end in a MemoryError)."""
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (16 GiB where the system does not say)."""
     import os
 
     try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        mem = 16 << 30
-    return max(1, mem // 2 // TURN_BYTES)
+        return 16 << 30
+
+
+def max_turns() -> int:
+    """The most turns a preset may generate here: half of the physical memory at
+    :data:`TURN_BYTES` a turn (a scale beyond it would end in a MemoryError)."""
+    return max(1, physical_memory() // 2 // TURN_BYTES)
 
 
 def preset(name: str, *, scale: float = 1.0, seed: int = 0, **overrides) -> Workload:

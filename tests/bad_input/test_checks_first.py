@@ -215,3 +215,17 @@ def test_odd_but_valid_is_accepted(tmp_path, monkeypatch, capsys, argv, files, m
     assert rc == 0 and err == "", err
     if made:
         assert (tmp_path / made).stat().st_size > 0
+
+
+def test_a_trace_bigger_than_memory_allows_is_refused_before_it_is_read(tmp_path, monkeypatch,
+                                                                         capsys):
+    """The bound is half of the physical memory at 5.2 bytes a trace byte: on a machine of
+    1 MB (pretended here), a 200 kB trace is refused by its size, unread."""
+    from hbfsim.serve import agentic
+
+    monkeypatch.setattr(agentic, "physical_memory", lambda: 1_000_000)
+    _case(tmp_path, monkeypatch, capsys, ["serve", "--workload", "t.jsonl", "--hbf", "0",
+                                          "--hbf-model", "constant"],
+          {"t.jsonl": "not a trace\n" * 20000},
+          r"--workload t.jsonl: 240,000 bytes, more than 96,153 \(a loaded trace takes about "
+          r"5.2 bytes of memory a byte")
