@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -103,32 +104,40 @@ def _run_serve(point: Point) -> dict:
 
 
 # ----------------------------------------------------------------------------- identity
-def _file_digest(path) -> str:
-    """SHA-256 of a file's bytes (what a point reads from it)."""
+def _file_digest(path, memo: dict | None = None) -> str:
+    """SHA-256 of a file's bytes (what a point reads from it). ``memo`` (one check phase's
+    dict) reads a file named by many points once; across runs nothing is remembered, since
+    a file rewritten within the file system's timestamp granularity keeps its size and
+    modification time."""
+    key = ("file", os.path.realpath(path))
+    if memo is not None and key in memo:
+        return memo[key]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
+    if memo is not None:
+        memo[key] = h.hexdigest()
     return h.hexdigest()
 
 
-def _normal(v):
+def _normal(v, memo=None):
     """``v`` as it enters a point's identity: integral floats as integers, and a string that
     names an existing file as the digest of its content (a model config.json, a trace)."""
     v = normal_value(v)
     if isinstance(v, str) and v and Path(v).is_file():
-        return {"file_sha256": _file_digest(v)}
+        return {"file_sha256": _file_digest(v, memo)}
     if isinstance(v, (list, tuple)):
-        return [_normal(x) for x in v]
+        return [_normal(x, memo) for x in v]
     return v
 
 
-def _preset_spec(spec: str):
+def _preset_spec(spec: str, memo=None):
     """A serving preset spec ``NAME:k=v,...`` as ``[NAME, {k: v}]`` with ``scale`` 1 and
     ``seed`` 0 filled in and values normalised, so that two spellings of one preset are one
     workload; a trace file is its content's digest; anything else (a sample) as it is."""
     if Path(spec).is_file():
-        return {"file_sha256": _file_digest(spec)}
+        return {"file_sha256": _file_digest(spec, memo)}
     name, sep, rest = spec.partition(":")
     if not sep and name.startswith("sample-"):
         return spec
@@ -144,17 +153,17 @@ def _preset_spec(spec: str):
     return [name.strip(), kw]
 
 
-def _device_identity(point: Point, cfg) -> dict:
+def _device_identity(point: Point, cfg, memo=None) -> dict:
     from hbfsim.model.workload_params import registry_name
 
     config = {k: normal_value(v) for k, v in cfg.as_dict().items()
               if k not in ("profile", "trace_file", "trace_level")}   # labels and outputs
     work = "default" if point.workload == "default" else registry_name(point.workload)
     return {"kind": "device", "workload": work, "config": config,
-            "params": {k: _normal(v) for k, v in sorted(point.params.items())}}
+            "params": {k: _normal(v, memo) for k, v in sorted(point.params.items())}}
 
 
-def _serve_identity(pre: dict) -> dict:
+def _serve_identity(pre: dict, memo=None) -> dict:
     from hbfsim.serve.characterize import _canonical
 
     s = dict(pre["s"])
@@ -165,7 +174,7 @@ def _serve_identity(pre: dict) -> dict:
     shape = pre["mc"]
     model = dataclasses.asdict(shape) if dataclasses.is_dataclass(shape) else repr(shape)
     return {"kind": "serve", "settings": {k: normal_value(v) for k, v in sorted(s.items())},
-            "model": model, "workload": _preset_spec(pre["s"]["workload"]),
+            "model": model, "workload": _preset_spec(pre["s"]["workload"], memo),
             "format": pre["s"]["format"],
             "hbf": None if pre["hbf_cfg"] is None else _canonical(pre["hbf_cfg"])}
 
@@ -192,9 +201,9 @@ def identify(point: Point, memo: dict | None = None) -> tuple[Point, str]:
     """
     if point.kind == "device":
         cfg, _ = _device_setup(point)
-        ident = _device_identity(point, cfg)
+        ident = _device_identity(point, cfg, memo)
     elif point.kind == "serve":
-        ident = _serve_identity(_serve_prepared(point, memo))
+        ident = _serve_identity(_serve_prepared(point, memo), memo)
     else:
         raise GridError(f"point {point.index}: unknown kind {point.kind!r}")
     try:
