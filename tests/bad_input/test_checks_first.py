@@ -147,6 +147,11 @@ CHECK_FIRST_BAD = [
     (["cosim", "run", "--seed", "-1"], {}, r"--seed must be a non-negative integer, not -1"
                                            r"|--seed must be a non-negative integer below"),
     (["cosim", "soak", "--seed", "-1"], {}, r"--seed must be a non-negative integer below"),
+    # a workload's count parameters, bounded by the golden model's speed
+    (["run", "--workload", "conservation", "--param", "requests=1000000000000"], {},
+     r"requests = 1,000,000,000,000 is more than 100,000,000"),
+    (["run", "--workload", "media-saturation", "--param", "pages-per-producer=100000001"],
+     {}, r"pages-per-producer = 100,000,001 is more than 100,000,000"),
     (["cosim", "run", "--requests", "100000000000000"], {},
      r"--requests 100,000,000,000,000 is more than 10,000,000"),
     (["cosim", "soak", "--requests", "1000000000000"], {},
