@@ -189,7 +189,11 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         # imported here, not at the top: the process pool costs ~7 ms at `hbfsim --help`
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        from hbfsim.sweep.backends import die_with_parent
+
+        # workers end with the study, however it ends (kill -9 included; issue 26)
+        with ProcessPoolExecutor(max_workers=n, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             futs = {pool.submit(_work, name, task): i for i, task in enumerate(tasks)}
             with tqdm(total=len(tasks), desc=name, unit="run", disable=not progress,
                       file=sys.stderr) as bar:

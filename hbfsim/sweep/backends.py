@@ -17,7 +17,7 @@ __all__ = ["BACKENDS", "connect_ray", "ray_tasks", "run_local", "run_ray"]
 BACKENDS = ("local", "ray")
 
 
-def _die_with(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Worker initializer: end this worker when the sweep's process ends, however it ends.
 
     On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``, through
@@ -60,7 +60,7 @@ def _run_one(item):
 def run_local(points: list[Point], workers: int | None = None) -> Iterator[tuple[Point, dict]]:
     """Run ``points`` in ``workers`` processes (default: one per core; 1 runs in-process).
 
-    The workers end with this process whatever ends it (:func:`_die_with`); when the
+    The workers end with this process whatever ends it (:func:`die_with_parent`); when the
     iteration stops early (an error, Ctrl-C, SIGTERM) they are terminated, not waited for.
     """
     n = min(workers or os.cpu_count() or 1, max(len(points), 1))
@@ -70,7 +70,7 @@ def run_local(points: list[Point], workers: int | None = None) -> Iterator[tuple
         return
     import multiprocessing
 
-    pool = multiprocessing.Pool(n, initializer=_die_with, initargs=(os.getpid(),))
+    pool = multiprocessing.Pool(n, initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         for i, result in pool.imap_unordered(_run_one, enumerate(points)):
             yield points[i], result
