@@ -158,7 +158,8 @@ void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
     if (acc == end) return;
     int64_t k = p_kernel_[p];
     int64_t out0 = p_out_[p], out = out0;
-    int64_t pb = prog_.producer_bound[p] + (mutant(GPU_BOUND_PLUS_ONE) ? 1 : 0);
+    if (mutant(GPU_START_ONE)) n = 1;
+    int64_t pb = prog_.producer_bound[p];
     int64_t bound = out + n >= pb ? pb : out + n;
     while (out < bound && acc != end) {
         int64_t part = partition_of(prog_.access_addr[acc], gpu_);

@@ -22,7 +22,7 @@ enum Mutant : int {
     MEDIA_BACKLOG_STRICT = 9,    // backlog(t) only counts completions due before t
     GPU_RR_STAYS = 10,           // G5: the arbiter pointer stays on the granted partition
     GPU_RELEASE_EARLY = 11,      // G3: a response releases the next access one tick early
-    GPU_BOUND_PLUS_ONE = 12,     // G3: a producer may exceed its bound by one
+    GPU_START_ONE = 12,          // G3: a producer starts with one access, not up to bound
     GPU_NO_PAGE_ROTATION = 13,   // G4: partition = chunk mod partitions (no page rotation)
     GPU_LAUNCH_EARLY = 14,       // G2: the next kernel launches one tick early
     GPU_PORT_PTR_STAYS = 15,     // G5': a port's pointer does not move past its grant
