@@ -38,6 +38,7 @@ void gpu_standin(GpuPort& port, const std::vector<int64_t>& delays,
     std::vector<std::pair<int64_t, int64_t>> granted;
     int64_t seq = 0, nd = static_cast<int64_t>(delays.size());
     const GpuProgram& prog = port.program();
+    log.reserve(log.size() + 2 * GPU_LOG_WIDTH * prog.access_op.size());   // grant + response
     while (true) {
         int64_t nt = port.next_tick();
         int64_t nr = pending.empty() ? NO_TICK : std::get<0>(pending.front());

@@ -33,6 +33,15 @@ GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
     k_res_.resize(nk);
     k_live_.assign(nk, 0);
     k_feeding_.assign(nk, 0);
+    // every access becomes one request: the tables never reallocate
+    size_t na = prog_.access_op.size();
+    req_producer_.reserve(na);
+    req_part_.reserve(na);
+    req_access_.reserve(na);
+    req_created_.reserve(na);
+    req_arrival_.reserve(na);
+    req_port_.reserve(na);
+    req_open_.reserve(na);
 }
 
 void GpuCore::heap_push(int64_t tick, int64_t kind, int64_t p) {
