@@ -32,7 +32,8 @@ int64_t gpu_cycles_to_ticks(int64_t cycles, const GpuConfig& g) {
 
 int64_t partition_of(int64_t addr, const GpuConfig& g) {
     int64_t rel = addr - g.base_address;
-    if (mutant(GPU_NO_PAGE_ROTATION)) return floormod(floordiv(rel, g.partition_bytes), g.partitions);
+    if (mutant(GPU_NO_PAGE_ROTATION))
+        return floormod(floordiv(rel, g.partition_bytes), g.partitions);
     return floormod(floordiv(rel, g.partition_bytes) + floordiv(rel, PAGE_BYTES), g.partitions);
 }
 

@@ -35,7 +35,7 @@ def assert_logs_equal(want: np.ndarray, got: np.ndarray, what: str) -> None:
 
 # ------------------------------------------------------------------------------ media
 @st.composite
-def media_configs(draw):
+def media_configs(draw, modes=("hbf", "ssd")):
     """A small stack: few blocks per subarray, so erase, GC and capacity errors occur."""
     channels = draw(st.sampled_from([1, 2, 4]))
     subs = draw(st.sampled_from([1, 2, 4]))
@@ -47,7 +47,7 @@ def media_configs(draw):
         channels=channels, subarrays_per_channel=subs, active_per_channel=subs,
         pages_per_block=ppb, capacity_bytes=blocks * channels * subs * ppb * PAGE_BYTES,
         page_buffers=draw(st.integers(0, 3)), buffer_hit_ticks=draw(st.integers(1, 12)),
-        media_mode=draw(st.sampled_from(["hbf", "ssd"])),
+        media_mode=draw(st.sampled_from(modes)),
         overprovisioning=draw(st.sampled_from([0.0, 0.15, 0.34, 0.5])),
         blocks_per_zone=draw(st.integers(1, 3)),
         t_read_us=t_read, t_prog_us=t_prog, t_erase_us=t_erase)
@@ -57,14 +57,22 @@ def media_configs(draw):
 def media_cases(draw):
     """``(cfg, rows)``: a configuration and a media command stream (replay_media's rows),
     ticks non-decreasing, ending with enough deliveries to drain every completion."""
-    cfg = draw(media_configs())
+    # a quarter of the cases are GC-heavy: ssd, mostly programs on one subarray whose pages
+    # about fill it, so that GC chooses between victims of different valid counts
+    gc = draw(st.integers(0, 3)) == 0
+    cfg = draw(media_configs(("ssd",) if gc else ("hbf", "ssd")))
     tr, tp = cfg.t_read_ticks, cfg.t_prog_ticks
-    pages = draw(st.sampled_from([2, 6, 24, 200]))
-    writes = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+    # "fit": as many pages as a subarray has, so that rewrites leave blocks part-valid and
+    # ssd GC chooses between victims of different valid counts
+    blocks = cfg.pages_per_stack // (cfg.subarrays_per_stack * cfg.pages_per_block)
+    pages = "fit" if gc else draw(st.sampled_from([2, 6, 24, 200, "fit"]))
+    if pages == "fit":
+        pages = max(2, blocks * cfg.pages_per_block - draw(st.integers(0, cfg.pages_per_block)))
+    writes = draw(st.sampled_from([0.7, 0.9] if gc else [0.0, 0.3, 0.7, 1.0]))
     # a focused stream stays on one subarray: page-buffer LRU order and block reuse matter
-    chs = 1 if draw(st.booleans()) else cfg.channels
-    subs = 1 if chs == 1 and draw(st.booleans()) else cfg.subarrays_per_channel
-    n = draw(st.integers(1, 120))
+    chs = 1 if gc or draw(st.booleans()) else cfg.channels
+    subs = 1 if chs == 1 and (gc or draw(st.booleans())) else cfg.subarrays_per_channel
+    n = draw(st.integers(60, 200) if gc else st.integers(1, 120))
     steps = [0, 0, 1, 2, max(1, tr // 2), tr, tp]
     rows = []
     t = 0
@@ -150,13 +158,20 @@ def gpu_cases(draw):
     shape = draw(st.sampled_from(["stack", "channel"]))
     channels = draw(st.sampled_from([1, 2, 4]))
     stacks = draw(st.sampled_from([1, 2]))
-    placement = draw(st.sampled_from(["interleave", "grouped", "contiguous"]))
+    placement = draw(st.sampled_from(["interleave", "grouped", "contiguous", "explicit"]))
     scheduler = "fcfs"
-    if channels == 4 and draw(st.booleans()):
+    if channels == 4 and placement != "explicit" and draw(st.booleans()):
         scheduler = draw(st.sampled_from(["partition-1r3w", "partition-2r2w"]))
     clocks = draw(st.sampled_from([(850.0, 1132.0), (1000.0, 1000.0), (850.0, 1755.0)]))
+    explicit = ()
+    if placement == "explicit":
+        # two ranges of stack-local pages with their own channels, a gap between them
+        # (pages in the gap fall back to q mod channels); the default stack has 2^27 pages
+        split = draw(st.sampled_from([1, 8, 1 << 16, 1 << 24]))
+        explicit = ((0, split - 1, draw(st.integers(0, channels - 1))),
+                    (2 * split, (1 << 26) - 1, draw(st.integers(0, channels - 1))))
     cfg = load_config(channels=channels, stacks=stacks, host_ports=shape, placement=placement,
-                      scheduler=scheduler,
+                      scheduler=scheduler, explicit_map=explicit,
                       stack_select=draw(st.sampled_from(["interleave", "contiguous"])),
                       memory_clock_mhz=clocks[0], gpu_clock_mhz=clocks[1])
     gpu = GpuConfig(sms=2, partitions=draw(st.integers(1, 8)),
