@@ -10,7 +10,9 @@ import pytest
 from hbfsim.engine import compiled_available, engine_status, stale
 
 
-@pytest.fixture(autouse=True, scope="module")
+# function scope: a module- or session-scoped fixture would pin each module to one
+# pytest-xdist worker (tests/conftest.py groups tests by their widest fixture)
+@pytest.fixture(autouse=True)
 def compiled_engine():
     if not compiled_available():
         if os.environ.get("HBFSIM_REQUIRE_ENGINE") == "1":
