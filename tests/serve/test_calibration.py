@@ -206,3 +206,22 @@ def test_reserve_output_admits_only_what_can_finish(tiny):
     assert runs[True].replicas[0].max_running <= 4
     for r in runs.values():
         assert np.isfinite(r.replicas[0].done).all()
+
+
+def test_serve_help_documents_the_new_knobs(capsys):
+    from hbfsim.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for knob in ("--cost-model {calibrated,roofline}", "--cost-provenance", "--reserve-output",
+                 "--compute-efficiency", "hbm3 (an H100 SXM5's"):
+        assert knob in text, knob
+
+
+def test_cost_provenance_prints_and_runs_nothing(capsys):
+    from hbfsim.cli import main
+
+    assert main(["serve", "--cost-provenance", "--gpu", "h200", "--dtype", "fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "mem_efficiency = " in out and "# fitted" in out and "# assumption" in out
