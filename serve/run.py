@@ -215,6 +215,6 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
               disable=None if progress else True, file=sys.stderr, leave=False) as bar:
         run = simulate(wl, node, mc, sched, config=cfg, progress=bar.update, **kw)
     out = summarize(run, node, cost, sched, wl, timing,
-                    {"host_seconds": time.perf_counter() - t0})
+                    {"host_seconds": time.perf_counter() - t0, "cost_model": s["cost_model"]})
     out["energy_j"] = energy_breakdown(run.tally, node)
     return out
