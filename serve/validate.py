@@ -174,6 +174,9 @@ def format_table(data, rows) -> str:
         out.append(f"- **{which}** ({e['n']} points): geometric-mean |ratio - 1| = "
                    f"{100 * e['geomean']:.1f} %, worst point {e['worst_id']} at ratio "
                    f"{e['worst']:.3f}")
+    out += ["", "The command of each point (its trace and model files are written by the "
+            "script):", ""]
+    out += [f"    {r['id']}: {r['command']}" for r in rows]
     return "\n".join(out)
 
 
