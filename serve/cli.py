@@ -1,11 +1,12 @@
 """``hbfsim serve``: serve a workload on an HBM-HBF-host node and print the run's figures.
 
     hbfsim serve [--model M] [--gpu h100|h200] [--gpus N] [--hbm N] [--hbf N]
-                 [--packaging shared|beside|h3] [--hbm-stack table1|hbm3e]
+                 [--packaging shared|beside|h3] [--hbm-stack table1|hbm3|hbm3e]
                  [--tp N] [--ep N] [--dpa] [--weights hbm|hbf|split]
                  [--scheduler fcfs|cache-aware|buffered] [--headroom F]
                  [--hbf-model constant|device] [--hbf-config F.toml] [--hbf-profile P]
-                 [--no-cache] [--workload SPEC] [--format F] [...]
+                 [--no-cache] [--cost-model calibrated|roofline] [--cost-provenance]
+                 [--workload SPEC] [--format F] [...]
                  [--json S.json] [--csv S.csv] [--no-progress]
 
 With no arguments it serves the embedded default (``DEFAULT_WORKLOAD``: 4 % of the seeded
@@ -71,8 +72,9 @@ def register(subparsers):
                         "(FlashAccel's CSI); h3: HBF behind HBM (default shared)")
     g.add_argument("--hbm-stack", default="table1", choices=sorted(HBM_STACKS),
                    help="HBM stack preset: table1 (24 GB, 1 TB/s, 3.4 pJ/bit; the serving "
-                        "paper) or hbm3e (an H200's: 23.5 GB, 0.8 TB/s, 2.99 pJ/bit) "
-                        "(default table1)")
+                        "paper), hbm3 (an H100 SXM5's: 16 GB, 0.67 TB/s; --hbm 5 is the "
+                        "real H100) or hbm3e (an H200's: 23.5 GB, 0.8 TB/s, 2.99 pJ/bit; "
+                        "--hbm 6 is the real H200) (default table1)")
     g.add_argument("--tp", type=_int_arg, default=None, metavar="N",
                    help="tensor-parallel degree of one replica (default: all GPUs)")
     g.add_argument("--ep", type=_int_arg, default=None, metavar="N",
@@ -112,10 +114,28 @@ def register(subparsers):
     s.add_argument("--max-tokens", type=_int_arg, default=8192, metavar="N",
                    help="query tokens per iteration, per attention rank under --dpa "
                         "(default 8192)")
+    s.add_argument("--reserve-output", action="store_true",
+                   help="admit a request only if the device also holds the KV of all the "
+                        "output tokens it and the running requests may still generate (no "
+                        "preemption; TensorRT-LLM's GUARANTEED_NO_EVICT); default: vLLM's "
+                        "admission by prompt pages with recompute preemption")
     s.add_argument("--page-tokens", type=_int_arg, default=16, metavar="N",
                    help="tokens per KV page (default 16)")
-    s.add_argument("--compute-efficiency", type=_float_arg, default=0.7, metavar="F",
-                   help="achieved fraction of the GPU peak (default 0.7)")
+    c = p.add_argument_group("cost model (docs/serving.md, docs/validation-serving.md)")
+    c.add_argument("--cost-model", default="calibrated", choices=("calibrated", "roofline"),
+                   help="calibrated: GEMM tile/wave quantization, achieved HBM bandwidth per "
+                        "GPU, attention efficiency, imperfect compute/memory overlap, NCCL "
+                        "ring collectives with a latency term, a per-iteration fixed cost, "
+                        "BF16 activations in collectives, EP and DPA load imbalance, fitted "
+                        "to published H100/H200 measurements; roofline: max(compute at a "
+                        "flat efficiency, memory at nominal bandwidth) per operator "
+                        "(default calibrated)")
+    c.add_argument("--compute-efficiency", type=_float_arg, default=None, metavar="F",
+                   help="GEMM efficiency ceiling, fraction of the dense peak (default: the "
+                        "cost model's: calibrated 0.70 BF16 / fitted FP8; roofline 0.7)")
+    c.add_argument("--cost-provenance", action="store_true",
+                   help="print the calibrated cost model's parameters for --gpu and --dtype, "
+                        "each with its source, and exit")
     w = p.add_argument_group("workload")
     w.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="SPEC",
                    help="a trace file (Mooncake JSONL, Azure or BurstGPT CSV), sample-mooncake"
@@ -152,6 +172,11 @@ def run_cli(a) -> int:
     from hbfsim.serve.report import format_summary, to_csv, to_json
     from hbfsim.serve.run import DEFAULTS, run_serving, validate
 
+    if a.cost_provenance:
+        from hbfsim.serve.calibration import format_cost_provenance
+
+        print(format_cost_provenance(a.gpu, a.dtype))
+        return 0
     settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
     settings["cache"] = not a.no_cache
     validate(settings, _opt)  # every option before the outputs are checked

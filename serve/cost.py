@@ -1,22 +1,27 @@
-"""Time of one serving iteration: a roofline of every operator of every layer.
+"""Time of one serving iteration: every operator of every layer, per GPU of a replica.
 
 One iteration (vLLM continuous batching) runs the model once over ``T`` query tokens: the
 decode tokens of running sequences plus prefill chunks. Per layer and per GPU of a replica
 (docs/serving.md, "Cost model", gives the equations):
 
-    t_op = max( FLOPs_op / (peak x compute_efficiency),  mem_op )
-    mem_op (shared sites) = max over tiers x of ( [B_x > 0] L_x + B_x / BW_x + W_x / WBW_x )
-    mem_op (h3)           = max( [B > 0] L_hbm + (B_hbm + B_hbf + W) / BW_hbm,  t_hbf )
+    t_op = max( C_op, M_op ) + overlap_loss x min( C_op, M_op )
+    C_op  = GEMM time of serve/gemm.py (tile and wave quantization under a ceiling ``eta``),
+            or attention FLOPs at ``attn_efficiency`` of the BF16 peak
+    M_op (shared sites) = max over tiers x of ( [B_x > 0] L_x + B_x / (mu BW_x) + W_x / (mu WBW_x) )
+    M_op (h3)           = max( [B > 0] L_hbm + (B_hbm + B_hbf + W) / (mu BW_hbm),  t_hbf )
 
 for the operators attention projections, attention over the KV cache, MLP (dense) or routed
-experts (MoE), plus the LM head once per iteration, TP all-reduces and EP all-to-alls over
-the interconnect, and a fixed per-iteration overhead. New KV written to HBF is programmed in
-the background: the iteration lasts ``max(sum of the above, L_w + W_hbf / WBW_hbf)``.
-``B_x`` are bytes read from tier ``x`` (weights from their placement, KV from where each
-sequence's blocks live), ``W_x`` bytes written to HBM (new KV), ``L_x`` the tier's startup
-latency, ``BW_x`` its aggregate bandwidth over the GPU's stacks. All inputs may be numpy
-arrays (one element per iteration), so a run of identical decode iterations is costed in one
-call.
+experts (MoE; a grouped GEMM at ``moe_efficiency``, the busiest EP rank's load), plus the LM
+head once per iteration, TP all-reduces and EP all-to-alls of BF16 activations over the
+interconnect (serve/collectives.py), and a fixed per-iteration cost. New KV written to HBF is
+programmed in the background: the iteration lasts ``max(sum of the above, L_w + W_hbf /
+WBW_hbf)``. ``B_x`` are bytes read from tier ``x`` (weights from their placement, KV from
+where each sequence's blocks live), ``W_x`` bytes written to HBM (new KV), ``L_x`` the
+tier's startup latency, ``BW_x`` its aggregate bandwidth over the GPU's stacks, ``mu`` the
+achieved fraction of it. :class:`CostParams`' defaults are the plain roofline (flat ``eta``,
+``mu = 1``, perfect overlap, nothing fixed); serve/calibration.py gives the calibrated
+parameters. All inputs may be numpy arrays (one element per iteration), so a run of
+identical decode iterations is costed in one call.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hbfsim.serve.collectives import allreduce_seconds, alltoall_seconds
+from hbfsim.serve.gemm import GemmTiles, gemm_seconds
 from hbfsim.serve.hardware import Node
+from hbfsim.serve.imbalance import max_load_factor
 from hbfsim.serve.models import ModelCosts
 
 __all__ = ["CostParams", "CostModel", "WEIGHT_PLACEMENTS"]
@@ -38,36 +46,93 @@ WEIGHT_PLACEMENTS = ("hbm", "hbf", "split")
 
 @dataclass(frozen=True)
 class CostParams:
-    """Named constants of the cost model (docs/serving.md lists each with its reason).
+    """Named constants of the cost model (docs/serving.md lists each with its source).
+
+    The defaults are the plain roofline (every GEMM at ``compute_efficiency`` of the peak,
+    memory at its nominal bandwidth, perfect overlap, no fixed cost, ideal balance): what the
+    engine's closed-form tests check. :func:`hbfsim.serve.calibration.calibrated_params`
+    gives the parameters fitted to published H100 / H200 measurements, which ``hbfsim
+    serve`` uses unless ``--cost-model roofline``.
 
     Members
     -------
     dtype : str
-        Arithmetic dtype whose peak applies (``"bf16"`` or ``"fp8"``).
+        Arithmetic dtype of the weight GEMMs (``"bf16"`` or ``"fp8"``); attention runs in
+        BF16.
     compute_efficiency : float
-        Fraction of the dense peak a GEMM achieves (0.7: a typical large-GEMM efficiency
-        on H100; an assumption, not a figure of the source).
+        Fraction of the dense peak the best-shaped GEMM achieves (``eta``).
+    gemm_tiles : GemmTiles or None
+        Tile shape for tile/wave quantization (serve/gemm.py); ``None``: a flat
+        ``compute_efficiency`` whatever the shape.
+    attn_efficiency : float or None
+        Fraction of the BF16 peak attention kernels achieve (``None``: ``compute_efficiency``).
+    mem_efficiency : float
+        Achieved fraction of the nominal bandwidth of the GPU's stacks, reads and writes,
+        HBM and HBF alike (a property of the GPU's memory system, fitted per GPU on HBM-only
+        measurements; applied to HBF too so that it does not favour either tier).
+    overlap_loss : float
+        Fraction of the shorter of an operator's compute and memory time that is not hidden
+        under the longer one: ``t = max(c, m) + overlap_loss x min(c, m)``.
     step_overhead_s : float
-        Fixed time per iteration (scheduler, kernel launches); 0 by default so that the
-        roofline is what is measured.
+        Fixed time per iteration (scheduling, sampling, kernel launches / graph replay).
+    link_latency_s : float or None
+        Startup of one collective step (``None``: the node's ``Interconnect.latency_s``).
+    link_efficiency : float
+        Achieved fraction of the link bandwidth by large collectives.
+    activation_bytes : int
+        Bytes per element of the activations collectives move (2: engines keep BF16
+        activations for all-reduce and all-to-all, FP8 models included).
+    moe_efficiency : float
+        Grouped expert GEMMs reach this fraction of the dense GEMMs' ceiling (routing,
+        permutation and per-expert scaling kernels around them included).
+    imbalance_spread : float
+        Spread ``s`` of the expert-parallel and data-parallel-attention load imbalance
+        (serve/imbalance.py); 0 = ideal balance.
     split_hbm_expert_fraction : float
         ``split`` placement: fraction of each layer's routed experts kept in HBM.
     """
 
     dtype: str = "bf16"
     compute_efficiency: float = 0.7
+    gemm_tiles: GemmTiles | None = None
+    attn_efficiency: float | None = None
+    mem_efficiency: float = 1.0
+    overlap_loss: float = 0.0
     step_overhead_s: float = 0.0
+    link_latency_s: float | None = None
+    link_efficiency: float = 1.0
+    activation_bytes: int = 2
+    imbalance_spread: float = 0.0
+    moe_efficiency: float = 1.0
     split_hbm_expert_fraction: float = 0.5
 
     def __post_init__(self):
-        if not (0 < self.compute_efficiency <= 1):
-            raise ValueError(f"compute_efficiency must be in (0, 1], "
-                             f"not {self.compute_efficiency!r}")
-        if not (math.isfinite(self.step_overhead_s) and self.step_overhead_s >= 0):
-            raise ValueError(f"step_overhead_s must be >= 0, not {self.step_overhead_s!r}")
-        if not (0 <= self.split_hbm_expert_fraction <= 1):
-            raise ValueError(f"split_hbm_expert_fraction must be in [0, 1], "
-                             f"not {self.split_hbm_expert_fraction!r}")
+        def frac(name, v, low_open=True):
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                and (0 < v <= 1 if low_open else 0 <= v <= 1)
+            if not ok:
+                rng = "(0, 1]" if low_open else "[0, 1]"
+                raise ValueError(f"{name} must be in {rng}, not {v!r}")
+
+        frac("compute_efficiency", self.compute_efficiency)
+        if self.attn_efficiency is not None:
+            frac("attn_efficiency", self.attn_efficiency)
+        frac("mem_efficiency", self.mem_efficiency)
+        frac("link_efficiency", self.link_efficiency)
+        frac("moe_efficiency", self.moe_efficiency)
+        frac("overlap_loss", self.overlap_loss, low_open=False)
+        frac("split_hbm_expert_fraction", self.split_hbm_expert_fraction, low_open=False)
+        for name in ("step_overhead_s", "imbalance_spread") + \
+                (("link_latency_s",) if self.link_latency_s is not None else ()):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, not {v!r}")
+        if self.activation_bytes not in (1, 2, 4):
+            raise ValueError(f"activation_bytes must be 1, 2 or 4, not "
+                             f"{self.activation_bytes!r}")
+        if self.gemm_tiles is not None and not isinstance(self.gemm_tiles, GemmTiles):
+            raise ValueError(f"gemm_tiles must be a GemmTiles or None, not {self.gemm_tiles!r}")
 
 
 class CostModel:
@@ -113,16 +178,20 @@ class CostModel:
         self.node, self.model, self.tp, self.ep, self.weights = node, model, tp, ep, weights
         self.dpa = bool(dpa)
         self.params = p = params or CostParams()
-        self.flops = node.gpu.peak(p.dtype) * p.compute_efficiency
+        self.peak = node.gpu.peak(p.dtype)
+        self.flops = self.peak * p.compute_efficiency
+        self.attn_flops = node.gpu.peak("bf16") * (p.attn_efficiency or p.compute_efficiency)
         h, f = node.hbm, node.hbf
         self.h3 = node.packaging == "h3"
-        self.bw_h, self.wbw_h, self.lat_h = h.read_bw, h.write_bw, h.timing.read_latency_s
+        eh = p.mem_efficiency
+        self.bw_h, self.wbw_h = h.read_bw * eh, h.write_bw * eh
+        self.lat_h = h.timing.read_latency_s
         self.wlat_h = h.timing.write_latency_s
         self.has_hbf = f.stacks > 0
         if self.has_hbf:
-            self.bw_f, self.lat_f = f.read_bw, f.timing.read_latency_s
-            self.kbw_f, self.klat_f = f.kv_read_bw, f.kv_read_latency_s
-            self.wbw_f, self.wlat_f = f.write_bw, f.timing.write_latency_s
+            self.bw_f, self.lat_f = f.read_bw * eh, f.timing.read_latency_s
+            self.kbw_f, self.klat_f = f.kv_read_bw * eh, f.kv_read_latency_s
+            self.wbw_f, self.wlat_f = f.write_bw * eh, f.timing.write_latency_s
         else:
             self.bw_f = self.kbw_f = self.wbw_f = 1.0
             self.lat_f = self.klat_f = self.wlat_f = 0.0
@@ -148,7 +217,18 @@ class CostModel:
         else:
             self.expert_frac = (1.0, 0.0) if wt == 0 else (0.0, 1.0)
         self.expert_gpu = m.expert_bytes / ep
-        self.act_bytes = m.hidden * m.dtype_bytes  # one token's activation vector
+        #: One token's activation vector as collectives move it (BF16 for FP8 models too).
+        self.act_bytes = m.hidden * p.activation_bytes
+        # GEMM shapes per GPU (K = hidden; N = the output columns of an equivalent GEMM
+        # holding the block's parameters: attention, dense MLP, one expert, shared experts
+        # and router, LM head).
+        d, hid = m.dtype_bytes, m.hidden
+        self.n_attn = m.attn_bytes / d / hid / (1 if self.dpa else tp)
+        self.n_mlp = m.mlp_bytes / d / hid / tp
+        self.n_expert = m.expert_bytes / d / hid
+        self.n_moe_fixed = m.moe_fixed_bytes / d / hid / tp
+        self.n_lm = m.lm_head_bytes / d / hid / tp
+        self.link_lat = node.link.latency_s if p.link_latency_s is None else p.link_latency_s
 
     @staticmethod
     def _split(b, tier):
@@ -170,20 +250,27 @@ class CostModel:
         return np.maximum(t_h, t_f)
 
     def allreduce_seconds(self, nbytes):
-        """Ring all-reduce of ``nbytes`` per GPU over ``tp`` GPUs: 2(p-1)/p B / bw + 2(p-1) L."""
-        p = self.tp
-        if p == 1:
-            return 0.0 * nbytes
-        ln = self.node.link
-        return (nbytes > 0) * 2 * (p - 1) * ln.latency_s + 2 * (p - 1) / p * nbytes / ln.bw
+        """Ring all-reduce of ``nbytes`` per GPU over ``tp`` GPUs (serve/collectives.py)."""
+        ln, p = self.node.link, self.params
+        return allreduce_seconds(nbytes, self.tp, ln.bw, self.link_lat, p.link_efficiency)
 
     def alltoall_seconds(self, nbytes):
-        """One all-to-all of ``nbytes`` per GPU over ``ep`` GPUs: (p-1)/p B / bw + (p-1) L."""
-        p = self.ep
-        if p == 1:
-            return 0.0 * nbytes
-        ln = self.node.link
-        return (nbytes > 0) * (p - 1) * ln.latency_s + (p - 1) / p * nbytes / ln.bw
+        """One all-to-all of ``nbytes`` per GPU over ``ep`` GPUs (serve/collectives.py)."""
+        ln, p = self.node.link, self.params
+        return alltoall_seconds(nbytes, self.ep, ln.bw, self.link_lat, p.link_efficiency)
+
+    def gemm_seconds(self, m, n, groups=1, eta_scale=1.0):
+        """Compute seconds of a weight GEMM of ``m`` tokens, ``n`` columns, K = hidden
+        (``eta_scale`` scales the efficiency ceiling: grouped expert GEMMs)."""
+        p = self.params
+        return gemm_seconds(m, n, self.model.hidden, self.peak,
+                            p.compute_efficiency * eta_scale, self.node.gpu.sms,
+                            p.gemm_tiles, self.model.dtype_bytes, groups)
+
+    def _op(self, c, mem):
+        """An operator of compute time ``c`` and memory time ``mem``: the longer, plus the
+        part of the shorter that does not overlap (``overlap_loss``)."""
+        return np.maximum(c, mem) + self.params.overlap_loss * np.minimum(c, mem)
 
     # ------------------------------------------------------------------ iteration
     def iteration_seconds(self, tokens, pairs, kv_h, kv_f, new_h, new_f, logits):
@@ -197,33 +284,49 @@ class CostModel:
         new_h, new_f : new tokens whose KV is written to HBM / HBF.
         logits : tokens that go through the LM head (one per sequence that samples).
         """
-        m, tp, F = self.model, self.tp, self.flops
+        m, tp, p = self.model, self.tp, self.params
         kvl = self.kv_layer_gpu
         hide = self.h3  # the H3 buffer hides HBF streaming startup after the first transfer
-        t_proj = np.maximum(tokens * m.attn_flops_per_token / tp / F,
-                            self._mem(*self.attn_w, hide_hbf_latency=hide))
-        t_att = np.maximum(pairs * m.pair_flops / tp / F,
-                           self._mem(kv_h * kvl, kv_f * kvl, new_h * kvl, kv=True))
+        tokens = np.asarray(tokens, dtype=float)
+        # Under DPA every GPU runs attention for its own sequences: T / tp tokens each, and the
+        # busiest rank (imbalance.py) sets the pace; under TP every GPU sees all T tokens.
+        t_rank = tokens / tp if self.dpa else tokens
+        c_proj = self.gemm_seconds(t_rank, self.n_attn)
+        t_proj = self._op(c_proj, self._mem(*self.attn_w, hide_hbf_latency=hide))
+        t_att = self._op(pairs * m.pair_flops / tp / self.attn_flops,
+                         self._mem(kv_h * kvl, kv_f * kvl, new_h * kvl, kv=True))
+        if self.dpa:
+            f_dpa = max_load_factor(np.maximum(logits, 1), tp, p.imbalance_spread)
+            t_proj, t_att = t_proj * f_dpa, t_att * f_dpa
         # One all-reduce of the activations after attention (none under DPA) and one after a
         # dense MLP; MoE layers exchange tokens by all-to-all instead.
         ar = self.allreduce_seconds(tokens * self.act_bytes)
         total = m.layers * (t_proj + t_att + (0.0 if self.dpa else ar))
         if m.dense_layers:
-            t_mlp = np.maximum(tokens * m.mlp_flops_per_token / tp / F,
-                               self._mem(*self.mlp_w, hide_hbf_latency=hide))
+            t_mlp = self._op(self.gemm_seconds(tokens, self.n_mlp),
+                             self._mem(*self.mlp_w, hide_hbf_latency=hide))
             total = total + m.dense_layers * (t_mlp + ar)
         if m.moe_layers:
-            eb = m.experts_touched(tokens) * self.expert_gpu
+            touched = m.experts_touched(tokens)
+            eb = touched * self.expert_gpu
             fh, ff = self.expert_frac
-            t_moe = np.maximum(tokens * m.moe_flops_per_token / self.ep / F,
-                               self._mem(self.moe_fixed_w[0] + fh * eb,
-                                         self.moe_fixed_w[1] + ff * eb,
-                                         hide_hbf_latency=hide))
+            # Grouped expert GEMM: the touched experts of this GPU, each over its tokens
+            # (T k / touched on average), plus the shared experts and router over all T.
+            per_expert = tokens * m.active_experts / np.maximum(touched, 1e-9)
+            c_moe = self.gemm_seconds(per_expert, self.n_expert, groups=touched / self.ep,
+                                      eta_scale=p.moe_efficiency) \
+                + self.gemm_seconds(tokens, self.n_moe_fixed)
+            t_moe = self._op(c_moe, self._mem(self.moe_fixed_w[0] + fh * eb,
+                                              self.moe_fixed_w[1] + ff * eb,
+                                              hide_hbf_latency=hide))
+            if self.ep > 1:
+                t_moe = t_moe * max_load_factor(np.maximum(tokens * m.active_experts, 1),
+                                                self.ep, p.imbalance_spread)
             # Dispatch and combine: each token's activation to its k experts and back.
             a2a = 2 * self.alltoall_seconds(tokens * m.active_experts * self.act_bytes / tp)
             total = total + m.moe_layers * (t_moe + a2a)
-        t_lm = np.maximum(logits * 2.0 * m.lm_head_bytes / m.dtype_bytes / tp / F,
-                          self._mem(*self.lm_w, hide_hbf_latency=hide))
+        t_lm = self._op(self.gemm_seconds(logits, self.n_lm),
+                        self._mem(*self.lm_w, hide_hbf_latency=hide))
         total = total + t_lm
         if hide and self.has_hbf:
             # The first streaming HBF transfer of the iteration is not hidden.

@@ -56,6 +56,11 @@ class EngineConfig:
         HBM per GPU kept for activations and workspace, not for KV (4 GB; an assumption).
     max_jump : int
         Most decode iterations costed in one vectorized call (bounds memory, not results).
+    reserve_output : bool
+        Admit a request only if the device can also hold the KV of every output token it
+        may still generate, and of those of the running requests (TensorRT-LLM's default
+        GUARANTEED_NO_EVICT capacity policy): no preemption, smaller batches early on.
+        ``False``: vLLM's admission by prompt pages, with recompute preemption.
     max_backlog_s : float
         Background KV moves (cooling to HBF and to the host, DRAM -> SSD) queue on their
         channels while iterations run; an iteration does not end while a channel is more
@@ -68,6 +73,7 @@ class EngineConfig:
     activation_reserve_bytes: float = 4e9
     max_jump: int = 4096
     max_backlog_s: float = 1.0
+    reserve_output: bool = False
 
     def __post_init__(self):
         for k in ("max_batch", "max_tokens", "page_tokens", "max_jump"):
@@ -107,7 +113,8 @@ def kv_pages(node: Node, cost: CostModel, cfg: EngineConfig) -> list:
 class _Req:
     __slots__ = ("i", "session", "index", "n_in", "n_out", "hashes", "arrival", "prompt",
                  "generated", "out_left", "pref_left", "ctx", "pinned", "hit_tok", "hit_f",
-                 "own_h", "own_f", "first_s", "seq", "in_run", "preempted", "ready")
+                 "own_h", "own_f", "first_s", "seq", "in_run", "preempted", "ready",
+                 "final_own")
 
     def __init__(self, i, turn, arrival):
         self.i, self.session, self.index = i, turn.session, turn.index
@@ -121,6 +128,7 @@ class _Req:
         self.preempted = 0
         self.pinned = ()
         self.own_h = self.own_f = 0
+        self.final_own = 0
         self.ready = arrival
 
 
@@ -262,7 +270,11 @@ class _Replica:
         t.link_bytes += k * tokens * self.link_per_token
 
     # ------------------------------------------------------------------ admission
-    def _try_admit(self, r, empty):
+    def _future_pages(self):
+        """Pages the running requests may still allocate (``reserve_output``)."""
+        return sum(max(0, r.final_own - r.own_h - r.own_f) for r in self.running)
+
+    def _try_admit(self, r, empty, future=0):
         kv, B, P = self.kv, self.B, self.P
         prompt = r.n_in + r.generated
         maxb = min(r.n_in // B, (prompt - 1) // B)
@@ -277,6 +289,10 @@ class _Replica:
         hit_tok = len(hits) * B
         own = -(-(prompt - hit_tok) // P)
         need = own + (idle_dev + host) * kv.bp
+        final_own = -(-(prompt - hit_tok + r.out_left) // P)
+        if self.cfg.reserve_output and \
+                kv.dev_busy + future + need + (final_own - own) > kv.dev_cap:
+            return False
         # Watermark: keep one free page per running sequence so that admitting ``r`` cannot
         # force the next decode step to preempt it straight away (vLLM keeps a watermark too).
         if empty:
@@ -299,6 +315,7 @@ class _Replica:
             if b.tier == HBF:
                 hit_f += B
         r.own_h, r.own_f = kv.alloc(own)
+        r.final_own = final_own
         kv.unprotect(r.session)
         self._queue_moves(self.now)
         # A host hit is usable once its reload has crossed PCIe (and left the SSD).
@@ -329,11 +346,14 @@ class _Replica:
     def _schedule(self, empty):
         run, cfg = self.running, self.cfg
         admitted = False
+        future = self._future_pages() if cfg.reserve_output else 0
         for r in self.sched.candidates(self.waiting, self._resident, self._kept()):
             if len(run) >= cfg.max_batch:
                 break
-            if not self._try_admit(r, empty and not run):
+            if not self._try_admit(r, empty and not run, future):
                 break
+            if cfg.reserve_output:
+                future += max(0, r.final_own - r.own_h - r.own_f)
             r.in_run, r.seq = True, self.seq
             self.kept.pop(r.i, None)
             self.seq += 1

@@ -158,9 +158,15 @@ class MemoryTier:
 HBM3E_TIMING = TierTiming("hbm3e-h200", read_bw=4.8e12 / 6, read_latency_s=100e-9,
                           write_bw=4.8e12 / 6, write_latency_s=100e-9,
                           source="NVIDIA H200 datasheet / 6 stacks; the FlashAccel paper")
+#: HBM3 of an H100 SXM5: 80 GB at 3.35 TB/s over its 5 active stacks (NVIDIA's H100
+#: datasheet), 100 ns startup as HBM3e; energy as Table 1's HBM (3.4 pJ/bit, an assumption).
+HBM3_TIMING = TierTiming("hbm3-h100", read_bw=3.35e12 / 5, read_latency_s=100e-9,
+                         write_bw=3.35e12 / 5, write_latency_s=100e-9,
+                         source="NVIDIA H100 SXM5 datasheet / 5 stacks")
 #: HBM stack presets: ``(capacity bytes, timing, pJ/bit)``.
 HBM_STACKS = {
     "table1": (24e9, TABLE1_HBM, 3.4),
+    "hbm3": (80e9 / 5, HBM3_TIMING, 3.4),
     "hbm3e": (141e9 / 6, HBM3E_TIMING, 8.0 / 2.68),
 }
 
@@ -168,7 +174,8 @@ HBM_STACKS = {
 def hbm_tier(stacks: int, timing: TierTiming | None = None,
              stack: str = "table1") -> MemoryTier:
     """HBM stacks of preset ``stack``: ``table1``, the serving paper's Table 1 (24 GB,
-    1,000 GB/s, 0.1 us, 3.4 pJ/bit read), or ``hbm3e``, an H200's (:data:`HBM3E_TIMING`).
+    1,000 GB/s, 0.1 us, 3.4 pJ/bit read), ``hbm3``, an H100 SXM5's (:data:`HBM3_TIMING`; 5
+    stacks make its 80 GB), or ``hbm3e``, an H200's (:data:`HBM3E_TIMING`; 6 stacks).
     ``timing`` replaces the preset's timing; writes are assumed at the read cost."""
     if stack not in HBM_STACKS:
         raise ValueError(f"hbm stack must be one of {', '.join(HBM_STACKS)}, not {stack!r}")
@@ -294,7 +301,8 @@ class Node:
     @property
     def label(self) -> str:
         """``"4+4 shared"``-style name (``"6+6 beside, hbm3e"`` with H200 HBM3e stacks)."""
-        extra = ", hbm3e" if self.hbm.timing.name == HBM3E_TIMING.name else ""
+        extra = {HBM3E_TIMING.name: ", hbm3e", HBM3_TIMING.name: ", hbm3"}.get(
+            self.hbm.timing.name, "")
         return f"{self.hbm.stacks}+{self.hbf.stacks} {self.packaging}{extra}"
 
 

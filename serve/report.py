@@ -113,7 +113,8 @@ def format_summary(s: dict) -> str:
         f"hbfsim serve: {s['model']} on {s['gpus']} x {s['gpu']} ({s['node']}), TP{s['tp']}"
         f"{'/EP' + str(s['ep']) if s['ep'] > 1 else ''}{' + DPA' if s['dpa'] else ''}, "
         f"{s['replicas']} replica(s), "
-        f"weights in {s['weights']}, {s['scheduler']}",
+        f"weights in {s['weights']}, {s['scheduler']}"
+        + (f", {s['cost_model']} cost model" if "cost_model" in s else ""),
         f"  workload      {s['workload']}: {s['turns']:,} turns, {s['completed']:,} completed"
         f", {s['rejected']:,} rejected",
         f"  HBF timing    {s['hbf_model']}" + (

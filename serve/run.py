@@ -31,16 +31,17 @@ DEFAULTS = {
     "split_fraction": 0.5, "dtype": "bf16", "dram_gb": 250.0, "ssd_tb": 3.84,
     "hbf_model": "device", "hbf_config": None, "hbf_profile": None, "cache": True,
     "scheduler": "buffered", "headroom": 0.10, "max_batch": 256, "max_tokens": 8192,
-    "page_tokens": 16, "compute_efficiency": 0.7, "workload": DEFAULT_WORKLOAD,
-    "format": None,
+    "page_tokens": 16, "compute_efficiency": None, "cost_model": "calibrated",
+    "reserve_output": False, "workload": DEFAULT_WORKLOAD, "format": None,
 }
 #: Largest node simulated: set-up costs about 0.3 ms and 2 KB a replica (32,768 one-GPU
 #: replicas: 10.7 s, 1.8 KB each, measured), so 65,536 GPUs are ~20 s before the first turn.
 MAX_GPUS = 65_536
 _INTS = ("gpus", "hbm", "hbf", "tp", "ep", "max_batch", "max_tokens", "page_tokens")
 _FLOATS = ("split_fraction", "dram_gb", "ssd_tb", "headroom", "compute_efficiency")
-_BOOLS = ("dpa", "cache")
-_CHOICES = {"packaging": ("shared", "beside", "h3"), "hbm_stack": ("table1", "hbm3e"),
+_BOOLS = ("dpa", "cache", "reserve_output")
+_CHOICES = {"packaging": ("shared", "beside", "h3"),
+            "hbm_stack": ("table1", "hbm3", "hbm3e"), "cost_model": ("calibrated", "roofline"),
             "weights": ("hbm", "hbf", "split"),
             "dtype": ("bf16", "fp8"), "hbf_model": ("device", "constant"),
             "scheduler": ("fcfs", "cache-aware", "buffered"),
@@ -76,6 +77,8 @@ def validate(settings: dict | None = None, label=str) -> dict:
                f"{L(k)} must be an integer, not {v!r}")
     for k in _FLOATS:
         v = s[k]
+        if v is None and k == "compute_efficiency":
+            continue
         _check(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v),
                f"{L(k)} must be a finite number, not {v!r}")
     for k in _BOOLS:
@@ -110,7 +113,7 @@ def validate(settings: dict | None = None, label=str) -> dict:
            f"{L('split_fraction')} must be in [0, 1], not {s['split_fraction']}")
     for k in ("max_batch", "max_tokens", "page_tokens"):
         _check(s[k] >= 1, f"{L(k)} must be a positive integer, not {s[k]}")
-    _check(0 < s["compute_efficiency"] <= 1,
+    _check(s["compute_efficiency"] is None or 0 < s["compute_efficiency"] <= 1,
            f"{L('compute_efficiency')} must be in (0, 1], not {s['compute_efficiency']}")
     _check(0 <= s["dram_gb"] < 1e6, f"{L('dram_gb')} must be in [0, 1e6), not {s['dram_gb']}")
     _check(0 <= s["ssd_tb"] < 1e4, f"{L('ssd_tb')} must be in [0, 1e4), not {s['ssd_tb']}")
@@ -225,7 +228,8 @@ def prepare_serving(settings: dict | None = None, *, label=str, workloads=None) 
            f"{wl.block_tokens}-token hash blocks")
     # the node and the cost model as the run builds them, with the HBF tier's capacity but
     # Table 1 timing (the characterized timing changes speeds, never what fits)
-    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.calibration import cost_params
+    from hbfsim.serve.cost import CostModel
     from hbfsim.serve.hardware import make_node
 
     stack_kw = {} if hbf_cfg is None else \
@@ -237,24 +241,27 @@ def prepare_serving(settings: dict | None = None, *, label=str, workloads=None) 
     except ValueError as e:
         raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
                          f"{s['packaging']}: {e}") from None
-    params = CostParams(dtype=s["dtype"], compute_efficiency=s["compute_efficiency"],
-                        split_hbm_expert_fraction=s["split_fraction"])
+    params = cost_params(s["cost_model"], s["gpu"], s["dtype"], s["compute_efficiency"],
+                         s["split_fraction"])
     CostModel(node, mc, tp=s["tp"] or s["gpus"], ep=s["ep"], weights=s["weights"],
               params=params, dpa=s["dpa"])
     return {"s": s, "mc": mc, "wl": wl, "hbf_cfg": hbf_cfg}
 
 
 def run_serving(settings: dict | None = None, *, progress: bool = False, label=str,
-                prepared: dict | None = None) -> dict:
+                prepared: dict | None = None, cost_values: dict | None = None) -> dict:
     """Validate ``settings``, serve the workload and return the run's figures.
 
     ``prepared``: what :func:`prepare_serving` returned for these settings (so a caller
-    that checked first does not load the workload twice).
+    that checked first does not load the workload twice). ``cost_values`` replaces the
+    fitted globals of the calibrated cost model
+    (:func:`hbfsim.serve.calibration.calibrated_params`; the fit's trial values).
 
     Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
     ``energy_j`` (the energy breakdown in joules, with ``total``).
     """
-    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.calibration import cost_params
+    from hbfsim.serve.cost import CostModel
     from hbfsim.serve.energy import energy_breakdown
     from hbfsim.serve.engine import EngineConfig, simulate
     from hbfsim.serve.hardware import make_node
@@ -281,12 +288,12 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
         raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
                          f"{s['packaging']}: {e}") from None
     tp = s["tp"] or s["gpus"]
-    params = CostParams(dtype=s["dtype"], compute_efficiency=s["compute_efficiency"],
-                        split_hbm_expert_fraction=s["split_fraction"])
+    params = cost_params(s["cost_model"], s["gpu"], s["dtype"], s["compute_efficiency"],
+                         s["split_fraction"], values=cost_values)
     kw = dict(tp=tp, ep=s["ep"], weights=s["weights"], params=params, dpa=s["dpa"])
     cost = CostModel(node, mc, **kw)
     cfg = EngineConfig(max_batch=s["max_batch"], max_tokens=s["max_tokens"],
-                       page_tokens=s["page_tokens"])
+                       page_tokens=s["page_tokens"], reserve_output=s["reserve_output"])
     sched = Scheduler(s["scheduler"], s["headroom"])
     from tqdm import tqdm
 
@@ -295,6 +302,6 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
               disable=None if progress else True, file=sys.stderr, leave=False) as bar:
         run = simulate(wl, node, mc, sched, config=cfg, progress=bar.update, **kw)
     out = summarize(run, node, cost, sched, wl, timing,
-                    {"host_seconds": time.perf_counter() - t0})
+                    {"host_seconds": time.perf_counter() - t0, "cost_model": s["cost_model"]})
     out["energy_j"] = energy_breakdown(run.tally, node)
     return out

@@ -74,17 +74,40 @@ class _CsvText(str):
     """A CSV field: the one place where a token count may arrive as text."""
 
 
+class _HugeInt:
+    """A JSON integer too long to be a field of a trace (more than :data:`_MAX_DIGITS`
+    digits): kept as its length so that the field's own check names it, instead of
+    Python's int conversion failing with a message that names no file, line or field."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self):
+        return f"<an integer of {self.digits} digits>"
+
+
+#: Digits of the longest integer a trace field may hold (a 64-bit id has 20).
+_MAX_DIGITS = 24
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= _MAX_DIGITS else _HugeInt(text)
+
+
 def _tokens(where: str, field: str, v, *, low: int = 1) -> int:
     """A token count from CSV text or a JSON number (a JSON string is refused)."""
     if isinstance(v, _CsvText):
         t = v.strip()
         if not (t.isascii() and (t.isdigit() or (t[:1] == "-" and t[1:].isdigit()))):
             raise WorkloadError(f"{where}: field {field!r} must be an integer token count, "
-                                f"not {v!r}")
-        v = int(t)
-    elif isinstance(v, bool) or not isinstance(v, int):
+                                f"not {v if len(v) <= 40 else v[:40] + '...'!r}")
+        v = _parse_int(t)
+    if isinstance(v, _HugeInt):
+        raise WorkloadError(f"{where}: field {field!r} is {v!r}, above the {MAX_TOKENS} "
+                            "limit")
+    if isinstance(v, bool) or not isinstance(v, int):
         raise WorkloadError(f"{where}: field {field!r} must be an integer token count, "
-                            f"not {v!r}")
+                            f"not {_shown(v)}")
     if v < low:
         raise WorkloadError(f"{where}: field {field!r} must be >= {low}, not {v}")
     if v > MAX_TOKENS:
@@ -144,10 +167,16 @@ def read_mooncake(path) -> Workload:
             continue
         where = f"{p}:{lineno}"
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_int=_parse_int)
         except json.JSONDecodeError as e:
             raise WorkloadError(f"{where}: not a JSON object ({e.msg} at column "
                                 f"{e.colno})") from None
+        except RecursionError:
+            raise WorkloadError(f"{where}: JSON nested too deeply to be a trace line (a "
+                                "line is one flat object)") from None
+        except ValueError as e:  # e.g. a float literal Python cannot convert
+            raise WorkloadError(f"{where}: not a JSON object ({' '.join(str(e).split())[:120]})"
+                                ) from None
         if not isinstance(obj, dict):
             raise WorkloadError(f"{where}: not a JSON object but a {type(obj).__name__}")
         for field in ("timestamp", "input_length", "output_length", "hash_ids"):
@@ -156,32 +185,57 @@ def read_mooncake(path) -> Workload:
         ts = obj["timestamp"]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)):
             raise WorkloadError(f"{where}: field 'timestamp' must be a number of ms, "
-                                f"not {ts!r}")
+                                f"not {_shown(ts)}")
         arrival = clock(lineno, ts / 1000.0, ts)
         n_in = _tokens(where, "input_length", obj["input_length"])
         n_out = _tokens(where, "output_length", obj["output_length"])
         ids = obj["hash_ids"]
         if not isinstance(ids, list):
-            raise WorkloadError(f"{where}: field 'hash_ids' must be a list, not {ids!r}")
+            raise WorkloadError(f"{where}: field 'hash_ids' must be a list, not {_shown(ids)}")
         need = -(-n_in // MOONCAKE_BLOCK_TOKENS)
         if len(ids) != need:
             raise WorkloadError(f"{where}: field 'hash_ids' has {len(ids)} ids; input_length "
                                 f"{n_in} needs ceil({n_in}/{MOONCAKE_BLOCK_TOKENS}) = {need}")
         for h in ids:
             if isinstance(h, bool) or not isinstance(h, int) or h < 0:
-                raise WorkloadError(f"{where}: field 'hash_ids' holds {h!r}, not an integer "
-                                    ">= 0")
+                raise WorkloadError(f"{where}: field 'hash_ids' holds {_shown(h)}, not an "
+                                    f"integer >= 0 of at most {_MAX_DIGITS} digits")
         # One int object per distinct id: a long trace repeats its shared prefixes often.
         hashes = tuple(interned.setdefault(h, h) for h in ids)
         turns.append(Turn(len(turns), 0, n_in, n_out, hashes, arrival))
     return Workload(p.name, MOONCAKE_BLOCK_TOKENS, tuple(turns))
 
 
+def _shown(v, limit: int = 60) -> str:
+    """``repr`` of a bad value, cut to ``limit`` characters (a damaged field may be huge)."""
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit] + f"... ({len(r)} characters)"
+
+
+def _records(p: Path, reader):
+    """The records of a csv reader; a malformed one is a one-line WorkloadError naming the
+    line it starts on (an unterminated quote swallows the rest of the file into one field,
+    which the csv module reports as 'field larger than field limit')."""
+    start = 1
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise WorkloadError(f"{p}:{start}: malformed CSV record starting on this line: "
+                                f"{e} (a stray '\"' opens a quoted field that runs on to "
+                                f"line {reader.line_num})") from None
+        yield rec
+        start = reader.line_num + 1
+
+
 def _csv_rows(p: Path, required, optional=()):
     """Yield ``(line, {column: text})`` for the non-blank data rows of a CSV trace."""
     reader = csv.reader(io.StringIO(_text(p)))
+    records = _records(p, reader)
     header = None
-    for rec in reader:
+    for rec in records:
         if any(f.strip() for f in rec):
             header = [f.strip() for f in rec]
             break
@@ -195,7 +249,7 @@ def _csv_rows(p: Path, required, optional=()):
     cols = {c: header.index(c) for c in (*required, *optional) if c in header}
     width = len(header)
     rows = 0
-    for rec in reader:
+    for rec in records:
         if not any(f.strip() for f in rec):
             continue
         line = reader.line_num
@@ -305,7 +359,8 @@ def _sniff(p: Path) -> str:
     head = _text(p).lstrip()[:4096]
     if head.startswith("{"):
         return "mooncake"
-    first = next(csv.reader(io.StringIO(head)), [])
+    reader = csv.reader(io.StringIO(head))
+    first = next(_records(p, reader), [])
     names = {f.strip() for f in first}
     if "ContextTokens" in names:
         return "azure"

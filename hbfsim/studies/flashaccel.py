@@ -76,6 +76,7 @@ class FlashAccel(Study):
     def run(self, task: dict) -> list:
         from hbfsim.serve.flashaccel.efficiency import kv_balance, weight_balance
         from hbfsim.serve.flashaccel.node import GPUS
+        from hbfsim.serve.calibration import calibrated_params
         from hbfsim.serve.flashaccel.step import Features, HbfTier, StepModel
         from hbfsim.serve.models import model_costs
 
@@ -83,6 +84,9 @@ class FlashAccel(Study):
         slo, fixed = task.get("slo_s"), task.get("batch")
         mc = model_costs(name)
         tier = HbfTier(**task["tier"])
+        # The calibrated operator costs of an H200 (serve/calibration.py, issue 25); FP8
+        # checkpoints (DeepSeek-V3) run their GEMMs at the FP8 peak.
+        params = calibrated_params("h200", "fp8" if mc.dtype_bytes == 1 else "bf16")
         rows = []
         for g in CONFIGS:
             for v, flags in VARIANTS.items():
@@ -90,7 +94,7 @@ class FlashAccel(Study):
                     continue
                 sm = StepModel(mc, GPUS[g], tier, Features(*flags),
                                lambda on, b: weight_balance(name, on, b),
-                               lambda: kv_balance(name))
+                               lambda: kv_balance(name), params=params)
                 if fixed:
                     b, st = fixed, sm.step(fixed, inp + out / 2, inp + out)
                 else:

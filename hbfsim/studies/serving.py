@@ -137,9 +137,10 @@ _T7 = {"Llama 8+8 100k": ("table5", "H3 8+8, HBM weights"),
 #: What the serving paper models that the engine does not (yet); each is a difference the
 #: results page names, not a row left out.
 NOT_MODELED = {
-    "dpa": "data-parallel attention (serving paper Table 3, DPA) is modeled with ideal balance "
-           "(every GPU holds 1/p of its group's sequences); real DPA places whole sequences, "
-           "and its load imbalance is not modeled",
+    "dpa": "data-parallel attention (serving paper Table 3, DPA): KV capacity divides evenly "
+           "(every GPU holds 1/p of its group's sequences); the calibrated cost model slows "
+           "attention by the expected busiest-rank load of uniform placement, not a draw of "
+           "real placements",
     "dsa": "GLM-5's sparse attention (DSA) is costed as dense attention over the whole "
            "context (exact up to its 2,048-token top-k, an upper bound beyond)",
     "split": "split placement keeps a fixed fraction of every layer's routed experts in HBM "

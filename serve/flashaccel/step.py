@@ -19,16 +19,30 @@ balance (KV layout on) or the characterized scattered-block bandwidth (off)
 (serve/flashaccel/efficiency.py). New KV bound for HBF programs in megablock sets while
 the step runs (at the measured set bandwidth; scattered blocks without the KV layout): the
 step lasts at least as long as that program. Collectives as serve/cost.py (ring all-reduce
-after attention and dense MLPs, two all-to-alls per MoE layer; NVLink 450 GB/s, 2 us).
+after attention and dense MLPs, two all-to-alls per MoE layer; NVLink 450 GB/s).
+
+The operator costs are serve/cost.py's, from the same :class:`~hbfsim.serve.cost.CostParams`
+(issue 25): ``F / (P eta)`` is the GEMM time of serve/gemm.py (tile and wave quantization;
+grouped expert GEMMs at ``moe_efficiency``), attention at ``attn_efficiency``, every
+bandwidth at ``mem_efficiency``, the shorter of compute and memory adds ``overlap_loss`` of
+itself, collectives are serve/collectives.py's with BF16 activations, the expert-parallel
+and data-parallel-attention imbalance of serve/imbalance.py scales the busiest rank's
+operators, and every step pays ``step_overhead_s``. ``hbfsim study flashaccel`` passes the
+calibrated H200 parameters; without ``params`` the step is the roofline of
+``CostParams(compute_efficiency=...)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hbfsim.serve.collectives import allreduce_seconds, alltoall_seconds
+from hbfsim.serve.cost import CostParams
 from hbfsim.serve.flashaccel.node import (HBF_PJ_PER_BIT, HBM_LATENCY_S, HBM_PJ_PER_BIT,
                                           GpuMemory)
+from hbfsim.serve.gemm import gemm_seconds
 from hbfsim.serve.hardware import GPU_PRESETS, Interconnect
+from hbfsim.serve.imbalance import max_load_factor
 from hbfsim.serve.models import ModelCosts
 
 __all__ = ["Features", "HbfTier", "StepModel", "FEATURES_FULL", "ACTIVATION_RESERVE"]
@@ -87,18 +101,28 @@ class StepModel:
     weight_balance, kv_balance : callable
         ``weight_balance(layout_on, batch)`` and ``kv_balance()`` -> fraction (efficiency.py).
     gpus : int
+    compute_efficiency : float
+        The roofline's efficiency when ``params`` is None.
+    params : CostParams or None
+        The operator costs (serve/cost.py); the study passes the calibrated H200 ones.
     """
 
     def __init__(self, model: ModelCosts, mem: GpuMemory, hbf: HbfTier | None,
                  features: Features, weight_balance, kv_balance, gpus: int = 8,
-                 compute_efficiency: float = 0.7):
+                 compute_efficiency: float = 0.7, params: CostParams | None = None):
         if mem.hbf_stacks and hbf is None:
             raise ValueError(f"{mem.name} has HBF stacks and needs an HbfTier")
         self.m, self.mem, self.hbf, self.ft = model, mem, hbf, features
         self.gpus = gpus
         self.wbal, self.kbal = weight_balance, kv_balance
-        self.flops = GPU_PRESETS["h200"].peak("bf16") * compute_efficiency
+        self.p = params or CostParams(compute_efficiency=compute_efficiency)
+        gpu = GPU_PRESETS["h200"]
+        self.peak, self.sms = gpu.peak(self.p.dtype), gpu.sms
+        self.attn_flops = gpu.peak("bf16") * (self.p.attn_efficiency
+                                              or self.p.compute_efficiency)
         self.link = Interconnect()
+        self.link_lat = self.link.latency_s if self.p.link_latency_s is None \
+            else self.p.link_latency_s
         m, p = model, gpus
         self.dpa = not model.kv_shardable          # MLA: data-parallel attention
         self.ep = p if model.is_moe else 1
@@ -162,39 +186,60 @@ class StepModel:
         lat_f = self.hbf.latency_s if has_f else 0.0
         read = {"hbm": 0.0, "hbf": 0.0}
 
-        def op(flops, nbytes, bw_f, n=1):
-            """One operator's seconds; its bytes count ``n`` times (once per layer)."""
+        cp = self.p
+        mu, lam = cp.mem_efficiency, cp.overlap_loss
+
+        def op(t_c, nbytes, bw_f, n=1):
+            """One operator's seconds from its compute time ``t_c``; its bytes count ``n``
+            times (once per layer)."""
             bh, bf = f * nbytes, (1 - f) * nbytes
             read["hbm"] += n * bh
             read["hbf"] += n * bf
-            t_c = flops / self.flops
-            t_h = (bh > 0) * HBM_LATENCY_S + bh / bw_h
-            t_f = bf / bw_f if bf > 0 else 0.0
+            t_h = (bh > 0) * HBM_LATENCY_S + bh / (bw_h * mu)
+            t_f = bf / (bw_f * mu) if bf > 0 else 0.0
             if ft.prefetch or bf == 0:
-                return max(t_c, t_h, t_f)
-            return lat_f + t_f + max(t_c, t_h)
+                t_m = max(t_h, t_f)
+                return max(t_c, t_m) + lam * min(t_c, t_m)
+            return lat_f + t_f + max(t_c, t_h) + lam * min(t_c, t_h)
+
+        def gemm(tokens, n, groups=1.0, eta_scale=1.0):
+            """GEMM seconds of ``tokens`` x ``n`` columns, K = hidden (serve/gemm.py)."""
+            return float(gemm_seconds(tokens, n, m.hidden, self.peak,
+                                      cp.compute_efficiency * eta_scale, self.sms,
+                                      cp.gemm_tiles, m.dtype_bytes, groups))
 
         ln = self.link
-        act = m.hidden * m.dtype_bytes
-        ar = 0.0 if p == 1 else 2 * (p - 1) * ln.latency_s + 2 * (p - 1) / p * T * act / ln.bw
-        L = m.layers
-        t_layer = op(T * m.attn_flops_per_token / p, self.attn_w, bw_w, L) \
-            + op(pairs * m.pair_flops / p, pairs * self.kv_layer, bw_k, L) \
-            + (0.0 if self.dpa else ar)
-        total = L * t_layer
+        act = m.hidden * cp.activation_bytes
+        ar = float(allreduce_seconds(T * act, p, ln.bw, self.link_lat, cp.link_efficiency))
+        L, d, h = m.layers, m.dtype_bytes, m.hidden
+        t_att_rank = T / p if self.dpa else T
+        t_proj = op(gemm(t_att_rank, m.attn_bytes / d / h / (1 if self.dpa else p)),
+                    self.attn_w, bw_w, L)
+        t_attn = op(pairs * m.pair_flops / p / self.attn_flops, pairs * self.kv_layer, bw_k, L)
+        if self.dpa:
+            f_dpa = float(max_load_factor(T, p, cp.imbalance_spread))
+            t_proj, t_attn = t_proj * f_dpa, t_attn * f_dpa
+        total = L * (t_proj + t_attn + (0.0 if self.dpa else ar))
         if m.dense_layers:
-            total += m.dense_layers * (op(T * m.mlp_flops_per_token / p, m.mlp_bytes / p, bw_w,
-                                          m.dense_layers) + ar)
+            total += m.dense_layers * (op(gemm(T, m.mlp_bytes / d / h / p), m.mlp_bytes / p,
+                                          bw_w, m.dense_layers) + ar)
         if m.moe_layers:
-            eb = m.experts_touched(T) * m.expert_bytes / self.ep + m.moe_fixed_bytes / p
+            touched = m.experts_touched(T)
+            eb = touched * m.expert_bytes / self.ep + m.moe_fixed_bytes / p
             e = self.ep
-            a2a = 2 * ((e - 1) * ln.latency_s + (e - 1) / e * T * m.active_experts * act / p
-                       / ln.bw)
-            total += m.moe_layers * (op(T * m.moe_flops_per_token / e, eb, bw_w, m.moe_layers)
-                                     + a2a)
-        total += op(T * 2.0 * m.lm_head_bytes / m.dtype_bytes / p, m.lm_head_bytes / p, bw_w)
+            c_moe = gemm(T * m.active_experts / max(touched, 1e-9), m.expert_bytes / d / h,
+                         touched / e, cp.moe_efficiency) \
+                + gemm(T, m.moe_fixed_bytes / d / h / p)
+            t_moe = op(c_moe, eb, bw_w, m.moe_layers)
+            if e > 1:
+                t_moe *= float(max_load_factor(T * m.active_experts, e, cp.imbalance_spread))
+            a2a = 2 * float(alltoall_seconds(T * m.active_experts * act / p, e, ln.bw,
+                                             self.link_lat, cp.link_efficiency))
+            total += m.moe_layers * (t_moe + a2a)
+        total += op(gemm(T, m.lm_head_bytes / d / h / p), m.lm_head_bytes / p, bw_w)
         if has_f and ft.prefetch:
             total += lat_f                       # the first prefetch of the step
+        total += cp.step_overhead_s
         new_kv = T * self.kv_token
         wbw = 0.0
         new_f = 0.0

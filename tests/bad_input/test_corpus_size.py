@@ -8,6 +8,7 @@ from tests.bad_input.test_configs import (
 )
 from tests.bad_input.test_output_paths import OUT_BAD
 from tests.bad_input.test_requests import CSV_BAD, CSV_BAD_BYTES, CSV_ODD_BUT_VALID
+from tests.bad_input.test_serve_traces import SERVE_TRACE_BAD
 from tests.bad_input.test_traces import TRACE_BAD, TRACE_HEADER_BAD
 from tests.bad_input.test_usage import PARAM_BAD, USAGE_BAD
 
@@ -15,7 +16,8 @@ from tests.bad_input.test_usage import PARAM_BAD, USAGE_BAD
 def test_corpus_is_big_enough():
     n = (len(CONFIG_BAD) + len(CONFIG_BAD_BYTES) + len(CSV_BAD) + len(CSV_BAD_BYTES)
          + 2 * len(TRACE_BAD) + 2 * len(TRACE_HEADER_BAD) + len(MODEL_BAD) + len(USAGE_BAD)
-         + len(PARAM_BAD) + len(OUT_BAD) + len(CSV_ODD_BUT_VALID) + len(CONFIG_ODD_BUT_VALID))
+         + len(PARAM_BAD) + len(OUT_BAD) + len(CSV_ODD_BUT_VALID) + len(CONFIG_ODD_BUT_VALID)
+         + len(SERVE_TRACE_BAD))
     assert n >= 250, n
 
 

@@ -17,7 +17,7 @@ def test_defaults_validate_and_fill():
     ({"scheduler": "lifo"}, "scheduler must be one of"), ({"gpu": "a100"}, "gpu must be one of"),
     ({"gpus": 2, "tp": 3}, "tp must divide gpus 2"), ({"format": "parquet"}, "format"),
     ({"hbf_model": "constant", "hbf_profile": "ocp-grade3"}, "hbf_profile"),
-    ({"hbm_stack": "hbm4"}, "hbm_stack must be one of table1, hbm3e"),
+    ({"hbm_stack": "hbm4"}, "hbm_stack must be one of table1, hbm3, hbm3e"),
     ({"hbm": 6, "hbf": 6}, "hbm 6 hbf 6 packaging shared"),
 ])
 def test_bad_settings_name_the_key(settings, word):
