@@ -147,6 +147,7 @@ CHECK_FIRST_BAD = [
     (["cosim", "run", "--seed", "-1"], {}, r"--seed must be a non-negative integer, not -1"
                                            r"|--seed must be a non-negative integer below"),
     (["cosim", "soak", "--seed", "-1"], {}, r"--seed must be a non-negative integer below"),
+    (["rtl", "prove", "--depth", "65"], {}, r"--depth 65 is more than 64"),
     # a workload's count parameters, bounded by the golden model's speed
     (["run", "--workload", "conservation", "--param", "requests=1000000000000"], {},
      r"requests = 1,000,000,000,000 is more than 100,000,000"),
