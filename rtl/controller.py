@@ -49,18 +49,32 @@ def check_supported(cfg: HbfConfig) -> None:
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
     (the configuration already refuses them under contract 1). Amendment A
-    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in the stack shape
-    (:mod:`hbfsim.rtl.controller_deep`); the channel shape refuses it.
+    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes
+    (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count) for demand reads,
+    merging on, multi-plane commands off, and in the channel shape not under a
+    ``partition-*`` scheduler (whose reads and writes of a page enter two ports); the rest
+    is refused by name.
     """
     pipeline = getattr(cfg, "pipeline", "standard")
     if pipeline not in ("standard", "deep"):
         raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
-    if pipeline == "deep" and (cfg.contract != 2
-                               or getattr(cfg, "host_ports", "stack") != "stack"):
-        raise ValueError(f"pipeline = 'deep' with host_ports = {cfg.host_ports!r}: the RTL "
-                         "implements Amendment A in the stack shape only "
-                         "(docs/timing-contract.md); use host_ports = 'stack' "
-                         "with contract = 2")
+    if pipeline == "deep":
+        host_ports = getattr(cfg, "host_ports", "stack")
+        for ok, key, value, want in (
+                (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
+                (host_ports in ("stack", "channel"), "host_ports", host_ports,
+                 "host_ports = 'stack' or 'channel'"),
+                (host_ports == "stack" or not cfg.scheduler.startswith("partition-"),
+                 "scheduler", cfg.scheduler, "a scheduler other than partition-* in the "
+                 "channel shape (reads and writes of a page on two ports)"),
+                (cfg.read_mode == "demand", "read_mode", cfg.read_mode, "read_mode = 'demand'"),
+                (cfg.mshr_merge is True, "mshr_merge", cfg.mshr_merge, "mshr_merge = true"),
+                (getattr(cfg, "multiplane", "off") == "off", "multiplane",
+                 getattr(cfg, "multiplane", "off"), "multiplane = 'off'")):
+            if not ok:
+                raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the RTL "
+                                 f"implements the registered pipeline with {want} so far "
+                                 "(docs/timing-contract.md, docs/rtl.md)")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract.md §7a); the RTL needs "
@@ -195,12 +209,12 @@ class Controller(wiring.Component):
         return 1
 
     def elaborate(self, platform):
-        if self.ports > 1:
-            return elaborate_channel_shape(self)
         if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.controller_deep import elaborate_deep
 
             return elaborate_deep(self)
+        if self.ports > 1:
+            return elaborate_channel_shape(self)
         if self._cfg.contract == 2:
             return self._elaborate_v2()
         m = Module()

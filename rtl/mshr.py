@@ -148,7 +148,8 @@ class Mshr(wiring.Component):
             v2["w_entry"] = Out(n)
             v2["w_match"] = In(1)
         if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
-            super().__init__({
+            deep = {"w_entry": Out(n).array(P), "w_match": In(P)} if "w_entry" in v2 else {}
+            super().__init__(deep | {
                 "launched": In(event_layout(w.mshr_index)).array(P),
                 "disp_match": In(n).array(P),
                 "disp": In(stream.Signature(disp_layout(w))).array(P),
@@ -183,7 +184,7 @@ class Mshr(wiring.Component):
         return self._cfg
 
     def elaborate(self, platform):
-        if getattr(self._cfg, "pipeline", "standard") == "deep" and self._ports == 1:
+        if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.mshr_deep import elaborate_deep
 
             return elaborate_deep(self)

@@ -251,7 +251,9 @@ class WriteBuffer(wiring.Component):
         self._ports = P = ports
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
         if P > 1:   # the channel shape (v2 §4.2.3, §4.2.4, §8): one of each per port
-            super().__init__({
+            deep = ({"w_entry": Out(m).array(P), "w_match": In(P)}
+                    if getattr(cfg, "pipeline", "standard") == "deep" else {})
+            super().__init__(deep | {
                 "launched": In(event_layout(w.wb_index)).array(P),
                 "disp_open": In(m).array(P),
                 "probe_used": In(m).array(P),
@@ -321,14 +323,14 @@ class WriteBuffer(wiring.Component):
         return self._sector
 
     def elaborate(self, platform):
-        if self._ports > 1:
-            from hbfsim.rtl.write_buffer_ports import elaborate_ports
-
-            return elaborate_ports(self)
         if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.write_buffer_deep import elaborate_deep
 
             return elaborate_deep(self)
+        if self._ports > 1:
+            from hbfsim.rtl.write_buffer_ports import elaborate_ports
+
+            return elaborate_ports(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n = cfg.write_buffer_entries
