@@ -325,7 +325,7 @@ def elaborate_deep(wb) -> Module:
     w_mask_all = [named(m, w_mask[p].all(), f"w_mask_all{sx(p)}") for p in range(P)]
     for i in range(n):
         for p in range(P):
-            with m.If(w_new_p[p][i]):
+            with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
                 m.d.sync += [
                     page[i].eq(w_d[p].page),
                     target[i].eq(w_d[p].target),

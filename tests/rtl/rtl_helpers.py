@@ -22,7 +22,8 @@ from hbfsim.model.system import HbfSystem
 from hbfsim.rtl.system import top
 
 __all__ = ["CLOCK_PERIOD", "FAST", "BackEnd", "apply_backend", "assert_same_run", "check_groups",
-           "idle_backend", "read_backend", "run_model", "run_rtl", "simulate", "small_config",
+           "idle_backend", "read_backend", "run_model", "run_rtl", "run_rtl_ports", "simulate",
+           "small_config",
            "workload"]
 
 #: Any period will do: the contract counts cycles, not seconds.
@@ -347,6 +348,79 @@ def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, 
     simulate(dut, tb)
     if probe is not None and offers is not None:
         probe["contended"] = contended
+    return {i: (accepted[i],) + done[i] for i in done}, log
+
+
+def run_rtl_ports(cfg, reqs, resp_ready=None, max_cycles=20000, probe=None, **options):
+    """:func:`run_rtl` for one stack in the channel shape (``req[p]``, ``resp[p]``, one per
+    channel, docs/timing-contract.md §1): each request enters the port of the channel its
+    page maps to (the write channel for a write), and each port presents its requests in
+    arrival order from ``max(arrival, previous accept on that port + 1)`` (§4.1). Same
+    result shape as :func:`run_rtl`."""
+    from hbfsim.model.mapping import Mapper as PageMapper
+
+    assert cfg.stacks == 1, "run_rtl_ports drives one stack"
+    dut = top(cfg, **options)
+    P = cfg.channels
+    mapper = PageMapper(cfg)
+    fifos = [[] for _ in range(P)]
+    for i, (op, page, off, n, a) in enumerate(reqs):
+        fifos[mapper.channel_of(page, write=op == "W")[0]].append(i)
+    media = Media(cfg)
+    ready = (lambda t: True) if resp_ready is None else resp_ready
+    idle_cpl = {"valid": 0, "subarray": 0, "tag": {"kind": 0, "index": 0}, "buffer_hit": 0,
+                "error": 0}
+    log, accepted, done = [], {}, {}
+
+    async def tb(ctx):
+        heads, last, drain = [0] * P, [-1] * P, 0
+        for t in range(max_cycles):
+            if len(done) == len(reqs):
+                if probe is not None:
+                    probe["flushes"] = [ctx.get(dut.flushes[i]) for i in range(len(FLUSH_STATS))]
+                return
+            closed = all(heads[p] == len(fifos[p]) for p in range(P))
+            drain |= int(closed and not ctx.get(dut.m_valid))
+            ctx.set(dut.drain, drain)
+            take = int(bool(ready(t)))
+            shown = []
+            for p in range(P):
+                ctx.set(dut.resp[p].ready, take)
+                k = fifos[p][heads[p]] if heads[p] < len(fifos[p]) else None
+                present = k is not None and t >= max(reqs[k][4], last[p] + 1)
+                ctx.set(dut.req[p].valid, present)
+                if present:
+                    op, page, off, n, _ = reqs[k]
+                    ctx.set(dut.req[p].payload, {"id": k, "op": 0 if op == "R" else 1,
+                                                 "source": 0, "addr": page * PAGE_BYTES + off,
+                                                 "bytes": n})
+                shown.append(k if present else None)
+            for port in dut.cpl:
+                ctx.set(port, idle_cpl)
+            for p in range(P):
+                if shown[p] is not None and ctx.get(dut.req[p].ready):
+                    accepted[shown[p]] = t
+                    heads[p], last[p] = heads[p] + 1, t
+                if take and ctx.get(dut.resp[p].valid):
+                    r = ctx.get(dut.resp[p].payload)
+                    assert r.id not in done, f"request {r.id} answered twice"
+                    assert fifos[p].count(r.id), f"request {r.id} answered on port {p}"
+                    done[r.id] = (t, r.mshr_hit, r.buffer_hit, r.error)
+            for g, port in enumerate(dut.cmd):
+                cmd = ctx.get(port)
+                if cmd.valid:
+                    tag = cmd.tag.index * 2 + cmd.tag.kind.value
+                    log.append((t, g, cmd.subarray, cmd.op.value, cmd.page, tag))
+                    media.issue(t, g, cmd.subarray, cmd.op.value, cmd.page, tag)
+            for ch, sub, tag, flags in media.deliver(t):
+                ctx.set(dut.cpl[ch], {
+                    "valid": 1, "subarray": sub, "tag": {"kind": tag & 1, "index": tag >> 1},
+                    "buffer_hit": int(bool(flags & FLAG_BUFFER_HIT)),
+                    "error": int(bool(flags & FLAG_ERROR))})
+            await ctx.tick()
+        raise AssertionError(f"not done after {max_cycles} cycles: {len(done)} of {len(reqs)}")
+
+    simulate(dut, tb)
     return {i: (accepted[i],) + done[i] for i in done}, log
 
 

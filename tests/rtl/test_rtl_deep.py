@@ -16,7 +16,8 @@ import dataclasses
 import gc
 
 import pytest
-from rtl_helpers import FAST, assert_same_run, run_model, run_rtl, small_config, workload
+from rtl_helpers import (FAST, assert_same_run, run_model, run_rtl, run_rtl_ports, small_config,
+                         workload)
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.controller import Controller, check_supported
@@ -25,6 +26,15 @@ from hbfsim.rtl.controller import Controller, check_supported
 def deep_config(**overrides):
     """:func:`small_config` under contract 2, stack shape, ``pipeline = "deep"``."""
     return small_config(**(FAST | dict(contract=2, pipeline="deep") | overrides))
+
+
+def channel_config(**overrides):
+    """:func:`deep_config` in the channel shape (``host_ports = "channel"``, one request and
+    one response port per channel)."""
+    cfg = small_config(**(FAST | dict(contract=2, host_ports="channel") | overrides))
+    if cfg.pipeline != "deep":   # the configuration refused deep in this shape before step 2
+        object.__setattr__(cfg, "pipeline", "deep")
+    return cfg
 
 
 def test_isolated_read():
@@ -129,18 +139,23 @@ def test_two_stacks():
     assert sorted(rtl) == list(range(len(reqs)))
 
 
-def test_deep_is_refused_in_the_channel_shape():
-    """The configuration refuses deep outside the stack shape; the RTL says so too, for a
-    configuration that was not validated (the check names the key)."""
-    cfg = small_config(contract=2, host_ports="channel")
-    forged = dataclasses.replace(cfg)
-    object.__setattr__(forged, "pipeline", "deep")
-    with pytest.raises(ValueError, match="pipeline = 'deep' with host_ports = 'channel'"):
-        check_supported(forged)
-    with pytest.raises(ValueError, match="host_ports"):
-        Controller(forged)
+def test_deep_refuses_what_it_does_not_implement():
+    """The RTL refuses, naming the key, what the registered pipeline does not implement yet
+    (for a configuration that was not validated): partition schedulers in the channel shape
+    (a page's reads and writes on two ports), aggregation reads, merging off."""
+    for key, value in (("scheduler", "partition-2r2w"), ("read_mode", "aggregation"),
+                       ("mshr_merge", False)):
+        cfg = small_config(contract=2, host_ports="channel")
+        forged = dataclasses.replace(cfg)
+        object.__setattr__(forged, "pipeline", "deep")
+        object.__setattr__(forged, key, value)
+        with pytest.raises(ValueError, match=f"pipeline = 'deep' with {key} = "):
+            check_supported(forged)
+        with pytest.raises(ValueError, match=key):
+            Controller(forged)
     gc.collect()  # a refused component must leave no unused-elaboratable warning behind
     check_supported(deep_config())   # the stack shape is accepted
+    check_supported(channel_config())   # and the channel shape
 
 
 def test_deep_changes_only_the_deep_verilog():
@@ -168,3 +183,98 @@ def test_deadline_counts_from_the_dispatch_cycle():
     tm = 3 + 2
     assert cmds[0][0] == tm + cfg.write_deadline_ticks + 6 and cmds[0][3] == 1
     assert rtl[0][4] == 0
+
+
+# ---- the channel shape (host_ports = "channel": P = C ports, docs/timing-contract.md §1, §14)
+
+
+def test_channel_shape_isolated_read_and_write():
+    """§10 on a port of the channel shape: an isolated read answers at ta + 13 + tR (command
+    ta + 6), a full-page write at ta + 16 + tPROG (command ta + 10), each on the port of the
+    channel its page maps to (page 5: channel 1 of 2)."""
+    cfg = channel_config()
+    rtl, cmds = run_rtl_ports(cfg, [("R", 5, 0, 64, 3)], sector_bytes=32)
+    assert rtl[0] == (3, 3 + 13 + cfg.t_read_ticks, 0, 0, 0)
+    assert [(c[0], c[1]) for c in cmds] == [(3 + 6, 1)]
+    rtl, cmds = run_rtl_ports(cfg, [("W", 5, 0, PAGE_BYTES, 3)], sector_bytes=32)
+    assert rtl[0] == (3, 3 + 16 + cfg.t_prog_ticks, 0, 0, 0)
+    assert [(c[0], c[1]) for c in cmds] == [(3 + 10, 1)]
+
+
+def test_channel_shape_merged_reads():
+    """§10: r1, r2, r3 to one page accepted ta, ta+1, ta+2 on its port: one READ, responses
+    ta+13+tR, ta+14+tR, ta+15+tR, the second and third MSHR hits; meanwhile the same
+    three reads of a page of the other channel, on the other port, answer in the same
+    cycles (a response port per channel, each with its own credit, DP7)."""
+    cfg = channel_config()
+    reqs = [("R", 4, 0, 32, 3), ("R", 4, 32, 32, 3), ("R", 4, 64, 32, 3),
+            ("R", 7, 0, 32, 3), ("R", 7, 32, 32, 3), ("R", 7, 64, 32, 3)]
+    rtl, cmds = run_rtl_ports(cfg, reqs, sector_bytes=32)
+    tr = cfg.t_read_ticks
+    for k in (0, 3):
+        assert [rtl[k + i][0] for i in range(3)] == [3, 4, 5]
+        assert [rtl[k + i][1] for i in range(3)] == [3 + 13 + tr + i for i in range(3)]
+        assert [rtl[k + i][2] for i in range(3)] == [0, 1, 1]
+    assert sorted((c[0], c[1]) for c in cmds) == [(9, 0), (9, 1)]
+
+
+def test_channel_shape_free_list_heads():
+    """DP4 with several heads: the k-th allocating port from the pool's pointer ``ap`` takes
+    the k-th entry from the head, ``ap`` moves to the last allocating port + 1, and entries
+    freed in one cycle join the tail in ascending response-port order. Four channels, five
+    MSHR entries (a command's tag names its entry):
+
+    * a lone read on port 1 takes entry 0 (the never-allocated entries come first); ap = 2;
+    * four reads, one per port, in one cycle: ports 2, 3, 0, 1 take entries 1, 2, 3, 4;
+      ap = 2 again; they answer in one cycle, so the list becomes 0 (freed earlier), then
+      ports 0, 1, 2, 3's entries: 3, 4, 1, 2;
+    * four more reads in one cycle: ports 2, 3, 0, 1 take 0, 3, 4, 1.
+    """
+    cfg = channel_config(channels=4, mshr_entries=5)
+    late = 3 + 13 + cfg.t_read_ticks + 10
+    reqs = ([("R", 1, 0, 32, 0)] + [("R", 4 + c, 0, 32, 20) for c in range(4)]
+            + [("R", 8 + c, 0, 32, 20 + late) for c in range(4)])
+    rtl, cmds = run_rtl_ports(cfg, reqs, checks=True, sector_bytes=32)
+    entries = [(c[0], c[1], c[5] >> 1) for c in sorted(cmds)]
+    first = [e for e in entries if e[0] < 20]
+    wave1 = sorted((e[1], e[2]) for e in entries if 20 <= e[0] < 20 + late)
+    wave2 = sorted((e[1], e[2]) for e in entries if e[0] >= 20 + late)
+    assert [(ch, e) for _, ch, e in first] == [(1, 0)]
+    assert wave1 == [(0, 3), (1, 4), (2, 1), (3, 2)]
+    assert wave2 == [(0, 4), (1, 1), (2, 0), (3, 3)]
+    # the four of a wave answer in one cycle, one on each response port
+    assert len({rtl[i][1] for i in range(1, 5)}) == 1
+    assert len({rtl[i][1] for i in range(5, 9)}) == 1
+
+
+def test_channel_shape_pressure_victim_taken_raw():
+    """DP5 in the channel shape: a read of port 0 stalls on page 0's OPEN entry (the oldest:
+    allocated in the same cycle as page 1's, at a lower index) and decides it ``raw`` in the
+    cycle in which a write of port 1 stalls with no free entry; the victim is chosen from
+    M's view, so the one decision has cause ``raw`` and the entry is the pending pressure
+    victim until FREE: no second entry is flushed for pressure (flush counters full, raw,
+    pressure, deadline, drain)."""
+    cfg = channel_config(write_buffer_entries=2)
+    reqs = [("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("R", 0, 0, 32, 3), ("W", 3, 0, 32, 3)]
+    got = {}
+    rtl, _ = run_rtl_ports(cfg, reqs, checks=True, sector_bytes=32, probe=got)
+    assert sorted(rtl) == [0, 1, 2, 3]
+    assert got["flushes"][1:3] == [1, 0]
+    assert rtl[0][4] == 1 and rtl[2][4] == 0   # page 0's strict error, then the read
+
+
+CHANNEL_CASES = {k: v for k, v in CASES.items() if k != "reads"}
+
+
+@pytest.mark.parametrize("name", sorted(CHANNEL_CASES))
+def test_channel_shape_every_request_answered_once(name):
+    """The workload sets in the channel shape with every block's checks on (per port: the
+    match vectors against fresh lookups; the free lists' several heads, one entry per
+    allocating port, each FREE; the offer FIFOs; one pressure victim per cycle; the waiter
+    lists over all ports): each request answered exactly once, on its own port."""
+    cfg_kw, load_kw = CHANNEL_CASES[name]
+    cfg = channel_config(**cfg_kw)
+    reqs = workload(100 + len(name), 80, **load_kw)
+    rtl, _ = run_rtl_ports(cfg, reqs, checks=True, sector_bytes=32)
+    assert sorted(rtl) == list(range(len(reqs)))
+    assert all(rtl[i][0] >= reqs[i][4] and rtl[i][1] > rtl[i][0] for i in rtl)
