@@ -51,9 +51,7 @@ def check_supported(cfg: HbfConfig) -> None:
     (the configuration already refuses them under contract 1). Amendment A
     (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes
     (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count) for demand reads,
-    merging on, multi-plane commands off, and in the channel shape not under a
-    ``partition-*`` scheduler (whose reads and writes of a page enter two ports); the rest
-    is refused by name.
+    merging on, multi-plane commands off; the rest is refused by name.
     """
     pipeline = getattr(cfg, "pipeline", "standard")
     if pipeline not in ("standard", "deep"):
@@ -64,9 +62,6 @@ def check_supported(cfg: HbfConfig) -> None:
                 (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
                 (host_ports in ("stack", "channel"), "host_ports", host_ports,
                  "host_ports = 'stack' or 'channel'"),
-                (host_ports == "stack" or not cfg.scheduler.startswith("partition-"),
-                 "scheduler", cfg.scheduler, "a scheduler other than partition-* in the "
-                 "channel shape (reads and writes of a page on two ports)"),
                 (cfg.read_mode == "demand", "read_mode", cfg.read_mode, "read_mode = 'demand'"),
                 (cfg.mshr_merge is True, "mshr_merge", cfg.mshr_merge, "mshr_merge = true"),
                 (getattr(cfg, "multiplane", "off") == "off", "multiplane",

@@ -1,4 +1,4 @@
-"""The stack controller under Amendment A (``pipeline = "deep"``, stack shape).
+"""The stack controller under the registered pipeline (``pipeline = "deep"``), both shapes.
 
 Implements docs/timing-contract.md DP1 on the controller's side: M decides by §4.2's
 rules with its own previous decision applied, the tables holding that decision in their W
@@ -7,14 +7,16 @@ entry into M's match vectors instead of forwarding M's decision into L. Also the
 structures of docs/rtl.md "Issue 12, part C" that change no cycle: the ingress queue as a
 ring (k), the slot's ``mshr_hit`` recorded a cycle after the merge (m).
 :meth:`hbfsim.rtl.controller.Controller.elaborate` calls :func:`elaborate_deep` when
-``cfg.pipeline == "deep"`` (stack shape only).
+``cfg.pipeline == "deep"``, in both shapes: the port count ``P`` (1 in the stack shape,
+``channels`` in the channel shape, docs/timing-contract.md §1, §14) is a parameter, and with
+``P = 1`` the emitted Verilog is the stack shape's as before.
 """
 
 from __future__ import annotations
 
 __all__ = ["elaborate_deep"]
 
-from amaranth.hdl import Assert, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.utils import ceil_log2
 
@@ -43,9 +45,12 @@ def elaborate_deep(ctrl) -> Module:
     cycle is not forwarded into L but, when Q's head has M's page, a flag registered with
     the head makes W's entry of the next cycle count in M's vectors (a page compare of two
     registers, as the what-if's (g2)). In the channel shape a page's reads and writes enter
-    one port (one channel; the partition schedulers, whose reads and writes of a page enter
-    two ports, are refused under deep by :func:`~hbfsim.rtl.controller.check_supported`), so
-    only the port's own W can hold an entry of its Ms' pages (DP1, §14).
+    one port (its channel's) except under a ``partition-*`` scheduler, where they enter two
+    (§4.2.4): then a flag per pair of ports of the two directions, registered the same way
+    (``w_xfwd<s>_<p>``), ORs the other port's W entry into M's vectors (a write's entry
+    into a read's in-use vector, a read's MSHR entry into a write's blocker vector), and a
+    read of a write's page dispatched in the same cycle puts its MSHR entry into the
+    write's blocker set at once (``WriteBuffer.disp_fwd``, reads before writes).
 
     Parameters
     ----------
@@ -99,7 +104,18 @@ def elaborate_deep(ctrl) -> Module:
     disp_pend, disp_sectors = per_port(wb.disp_pend), per_port(wb.disp_sectors)
     probe_block, disp_merge = per_port(wb.probe_block), per_port(wb.disp_merge)
     n_mshr, n_wb = cfg.mshr_entries, cfg.write_buffer_entries
-    qs, m_valids = [], []
+    # §4.2.4, §14: under a partition scheduler a page's reads enter one of the first R
+    # ports and its writes one of the others, so the W of a port of the other direction can
+    # hold an entry of a page in M (a write's entry for a read's RAW probe, a read's MSHR
+    # entry for a write's blocker set): a flag per such pair of ports (DP1)
+    partition = P > 1 and cfg.scheduler.startswith("partition-")
+    R = cfg.read_channels if partition else P
+
+    def others(p):
+        return [s for s in range(P) if (s < R) != (p < R)] if partition else []
+
+    xflag = {(s, p): Signal(name=f"w_xfwd{s}_{p}") for p in range(P) for s in others(p)}
+    qs, m_valids, ports = [], [], []
     for p in range(P):
         # the ingress queue as a ring: a pop moves no item (part C, (k))
         q = StageQueue(q_layout, checks=bool(ctrl._checks), ring=True)
@@ -157,9 +173,24 @@ def elaborate_deep(ctrl) -> Module:
         fwd_wb = Signal(name=f"w_fwd_wb{sx(p)}")
         wf_mshr = named(m, Mux(fwd_mshr, mshr_w_entry[p], 0), f"m_wfwd_mshr{sx(p)}")
         wf_wb = named(m, Mux(fwd_wb, wb_w_entry[p], 0), f"m_wfwd_wb{sx(p)}")
-        v_mshr = named(m, m_mshr | wf_mshr, f"m_vec_mshr{sx(p)}")
-        v_used = named(m, m_used | wf_wb, f"m_vec_used{sx(p)}")
-        v_open = named(m, m_open | wf_wb, f"m_vec_open{sx(p)}")
+        # the other direction's Ws (partition schedulers): a read port's MSHR entries into
+        # a write port's vector (its blocker set), a write port's entries into a read
+        # port's in-use vector (its RAW probe)
+        xf_mshr, xf_wb = Const(0, n_mshr), Const(0, n_wb)
+        for s in others(p):
+            if p >= R:
+                xf_mshr = xf_mshr | Mux(xflag[s, p], mshr_w_entry[s], 0)
+            else:
+                xf_wb = xf_wb | Mux(xflag[s, p], wb_w_entry[s], 0)
+        if others(p):
+            v_mshr = named(m, m_mshr | wf_mshr | xf_mshr, f"m_vec_mshr{sx(p)}")
+            v_used = named(m, m_used | wf_wb | xf_wb, f"m_vec_used{sx(p)}")
+            v_open = named(m, m_open | wf_wb | xf_wb, f"m_vec_open{sx(p)}")
+            m.d.comb += wb.probe_xfwd[p].eq(xf_wb)
+        else:
+            v_mshr = named(m, m_mshr | wf_mshr, f"m_vec_mshr{sx(p)}")
+            v_used = named(m, m_used | wf_wb, f"m_vec_used{sx(p)}")
+            v_open = named(m, m_open | wf_wb, f"m_vec_open{sx(p)}")
         # the tables get M's registered vectors and the flags (W's entry is added there, and
         # its term of the hit ORed after the entries' trees: registers only on the hit's
         # path)
@@ -194,6 +225,35 @@ def elaborate_deep(ctrl) -> Module:
         hit_slot_q = Signal.like(m_req.slot, name=f"adm_hit_slot_q{sx(p)}")
         m.d.sync += [hit_q.eq(read_fire & disp_hit[p]), hit_slot_q.eq(m_req.slot)]
         m.d.comb += [adm_hit[p].valid.eq(hit_q), adm_hit[p].slot.eq(hit_slot_q)]
+        ports.append(dict(q=q, head=head, mapper=mapper, m_valid=m_valid, m_req=m_req,
+                          m_target=m_target, m_sectors=m_sectors, x_first=x_first,
+                          x_end=x_end, m_mshr=m_mshr, m_used=m_used, m_open=m_open,
+                          fwd_mshr=fwd_mshr, fwd_wb=fwd_wb, v_mshr=v_mshr, v_used=v_used,
+                          v_open=v_open, dispatch=dispatch, read_fire=read_fire,
+                          is_read=is_read, is_write=is_write))
+
+    # §4.2.4: a read of a write's page dispatched in the same cycle on another port counts
+    # as earlier: its MSHR entry (merged into or allocated) joins the blocker set of the
+    # entry the write allocates
+    for p in range(P):
+        if others(p) and p >= R:
+            fwd = Const(0, n_mshr)
+            for s in others(p):
+                o = ports[s]
+                same = named(m, o["is_read"] & ports[p]["is_write"]
+                             & (o["m_req"].page == ports[p]["m_req"].page),
+                             f"m_same_page{s}_{p}")
+                fwd = fwd | Cat(*[same & o["read_fire"] & (mshr.disp_index[s] == i)
+                                  for i in range(n_mshr)])
+            m.d.comb += wb.disp_fwd[p].eq(fwd)
+
+    for p in range(P):
+        (q, head, mapper, m_valid, m_req, m_target, m_sectors, x_first, x_end, m_mshr,
+         m_used, m_open, fwd_mshr, fwd_wb, v_mshr, v_used, v_open, dispatch) = (
+            ports[p][k] for k in ("q", "head", "mapper", "m_valid", "m_req", "m_target",
+                                  "m_sectors", "x_first", "x_end", "m_mshr", "m_used",
+                                  "m_open", "fwd_mshr", "fwd_wb", "v_mshr", "v_used",
+                                  "v_open", "dispatch"))
 
         # ---- L: the head of Q compares its page once with every entry (§4.2, §14); the
         # tables' exports include the Ws' entries, M's own decision reaches M through W
@@ -216,6 +276,13 @@ def elaborate_deep(ctrl) -> Module:
         load = q.out.valid & q.out.ready
         m.d.sync += [fwd_mshr.eq(load & same_page & mshr_alloc),
                      fwd_wb.eq(load & same_page & wb_alloc)]
+        for s in others(p):   # the other direction's allocation of the page of M's request
+            o = ports[s]
+            page_s = o["m_req"].page
+            same = Mux(load, head.page == page_s, m_valid & (m_req.page == page_s))
+            alloc_s = (o["read_fire"] & ~disp_hit[s]) if s < R else \
+                (wdisp[s].valid & wdisp[s].ready & ~disp_merge[s])
+            m.d.sync += xflag[s, p].eq(o["m_valid"] & same & alloc_s)
         with m.If(load):
             m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
                          m_sectors.first.eq(x_first), m_sectors.end.eq(x_end),

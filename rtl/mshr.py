@@ -132,6 +132,10 @@ class Mshr(wiring.Component):
         ``disp_match`` is M's registered vector without W's entry; the table adds W's entry
         itself, and its hit is ``w_match`` ORed after the entries' hit tree (from registers
         only).
+        In the channel shape (``ports = P``) under deep, ``w_entry`` is an array of ``P``
+        (each port's W) and ``w_match`` a ``P``-bit vector (each port's flag), and
+        :mod:`hbfsim.rtl.mshr_deep` elaborates the table with ``P`` W registers, a free
+        list with ``P`` heads (DP4) and ``C1`` / ``C2`` / a cursor per response port (DP7).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),

@@ -1,4 +1,4 @@
-"""The read MSHR table under Amendment A (``pipeline = "deep"``, stack shape).
+"""The read MSHR table under the registered pipeline (``pipeline = "deep"``), both shapes.
 
 Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP2 (offers in allocation order), DP4 (the free list), DP6 (issue and
@@ -6,6 +6,9 @@ completion applied a cycle later) and the MSHR side of DP7 (C1 / C2 / cursor) fo
 :class:`~hbfsim.rtl.mshr.Mshr`, whose :meth:`~hbfsim.rtl.mshr.Mshr.elaborate` calls
 :func:`elaborate_deep` when ``cfg.pipeline == "deep"``; with the structures of
 docs/rtl.md "Issue 12, part C" that change no cycle (the state as an AND-OR of its events).
+The port count ``P`` (the block's ``ports``) is a parameter: per port a W register and a
+head of the free list (DP4), per response port C1 / C2 / a cursor over its channel's
+entries (DP7); ``P = 1`` is the stack shape, its Verilog unchanged.
 Everything else (the entry fields, the waiter lists, the per-page merge) is contract 2's.
 """
 

@@ -1,4 +1,4 @@
-"""The write buffer under Amendment A (``pipeline = "deep"``, stack shape).
+"""The write buffer under the registered pipeline (``pipeline = "deep"``), both shapes.
 
 Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP3 (registered offers), DP4 (the free list), DP5 (registered flush decisions)
@@ -6,8 +6,11 @@ and the write buffer's side of DP7 (C1 / C2 / cursor) for
 :class:`~hbfsim.rtl.write_buffer.WriteBuffer`, whose
 :meth:`~hbfsim.rtl.write_buffer.WriteBuffer.elaborate` calls :func:`elaborate_deep` when
 ``cfg.pipeline == "deep"``; with the structures of docs/rtl.md "Issue 12, part C" that change
-no cycle (the state as an AND-OR of its events, "coverage complete" a flip-flop). The checks
-both pipelines share stay in ``write_buffer.py``.
+no cycle (the state as an AND-OR of its events, "coverage complete" a flip-flop). The port count
+``P`` (the block's ``ports``) is a parameter: per port a W register, a RAW probe and a head
+of the free list (DP4), one pressure victim per cycle (DP5), per response port C1 / C2 / a
+cursor over its channel's entries (DP7); ``P = 1`` is the stack shape, its Verilog
+unchanged. The checks both pipelines share stay in ``write_buffer.py``.
 """
 
 from __future__ import annotations
@@ -131,6 +134,8 @@ def elaborate_deep(wb) -> Module:
         w_fwd = [named(m, w_match[p] & w_new_p[p][i], f"w_fwd{i}{sx(p)}") for i in range(n)]
         disp_open = Cat(*[disp_open_in[p][i] | w_fwd[i] for i in range(n)])
         probe_used = Cat(*[probe_used_in[p][i] | w_fwd[i] for i in range(n)])
+        if P > 1:   # the write ports' Ws, for a read port (partition schedulers, §4.2.4)
+            probe_used = probe_used | wb.probe_xfwd[p]
         probe_useds.append(probe_used)
         # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of
         # the hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off
@@ -206,7 +211,9 @@ def elaborate_deep(wb) -> Module:
                                     Cat(*match))),
                      w_d[p].eq(dp), w_mask[p].eq(mask), w_tail[p].eq(hit_tail),
                      # the blocker and older sets (v2 §16 S2, S3) from M's vectors
-                     w_blk[p].eq(disp_pend[p] & Cat(*wb.mshr_pending)),
+                     w_blk[p].eq(disp_pend[p] & Cat(*wb.mshr_pending) if P == 1 else
+                                 # §4.2.4: a read's entry of the same cycle, another port
+                                 (disp_pend[p] & Cat(*wb.mshr_pending)) | wb.disp_fwd[p]),
                      w_old[p].eq(probe_useds[p] & Cat(*used_e))]
         m.d.comb += [link_wrs[p].addr.eq(w_tail[p]), link_wrs[p].data.eq(w_d[p].slot),
                      link_wrs[p].en.eq(w_merge[p])]
@@ -224,6 +231,8 @@ def elaborate_deep(wb) -> Module:
     # as the hit: W's term is the flag, after the entries' tree
     for p in range(P):
         block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any() | w_match[p]
+        if P > 1:
+            block = block | wb.probe_xfwd[p].any()
         if P == 1:
             m.d.comb += wb.probe_block.eq(block)
         else:

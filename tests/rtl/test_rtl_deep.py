@@ -141,10 +141,8 @@ def test_two_stacks():
 
 def test_deep_refuses_what_it_does_not_implement():
     """The RTL refuses, naming the key, what the registered pipeline does not implement yet
-    (for a configuration that was not validated): partition schedulers in the channel shape
-    (a page's reads and writes on two ports), aggregation reads, merging off."""
-    for key, value in (("scheduler", "partition-2r2w"), ("read_mode", "aggregation"),
-                       ("mshr_merge", False)):
+    (for a configuration that was not validated): aggregation reads, merging off."""
+    for key, value in (("read_mode", "aggregation"), ("mshr_merge", False)):
         cfg = small_config(contract=2, host_ports="channel")
         forged = dataclasses.replace(cfg)
         object.__setattr__(forged, "pipeline", "deep")
@@ -263,7 +261,25 @@ def test_channel_shape_pressure_victim_taken_raw():
     assert rtl[0][4] == 1 and rtl[2][4] == 0   # page 0's strict error, then the read
 
 
-CHANNEL_CASES = {k: v for k, v in CASES.items() if k != "reads"}
+def test_channel_shape_partition_same_page_same_cycle():
+    """§4.2.4 under a partition scheduler (reads on ports 0-1, writes on ports 2-3): a read
+    and a full-page write of one page dispatch in one cycle on two ports; reads go first,
+    so the read allocates its MSHR entry and the write counts it among the entries it waits
+    for (DP6: until tc + 2). The write's entry is FLUSH from ta + 6 but eligible only at
+    tc + 2: enqueue tc + 4, PROGRAM on cmd tc + 6 (without the read: ta + 10)."""
+    cfg = channel_config(channels=4, scheduler="partition-2r2w")
+    rtl, cmds = run_rtl_ports(cfg, [("R", 2, 0, 32, 3), ("W", 2, 0, PAGE_BYTES, 3)],
+                              checks=True, sector_bytes=32)
+    (read,) = [c for c in cmds if c[3] == 0]
+    (prog,) = [c for c in cmds if c[3] == 1]
+    tc = read[0] + cfg.t_read_ticks
+    assert read[0] == 3 + 6 and rtl[0][1] == 3 + 13 + cfg.t_read_ticks
+    assert prog[0] == tc + 6 and read[1] < 2 <= prog[1]
+
+
+CHANNEL_CASES = {k: v for k, v in CASES.items() if k != "reads"} | {
+    "partition-2r2w": (dict(channels=4, scheduler="partition-2r2w"),
+                       dict(pages=6, reads=0.5, gap=1))}
 
 
 @pytest.mark.parametrize("name", sorted(CHANNEL_CASES))
