@@ -755,8 +755,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     contract 2 (docs/timing-contract.md, stack shape); the scenario is then named
     ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
     (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
-    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2, stack shape)
-    runs it under Amendment A (docs/timing-contract.md), named ``<name>-deep``.
+    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2) runs it
+    under the registered pipeline (docs/timing-contract.md), named ``<name>-deep`` (in the
+    scenario's own shape: the stack shape, or the channel shape of a ``ports`` scenario) or,
+    with ``host_ports = "channel"``, ``<name>-deep-ch``.
 
     Raises
     ------
@@ -771,8 +773,8 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
         raise ValueError("host_ports = 'channel' needs contract = 2")
     if pipeline not in ("standard", "deep"):
         raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
-    if pipeline == "deep" and (contract != 2 or host_ports != "stack"):
-        raise ValueError("pipeline = 'deep' needs contract = 2 and host_ports = 'stack'")
+    if pipeline == "deep" and contract != 2:
+        raise ValueError("pipeline = 'deep' needs contract = 2")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -780,7 +782,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     if n is not None and n < 1:
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
-    if host_ports == "channel":
+    if host_ports == "channel" and pipeline == "deep":
+        sc.config = dict(sc.config, contract=2, host_ports="channel", pipeline="deep")
+        sc.name = f"{sc.name}-deep-ch"
+    elif host_ports == "channel":
         sc.config = dict(sc.config, contract=2, host_ports="channel")
         sc.name = f"{sc.name}-ch"
     elif pipeline == "deep":

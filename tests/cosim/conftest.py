@@ -108,9 +108,12 @@ def selected() -> list[str]:
 
 def make(key: str):
     """``name``, ``name@seed`` or either with ``-v2`` (contract 2), ``-ch`` (contract 2,
-    channel shape) or ``-deep`` (contract 2, Amendment A) -> Scenario."""
+    channel shape), ``-deep`` (contract 2, the registered pipeline, in the scenario's own
+    shape) or ``-deep-ch`` (the registered pipeline in the channel shape) -> Scenario."""
     contract, shape, pipeline = 1, "stack", "standard"
-    if key.endswith("-deep"):
+    if key.endswith("-deep-ch"):
+        key, contract, shape, pipeline = key[:-8], 2, "channel", "deep"
+    elif key.endswith("-deep"):
         key, contract, pipeline = key[:-5], 2, "deep"
     elif key.endswith("-v2"):
         key, contract = key[:-3], 2
