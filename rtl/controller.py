@@ -50,8 +50,8 @@ def check_supported(cfg: HbfConfig) -> None:
     or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
     (the configuration already refuses them under contract 1). Amendment A
     (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes
-    (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count) for demand reads,
-    merging on, multi-plane commands off; the rest is refused by name.
+    (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count) with multi-plane
+    commands off (refused by name under deep).
     """
     pipeline = getattr(cfg, "pipeline", "standard")
     if pipeline not in ("standard", "deep"):
@@ -62,8 +62,6 @@ def check_supported(cfg: HbfConfig) -> None:
                 (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
                 (host_ports in ("stack", "channel"), "host_ports", host_ports,
                  "host_ports = 'stack' or 'channel'"),
-                (cfg.read_mode == "demand", "read_mode", cfg.read_mode, "read_mode = 'demand'"),
-                (cfg.mshr_merge is True, "mshr_merge", cfg.mshr_merge, "mshr_merge = true"),
                 (getattr(cfg, "multiplane", "off") == "off", "multiplane",
                  getattr(cfg, "multiplane", "off"), "multiplane = 'off'")):
             if not ok:

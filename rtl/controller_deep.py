@@ -63,7 +63,6 @@ def elaborate_deep(ctrl) -> Module:
     """
     m = Module()
     cfg, w = ctrl._cfg, ctrl._w
-    assert cfg.mshr_merge, "pipeline = 'deep' needs mshr_merge (docs/timing-contract.md)"
     P = ctrl.ports
     ids = dict(id_bits=w.id, source_bits=w.source)
     opts = dict(checks=bool(ctrl._checks), mutations=ctrl._mutations)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 __all__ = ["elaborate_deep"]
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import memory
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.checks import cover, invariant, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    offer_fifo)
+                                    offer_fifo, offer_registered)
 from hbfsim.rtl.layouts import EntryKind, target_layout
 from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum
 
@@ -46,7 +46,8 @@ def elaborate_deep(mshr) -> Module:
 
     m = Module()
     cfg, w, checks = mshr._cfg, mshr._w, mshr._checks
-    assert cfg.mshr_merge and cfg.read_mode == "demand", "deep: demand reads, merging on"
+    merge_on = cfg.mshr_merge
+    aggregation = cfg.read_mode == "aggregation"
     n, channels = cfg.mshr_entries, cfg.channels
     mut = mshr._mutations
     P = mshr._ports
@@ -112,6 +113,11 @@ def elaborate_deep(mshr) -> Module:
     # ``w_match`` says W allocated it for M's page
     matches, hits, hit_indexes = [], [], []
     for p in range(P):
+        if not merge_on:   # every read allocates its own entry (§4.2 read step 3)
+            matches.append([Const(0, 1)] * n)
+            hits.append(Const(0, 1))
+            hit_indexes.append(Const(0, 1))
+            continue
         vec = [named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]), f"disp_vec{i}{sx(p)}")
                for i in range(n)]
         match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
@@ -202,7 +208,33 @@ def elaborate_deep(mshr) -> Module:
     w_index = [onehot_index(m, [w_oh[p][i] for i in range(n)], f"w_index{sx(p)}")
                for p in range(P)]
     enq_fire, enq_index, fifo_count = [], [], []
-    for c, port in enumerate(mshr.enq):
+    held = []
+    if aggregation:
+        # ---- DP2a: an entry is ready from DP1's view (bytes merged up to t - 2 at the
+        # threshold, or t >= alloc + window, and t >= alloc + 2: its WAIT state), a
+        # candidate from the next cycle (``ready_q``); per channel a registered offer
+        # ``OR_c`` takes the lowest-index candidate (``offer_registered``, DP3's
+        # structure) ----
+        window = cfg.read_agg_window_ticks
+        cap = max(window, 2)
+        age = [Signal(range(cap + 1), name=f"age{i}") for i in range(n)]
+        cand = []
+        for i in range(n):
+            waiting = state[i] == MshrState.WAIT
+            ready = named(m, waiting & ((nbytes[i] >= cfg.read_agg_threshold_bytes)
+                                        | (age[i] >= window)), f"ready{i}")
+            ready_q = Signal(name=f"ready_q{i}")
+            m.d.sync += ready_q.eq(ready)
+            cand.append(named(m, ready_q & waiting, f"candidate{i}"))
+            # cycles since the allocation decision: 2 in the first WAIT cycle (W writes
+            # the entry in alloc + 1), saturating at max(window, 2)
+            with m.If(w_new[i]):
+                m.d.sync += age[i].eq(2)
+            with m.Elif(waiting & (age[i] != cap)):
+                m.d.sync += age[i].eq(age[i] + 1)
+        enq_fire, enq_index, held = offer_registered(m, mshr.enq, cand, target,
+                                                     EntryKind.MSHR)
+    for c, port in (() if aggregation else enumerate(mshr.enq)):
         q = 0 if P == 1 else c
         fire_c, index_c, count_c = offer_fifo(
             m, port, named(m, w_alloc[q] & (w_d[q].target.channel == c), f"offer_push{c}"),
@@ -283,13 +315,14 @@ def elaborate_deep(mshr) -> Module:
         _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en,
                     w_d, fires, pops, curs, regss, nbytes, drained, any_free, free_index,
                     free_count, fifo_count, enq_index, issue_qs, merge_en_p, w_new_p,
-                    free_indexes, disps)
+                    free_indexes, disps, held)
     return m
 
 
 def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en, w_d,
                 fires, pops, curs, regss, nbytes, drained, any_free, free_index, free_count,
-                fifo_count, enq_index, issue_qs, merge_en_p, w_new_p, free_indexes, disps):
+                fifo_count, enq_index, issue_qs, merge_en_p, w_new_p, free_indexes, disps,
+                held):
     """The properties of ``Mshr._add_checks`` with W (waiters counted when W writes) and
     the cursor (the next waiter in the cursor, not in ``head``), plus the deep structures':
     the free list holds exactly the FREE entries no W writes, each offer FIFO exactly
@@ -330,7 +363,7 @@ def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, mer
             first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], first)
         invariant(m, checks, free | ((first == tail[i]) == (waiters[i] == 1)),
                   f"MSHR entry {i}: next waiter == tail exactly when one waiter is left")
-        for j in range(i + 1, n):
+        for j in range(i + 1, n) if cfg.mshr_merge else ():
             invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
                       f"MSHR entries {i} and {j} are both mergeable for one page")
     states = Array(state)
@@ -373,9 +406,13 @@ def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, mer
     for c, count in enumerate(fifo_count):
         invariant(m, checks, (count == 0) | (states[enq_index[c]] == MshrState.WAIT),
                   f"channel {c}: the MSHR offer FIFO's head is not a WAIT entry (DP2)")
-    invariant(m, checks, tree_sum(fifo_count) == tree_sum([s == MshrState.WAIT
-                                                           for s in state]),
-              "the MSHR offer FIFOs hold other than the WAIT entries (DP2)")
+    if fifo_count:
+        invariant(m, checks, tree_sum(fifo_count) == tree_sum([s == MshrState.WAIT
+                                                               for s in state]),
+                  "the MSHR offer FIFOs hold other than the WAIT entries (DP2)")
+    for c, (hv, hi) in enumerate(held):   # DP2a: OR_c holds a WAIT entry
+        invariant(m, checks, ~hv | (states[hi] == MshrState.WAIT),
+                  f"channel {c}: the MSHR offer register holds a non-WAIT entry (DP2a)")
     cover(m, checks, Cat(*merge_en).any(), "a read merges (MSHR hit)")
     cover(m, checks, Cat(*[d.valid & ~d.ready for d in disps]).any() if P > 1 else
           disps[0].valid & ~disps[0].ready, "a read stalls: no free entry")

@@ -31,10 +31,69 @@ def deep_config(**overrides):
 def channel_config(**overrides):
     """:func:`deep_config` in the channel shape (``host_ports = "channel"``, one request and
     one response port per channel)."""
-    cfg = small_config(**(FAST | dict(contract=2, host_ports="channel") | overrides))
-    if cfg.pipeline != "deep":   # the configuration refused deep in this shape before step 2
-        object.__setattr__(cfg, "pipeline", "deep")
+    return mode_config("channel", **overrides)
+
+
+def mode_config(shape, **overrides):
+    """A deep configuration of ``shape`` with ``overrides``; the keys the configuration
+    refuses under deep before issue 23 step 2 (the channel shape, ``read_mode``,
+    ``mshr_merge``) are set on the validated object instead."""
+    late = {k: overrides.pop(k) for k in ("read_mode", "mshr_merge") if k in overrides}
+    cfg = small_config(**(FAST | dict(contract=2, host_ports=shape) | overrides))
+    for key, value in dict(late, pipeline="deep").items():
+        if getattr(cfg, key) != value:
+            object.__setattr__(cfg, key, value)
     return cfg
+
+
+RUN = {"stack": run_rtl, "channel": run_rtl_ports}
+
+
+@pytest.mark.parametrize("shape", sorted(RUN))
+def test_aggregation_isolated_read(shape):
+    """§10, DP2a: an isolated read under aggregation with the window w = 6 answers at
+    ta + 13 + max(w, 2) + tR (ready ta + 2 + w, a candidate the next cycle, OR_c takes it,
+    enqueue ta + 4 + w, command ta + 6 + w); one whose bytes reach the threshold is ready
+    2 cycles after its dispatch: ta + 15 + tR."""
+    cfg = mode_config(shape, read_mode="aggregation")
+    w, tr = cfg.read_agg_window_ticks, cfg.t_read_ticks
+    rtl, cmds = RUN[shape](cfg, [("R", 5, 0, 64, 3)], sector_bytes=32)
+    assert rtl[0] == (3, 3 + 13 + max(w, 2) + tr, 0, 0, 0)
+    assert [c[0] for c in cmds] == [3 + 6 + w]
+    rtl, cmds = RUN[shape](cfg, [("R", 5, 0, cfg.read_agg_threshold_bytes, 3)],
+                           sector_bytes=32)
+    assert rtl[0] == (3, 3 + 15 + tr, 0, 0, 0)
+
+
+@pytest.mark.parametrize("shape", sorted(RUN))
+def test_merging_off_allocates_per_read(shape):
+    """``mshr_merge = false`` (§4.2 read step 3): three reads of one page allocate three
+    entries, three READs, no MSHR hit; the first answers at ta + 13 + tR."""
+    cfg = mode_config(shape, mshr_merge=False)
+    reqs = [("R", 4, 0, 32, 3), ("R", 4, 32, 32, 3), ("R", 4, 64, 32, 3)]
+    rtl, cmds = RUN[shape](cfg, reqs, sector_bytes=32)
+    assert len(cmds) == 3 and len({c[5] for c in cmds}) == 3
+    assert rtl[0][1] == 3 + 13 + cfg.t_read_ticks
+    assert [rtl[i][2] for i in range(3)] == [0, 0, 0]
+
+
+MODES = {"aggregation": dict(read_mode="aggregation"),
+         "merge-off": dict(mshr_merge=False),
+         "aggregation-merge-off-tiny": dict(read_mode="aggregation", mshr_merge=False,
+                                            mshr_entries=2, write_buffer_entries=2,
+                                            admission=4, queue_depth=2,
+                                            active_per_channel=1)}
+
+
+@pytest.mark.parametrize("shape", sorted(RUN))
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_modes_every_request_answered_once(shape, mode):
+    """Aggregation reads (DP2a: ``ready_q``, ``OR_c``) and merging off under deep, in both
+    shapes, with every block's checks on: each request answered exactly once."""
+    cfg = mode_config(shape, **MODES[mode])
+    reqs = workload(3, 60, pages=8, reads=0.7)
+    rtl, _ = RUN[shape](cfg, reqs, checks=True, sector_bytes=32)
+    assert sorted(rtl) == list(range(len(reqs)))
 
 
 def test_isolated_read():
@@ -141,9 +200,9 @@ def test_two_stacks():
 
 def test_deep_refuses_what_it_does_not_implement():
     """The RTL refuses, naming the key, what the registered pipeline does not implement yet
-    (for a configuration that was not validated): aggregation reads, merging off."""
-    for key, value in (("read_mode", "aggregation"), ("mshr_merge", False)):
-        cfg = small_config(contract=2, host_ports="channel")
+    (for a configuration that was not validated): multi-plane commands."""
+    for key, value in (("multiplane", "megaplane"),):
+        cfg = small_config(contract=2, host_ports="channel", megaplane_planes=2)
         forged = dataclasses.replace(cfg)
         object.__setattr__(forged, "pipeline", "deep")
         object.__setattr__(forged, key, value)
