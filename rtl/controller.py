@@ -61,9 +61,7 @@ def check_supported(cfg: HbfConfig) -> None:
         for ok, key, value, want in (
                 (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
                 (host_ports in ("stack", "channel"), "host_ports", host_ports,
-                 "host_ports = 'stack' or 'channel'"),
-                (getattr(cfg, "multiplane", "off") == "off", "multiplane",
-                 getattr(cfg, "multiplane", "off"), "multiplane = 'off'")):
+                 "host_ports = 'stack' or 'channel'")):
             if not ok:
                 raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the RTL "
                                  f"implements the registered pipeline with {want} so far "

@@ -323,10 +323,17 @@ def elaborate_deep(ctrl) -> Module:
         wb.drain.eq(ctrl.drain),
         sched.wb_occupied.eq(wb.occupied),
     ]
+    if cfg.multiplane == "megaplane":
+        m.d.comb += sched.drain.eq(ctrl.drain)   # MP4: drain ends the gather windows
     for c in range(cfg.channels):
         wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
         wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-        ctrl._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
+        # multi-plane commands (§7a): the scheduler's lanes name the entries of a group,
+        # one per plane; each entry then follows DP6 (MSHR) or §4.4 (write buffer)
+        if w.planes:
+            ctrl._wire_multiplane(m, c, sched, mshr, wb)
+        else:
+            ctrl._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
 
     # ---- responses: R, K, E per port (§8, DP7); in the channel shape each with the
     # credit of its channel ----

@@ -38,7 +38,8 @@ def mode_config(shape, **overrides):
     """A deep configuration of ``shape`` with ``overrides``; the keys the configuration
     refuses under deep before issue 23 step 2 (the channel shape, ``read_mode``,
     ``mshr_merge``) are set on the validated object instead."""
-    late = {k: overrides.pop(k) for k in ("read_mode", "mshr_merge") if k in overrides}
+    late = {k: overrides.pop(k) for k in ("read_mode", "mshr_merge", "multiplane")
+            if k in overrides}
     cfg = small_config(**(FAST | dict(contract=2, host_ports=shape) | overrides))
     for key, value in dict(late, pipeline="deep").items():
         if getattr(cfg, key) != value:
@@ -77,22 +78,54 @@ def test_merging_off_allocates_per_read(shape):
     assert [rtl[i][2] for i in range(3)] == [0, 0, 0]
 
 
+@pytest.mark.parametrize("shape", sorted(RUN))
+def test_multiplane_worked_timings(shape):
+    """§7a's table under the registered pipeline, two page READs of one megapage (pages 0
+    and 2: channel 0, row 0, planes 0 and 1 of megaplane 0; M = 2), E = the first's
+    enqueue (ta + 4), a later read keeping ``drain`` low: ``off`` commands at E + 2 and
+    E + 3, ``page`` at E + 2 and E + 2 + tR + 1 (one plane each), ``megaplane`` one command
+    with both planes at E + M + 1, both entries RETURN at tc + 2 and answer tc + 7, tc + 8
+    (MP7, DP6)."""
+    tr, ta = mode_config(shape).t_read_ticks, 3
+    E = ta + 4
+    reqs = [("R", 0, 0, 64, ta), ("R", 2, 0, 64, ta), ("R", 9, 0, 32, 200)]
+    want = {"off": [(E + 2, 1), (E + 3, 2)], "page": [(E + 2, 1), (E + 3 + tr, 2)],
+            "megaplane": [(E + 3, 3)]}
+    for mode, cmds_want in want.items():
+        cfg = mode_config(shape, multiplane=mode, megaplane_planes=2)
+        rtl, cmds = run_rtl_ports(cfg, reqs, sector_bytes=32)
+        first = [c for c in cmds if c[0] < 200]
+        if mode == "off":   # (t, channel, subarray, op, page, tag): planes as a mask
+            assert [(c[0], 1 << c[2]) for c in first] == cmds_want
+        else:               # (t, channel, op, megaplane, planes, row)
+            assert [(c[0], c[4]) for c in first] == cmds_want
+            assert {(c[3], c[5]) for c in first} == {(0, 0)}
+        if mode == "megaplane":
+            tc = E + 3 + tr
+            assert [rtl[0][1], rtl[1][1]] == [tc + 7, tc + 8]
+
+
 MODES = {"aggregation": dict(read_mode="aggregation"),
          "merge-off": dict(mshr_merge=False),
          "aggregation-merge-off-tiny": dict(read_mode="aggregation", mshr_merge=False,
                                             mshr_entries=2, write_buffer_entries=2,
                                             admission=4, queue_depth=2,
-                                            active_per_channel=1)}
+                                            active_per_channel=1),
+         "megaplane": dict(multiplane="megaplane", megaplane_planes=2),
+         "page-tiny": dict(multiplane="page", megaplane_planes=2, mshr_entries=2,
+                           write_buffer_entries=2, admission=4, queue_depth=2,
+                           active_per_channel=1)}
 
 
 @pytest.mark.parametrize("shape", sorted(RUN))
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_modes_every_request_answered_once(shape, mode):
-    """Aggregation reads (DP2a: ``ready_q``, ``OR_c``) and merging off under deep, in both
-    shapes, with every block's checks on: each request answered exactly once."""
+    """Aggregation reads (DP2a: ``ready_q``, ``OR_c``), merging off and multi-plane commands
+    (§7a) under deep, in both shapes, with every block's checks on: each request answered
+    exactly once."""
     cfg = mode_config(shape, **MODES[mode])
     reqs = workload(3, 60, pages=8, reads=0.7)
-    rtl, _ = RUN[shape](cfg, reqs, checks=True, sector_bytes=32)
+    rtl, _ = run_rtl_ports(cfg, reqs, checks=True, sector_bytes=32)
     assert sorted(rtl) == list(range(len(reqs)))
 
 
@@ -198,18 +231,15 @@ def test_two_stacks():
     assert sorted(rtl) == list(range(len(reqs)))
 
 
-def test_deep_refuses_what_it_does_not_implement():
-    """The RTL refuses, naming the key, what the registered pipeline does not implement yet
-    (for a configuration that was not validated): multi-plane commands."""
-    for key, value in (("multiplane", "megaplane"),):
-        cfg = small_config(contract=2, host_ports="channel", megaplane_planes=2)
-        forged = dataclasses.replace(cfg)
-        object.__setattr__(forged, "pipeline", "deep")
-        object.__setattr__(forged, key, value)
-        with pytest.raises(ValueError, match=f"pipeline = 'deep' with {key} = "):
-            check_supported(forged)
-        with pytest.raises(ValueError, match=key):
-            Controller(forged)
+def test_deep_refuses_contract_1():
+    """The RTL refuses, naming the key, the registered pipeline under contract 1 (for a
+    configuration that was not validated), and accepts it in both shapes."""
+    forged = dataclasses.replace(small_config(contract=1))
+    object.__setattr__(forged, "pipeline", "deep")
+    with pytest.raises(ValueError, match="pipeline = 'deep' with contract = 1"):
+        check_supported(forged)
+    with pytest.raises(ValueError, match="contract"):
+        Controller(forged)
     gc.collect()  # a refused component must leave no unused-elaboratable warning behind
     check_supported(deep_config())   # the stack shape is accepted
     check_supported(channel_config())   # and the channel shape
