@@ -140,11 +140,12 @@ class HbfConfig:
         logic, one plane per command: MP1) or ``megaplane`` (MP1 and grouped commands,
         MP2-MP7).
     pipeline : str
-        Contract 2's pipeline depth: ``standard`` (docs/timing-contract.md as written, the
-        default) or ``deep`` (Amendment A, docs/timing-contract.md: registered
-        dispatch, offers, flush decisions and response choice for a controller that closes
-        timing; proposed; golden model, RTL and co-simulation in the stack shape with
-        demand reads, MSHR merging and no multi-plane commands, refused elsewhere by name).
+        ``deep`` runs the one timing contract (docs/timing-contract.md: the registered
+        pipeline, in both host-port shapes and every mode; the golden model implements all
+        of it, the RTL and the co-simulation the stack shape with demand reads, MSHR
+        merging and no multi-plane commands, and refuse the rest by name); ``standard``,
+        the default until the contract's §18 step 2, the retired standard pipeline of
+        contract 2 (docs/history.md).
     hyperpage_window_ticks : int
         How long a queued operation waits for the rest of its megapage under ``multiplane =
         "megaplane"`` (MP4); -1, the default, is ``megaplane_planes`` ticks
@@ -592,20 +593,13 @@ def _validate(c: HbfConfig) -> None:
     need(c.multiplane == "off" or c.contract == 2,
          f"multiplane requires contract = 2 (docs/timing-contract.md §7a), not "
          f"{c.multiplane!r} under contract = {c.contract!r}")
-    # docs/timing-contract.md, Configuration: Amendment A extends contract 2, so far in
-    # the shape and modes its implementations cover
+    # the one timing contract (docs/timing-contract.md), selected by pipeline = "deep" while
+    # the retired pipelines remain (its §18 step 2): every shape and mode, on contract 2
     need(c.pipeline in PIPELINES,
          f"pipeline must be standard or deep, not {c.pipeline!r}")
-    if c.pipeline == "deep":
-        for ok, what in ((c.contract == 2, f"contract = 2, not {c.contract!r}"),
-                         (c.host_ports == "stack",
-                          f"host_ports = 'stack' (the channel shape is not implemented yet), "
-                          f"not {c.host_ports!r}"),
-                         (c.multiplane == "off", f"multiplane = 'off', not {c.multiplane!r}"),
-                         (c.read_mode == "demand",
-                          f"read_mode = 'demand', not {c.read_mode!r}"),
-                         (c.mshr_merge is True, f"mshr_merge = true, not {c.mshr_merge!r}")):
-            need(ok, f"pipeline = 'deep' needs {what} (docs/timing-contract.md)")
+    need(c.pipeline == "standard" or c.contract == 2,
+         f"pipeline = 'deep' needs contract = 2 (docs/timing-contract.md), not "
+         f"{c.contract!r}")
     need(c.hyperpage_window_ticks >= -1, f"hyperpage_window_ticks must be a tick count >= 0 "
          f"(or -1: megaplane_planes ticks), not {c.hyperpage_window_ticks!r}")
     # MP4's window exists only under megaplane; a value given otherwise would be ignored

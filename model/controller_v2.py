@@ -232,6 +232,12 @@ class PipelinedStackController(StackController):
         if self.blocked_since >= 0:
             self.ch_link_stall[cur.ch] += t - self.blocked_since
             self.blocked_since = -1
+        self._form_response(cur, i, req, self.egress)
+
+    def _form_response(self, cur, i: int, req: Request, egress) -> None:
+        """Fill ``req``'s response flags and data from its entry ``cur`` and append it to
+        ``egress``; after the entry's last waiter (index ``i``) the entry joins this cycle's
+        frees (v2 §4.3, §4.4; timing-contract.md DP4)."""
         req.error = bool(cur.flags & FLAG_ERROR)
         if cur.kind == 0:
             req.buffer_hit = bool(cur.flags & FLAG_BUFFER_HIT)
@@ -240,7 +246,7 @@ class PipelinedStackController(StackController):
             if snap is not None:
                 req.data = snap[req.off:req.off + req.nbytes]
         req.entry_info = (cur.tq, cur.ti, cur.tc, cur.depth)
-        self.egress.append(req)
+        egress.append(req)
         if i + 1 == len(cur.waiters):
             if cur.kind == 0:
                 self._free_r.append(cur.idx)

@@ -55,12 +55,12 @@ class HbfSystem:
         self.stats = Counter()
         # contract 2's channel shape: S * C system ports k = stack * C + channel (v2 §2)
         self.ports = cfg.contract == 2 and cfg.host_ports == "channel"
-        if self.ports:
-            ctrl = ChannelStackController
-        elif cfg.pipeline == "deep":
-            # Amendment A (docs/timing-contract.md): the config admits it in the stack
-            # shape only (hbfsim/config.py)
+        if cfg.pipeline == "deep":
+            # the one timing contract, the registered pipeline (docs/timing-contract.md),
+            # in both shapes and every mode
             ctrl = DeepStackController
+        elif self.ports:
+            ctrl = ChannelStackController
         else:
             ctrl = PipelinedStackController if cfg.contract == 2 else StackController
         self.stacks = [ctrl(cfg, s, self.mapper, self.stats) for s in range(cfg.stacks)]

@@ -49,9 +49,8 @@ def check_supported(cfg: HbfConfig) -> None:
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
     (the configuration already refuses them under contract 1). Amendment A
-    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes
-    (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count) with multi-plane
-    commands off (refused by name under deep).
+    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes and
+    every mode (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count).
     """
     pipeline = getattr(cfg, "pipeline", "standard")
     if pipeline not in ("standard", "deep"):
@@ -63,9 +62,9 @@ def check_supported(cfg: HbfConfig) -> None:
                 (host_ports in ("stack", "channel"), "host_ports", host_ports,
                  "host_ports = 'stack' or 'channel'")):
             if not ok:
-                raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the RTL "
-                                 f"implements the registered pipeline with {want} so far "
-                                 "(docs/timing-contract.md, docs/rtl.md)")
+                raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the "
+                                 f"registered pipeline needs {want} "
+                                 "(docs/timing-contract.md)")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract.md §7a); the RTL needs "

@@ -72,12 +72,7 @@ CONFIG_BAD = [
     ("contract = 1\nmultiplane = 'megaplane'", r"multiplane requires contract = 2"),
     # docs/timing-contract.md, Configuration
     ("pipeline = 'deeper'\nhost_ports = 'stack'", r"pipeline must be standard or deep"),
-    ("pipeline = 'deep'", r"pipeline = 'deep' needs host_ports = 'stack'"),
     ("contract = 1\npipeline = 'deep'", r"pipeline = 'deep' needs contract = 2"),
-    ("pipeline = 'deep'\nhost_ports = 'stack'\nread_mode = 'aggregation'",
-     r"pipeline = 'deep' needs read_mode = 'demand'"),
-    ("pipeline = 'deep'\nhost_ports = 'stack'\nmshr_merge = false",
-     r"pipeline = 'deep' needs mshr_merge = true"),
     ("contract = 2\nmultiplane = 1", r"multiplane must be a string, not 1"),
     ("contract = 2\nmultiplane = 'hyper'", r"multiplane must be off, page or megaplane"),
     ("contract = 2\nmultiplane = 'megaplane'\nhyperpage_window_ticks = 1.5",

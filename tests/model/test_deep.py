@@ -37,14 +37,15 @@ def run(cfg, spec, resp_ready=None):
     for s in system.stacks:
         now = [0]
 
-        def dispatch(t, drain, orig=s.dispatch, s=s):
-            m = s.m
+        def dispatch_one(port, t, orig=s._dispatch_one, s=s):
+            m = port.m
             free_r, free_w = list(s.mshr_free), list(s.wb_free)
-            changed = orig(t, drain)
-            if m is not None and s.m is None:
-                if m.op == "R" and not m.mshr_hit:
-                    log.append((t, "alloc", m.id, "m", s.mshr_open[m.q].idx))
-                    assert s.mshr_open[m.q].idx == free_r[0]
+            changed = orig(port, t)
+            if port.m is None:
+                if m.op == "R" and len(s.mshr_free) < len(free_r):
+                    log.append((t, "alloc", m.id, "m", free_r[0]))
+                    if s.merge:
+                        assert s.mshr_open[m.q].idx == free_r[0]
                 elif m.op == "W" and len(s.wb_free) < len(free_w):
                     log.append((t, "alloc", m.id, "b", s.wb_open[m.q].idx))
                     assert s.wb_open[m.q].idx == free_w[0]
@@ -62,8 +63,8 @@ def run(cfg, spec, resp_ready=None):
             log.append((now[0] + 1, "flush", e.idx, cause))
             return orig(e, cause)
 
-        s.dispatch, s.media.issue, s.wb_triggers, s._flush = \
-            dispatch, media_issue, triggers, flush
+        s._dispatch_one, s.media.issue, s.wb_triggers, s._flush = \
+            dispatch_one, media_issue, triggers, flush
     system.run_requests(make_reqs(spec, cfg))
     return system, {r.id: r for r in system.completed}, log
 
@@ -251,24 +252,159 @@ def test_dp1_dp2_allocation_to_enqueue_two_cycles():
     assert [e[0] for e in log if e[1] == "cmd"] == [6, 7, 8, 9]
 
 
+# ------------------------------------------------------------------ the channel shape
+def chan(**kw):
+    """The one contract in the channel shape: one request and one response port per
+    channel (timing-contract.md §1, §14)."""
+    return deep(**({"host_ports": "channel"} | kw))
+
+
+@pytest.mark.parametrize("ch", [0, 1, 3])
+def test_channel_shape_worked_timings(ch):
+    """An isolated read and an isolated full-page write on the port of channel ``ch`` answer
+    as in the stack shape: ``ta + 13 + tR`` and ``ta + 16 + tPROG`` (§10)."""
+    cfg = chan(channels=4)
+    system, done, _ = run(cfg, [("R", ch, 0, 32, 100), ("W", 4 + ch, 0, PAGE_BYTES, 30_000)])
+    r, w = done[0], done[1]
+    assert r.t_done == r.t_accept + 13 + cfg.t_read_ticks
+    assert w.t_done == w.t_accept + 16 + cfg.t_prog_ticks
+    assert all(isinstance(s, DeepStackController) and s.P == 4 for s in system.stacks)
+
+
+def test_dp4_several_heads_in_pointer_order():
+    """One MSHR entry, reads of two ports in M together: port 0 takes it (pointer 0), port 1
+    stalls and the pointer moves to 1; when the entry is free again port 1 takes it before
+    port 0's next read, which waited behind the first (§4.2.3)."""
+    cfg = chan(channels=2, mshr_entries=1)
+    spec = [("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 1)]
+    _, done, log = run(cfg, spec)
+    order = [e[2] for e in log if e[1] == "alloc"]
+    assert order == [0, 1, 2]
+    assert done[0].t_map == done[1].t_accept + 2 < done[1].t_map < done[2].t_map
+
+
+def test_dp4_frees_of_one_cycle_join_in_port_order():
+    """Two entries freed in one cycle join the free list in ascending response port, not in
+    index order: port 1 took entry 1 and port 0 entry 2 (pointer at 1), both free in the same
+    cycle, so the next allocations on one port take 3, 0, 2, 1 (§4.2.3)."""
+    cfg = chan(channels=2, mshr_entries=4)
+    spec = [("R", 0, 0, 32, 0),                               # entry 0, pointer -> 1
+            ("R", 2, 0, 32, 20_000), ("R", 1, 0, 32, 20_000),  # port 0: entry 2, port 1: 1
+            *[("R", 2 * k, 0, 32, 40_000) for k in range(2, 6)]]
+    _, done, log = run(cfg, spec)
+    assert done[1].t_done == done[2].t_done                    # launched in one cycle
+    got = allocs(log)
+    assert (got[1], got[2]) == (("m", 2), ("m", 1))
+    assert [got[i][1] for i in range(3, 7)] == [3, 0, 2, 1]
+
+
+def test_dp7_response_ports_answer_in_parallel():
+    """Reads of two channels completing in one cycle answer in one cycle on their two ports;
+    the stack shape's one port answers them a cycle apart (§8, DP7 per port)."""
+    spec = [("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0)]
+    _, c, _ = run(chan(channels=2), spec)
+    _, s, _ = run(deep(channels=2), spec)
+    assert c[0].entry_info[2] == c[1].entry_info[2]
+    assert c[0].t_done == c[1].t_done
+    assert abs(s[0].t_done - s[1].t_done) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7),
+                              st.sampled_from([0, 64, 2048]),
+                              st.sampled_from([32, 2048, PAGE_BYTES]), st.integers(0, 20)),
+                    min_size=1, max_size=40),
+       read_mode=st.sampled_from(["demand", "aggregation"]), merge=st.booleans())
+def test_channel_shape_with_one_channel_is_the_stack_shape(ops, read_mode, merge):
+    """With one channel the channel shape has one port: every request's cycles and flags
+    and every counter equal the stack shape's, through the system's per-port paths."""
+    out = []
+    for shape in ("stack", "channel"):
+        cfg = deep(host_ports=shape, channels=1, subarrays_per_channel=2, mshr_entries=2,
+                   write_buffer_entries=2, queue_depth=2, admission=6, read_mode=read_mode,
+                   read_agg_window_ticks=7, read_agg_threshold_bytes=96, mshr_merge=merge,
+                   write_deadline_ticks=25, t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0,
+                   pages_per_block=4, capacity_bytes=2 * 4 * 4 * PAGE_BYTES)
+        spec, t = [], 0
+        for op, page, off, n, gap in ops:
+            t += gap
+            spec.append((op, page, min(off, PAGE_BYTES - n), n, t))
+        system, done, _ = run(cfg, spec)
+        out.append((_outcome(system), dict(system.stats)))
+    assert out[0] == out[1]
+
+
+# ------------------------------------------------------------------ read modes, merging
+@pytest.mark.parametrize("window,ready", [(0, 2), (1, 2), (2, 2), (50, 50)])
+def test_dp2a_isolated_aggregation_read(window, ready):
+    """Aggregation reads (DP2a): ready at ``alloc + max(window, 2)``, enqueued two cycles
+    later through ``OR_c``; the response is ``ta + 13 + max(window, 2) + tR`` (§10)."""
+    cfg = deep(read_mode="aggregation", read_agg_window_ticks=window,
+               read_agg_threshold_bytes=PAGE_BYTES)
+    system, done, _ = run(cfg, [("R", 0, 0, 32, 100)])
+    r = done[0]
+    assert r.entry_info[0] == r.t_map + ready + 2
+    assert r.t_done == r.t_accept + 13 + ready + cfg.t_read_ticks
+    assert system.stacks[0].agg_wait == ready
+
+
+def test_dp2a_threshold_reached_by_a_merge():
+    """Four 32 B reads of one page, threshold 128 B, long window: the fourth read's merge,
+    dispatched in ``tm``, makes the entry ready in ``tm + 2``; it is enqueued in ``tm + 4``."""
+    cfg = deep(read_mode="aggregation", read_agg_window_ticks=10_000,
+               read_agg_threshold_bytes=128)
+    _, done, _ = run(cfg, [("R", 0, 32 * k, 32, k) for k in range(4)])
+    assert [done[k].mshr_hit for k in range(4)] == [False, True, True, True]
+    assert done[0].entry_info[0] == done[3].t_map + 4
+
+
+def test_dp2a_offer_register_takes_the_lowest_ready_index():
+    """Two entries ready while the queue is full: ``OR_c`` takes the lower index first, not
+    the older entry (DP2a, unlike DP2's allocation order)."""
+    cfg = deep(channels=1, subarrays_per_channel=1, active_per_channel=1, queue_depth=1,
+               mshr_entries=4, t_read_us=1.0, read_mode="aggregation",
+               read_agg_window_ticks=0, capacity_bytes=256 * PAGE_BYTES * 4)
+    spec = [("R", 0, 0, 32, 0)] + [("R", p, 0, 32, 2000) for p in (1, 2, 3, 4)]
+    _, done, log = run(cfg, spec)
+    assert allocs(log) == {0: ("m", 0), 1: ("m", 1), 2: ("m", 2), 3: ("m", 3), 4: ("m", 0)}
+    cmds = [e[3] for e in log if e[1] == "cmd"]
+    assert cmds == [0, 1, 2, 0, 3]
+
+
+def test_merging_off_every_read_allocates():
+    """``mshr_merge = false``: three reads of one page take three entries and three READs
+    (the second and third hit the page buffers), none an MSHR hit."""
+    cfg = deep(mshr_merge=False)
+    system, done, log = run(cfg, [("R", 0, 32 * k, 32, k) for k in range(3)])
+    assert not any(done[k].mshr_hit for k in range(3))
+    assert [a for _, a in sorted(allocs(log).items())] == [("m", 0), ("m", 1), ("m", 2)]
+    assert len([e for e in log if e[1] == "cmd"]) == 3
+    assert [done[k].buffer_hit for k in range(3)] == [False, True, True]
+
+
 # ------------------------------------------------------------------ randomized workloads
 ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(0, 127),
                          st.integers(0, 40)), min_size=1, max_size=60)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(ops=ops, sched=st.sampled_from(SCHEDULERS),
        placement=st.sampled_from(["interleave", "grouped", "contiguous"]),
-       tot=st.sampled_from([0, 2]), pc=st.sampled_from([0, 2]))
-def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc):
-    """Every request answered exactly once, in-order ingress, one response per cycle, and
-    every read returns the last whole-page write of its page before it."""
+       tot=st.sampled_from([0, 2]), pc=st.sampled_from([0, 2]),
+       shape=st.sampled_from(["stack", "channel"]),
+       read_mode=st.sampled_from(["demand", "aggregation"]), merge=st.booleans())
+def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc, shape,
+                                                read_mode, merge):
+    """In every shape and mode: every request answered exactly once, in-order ingress and
+    one response per cycle on every port, and every read returns the last whole-page write
+    of its page dispatched before it (in one cycle the reads first, §4.2.4)."""
     cfg = deep(channels=4, subarrays_per_channel=2, active_per_channel=1, active_total=tot,
                admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
                scheduler=sched, placement=placement, page_cache_pages=pc, cache_hit_ticks=1,
                write_drain_high_water=1, write_deadline_ticks=30, t_read_us=0.1,
-               t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
-               capacity_bytes=4 * 2 * 4 * PAGE_BYTES * 4)
+               t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4, host_ports=shape,
+               read_mode=read_mode, read_agg_window_ticks=9, read_agg_threshold_bytes=64,
+               mshr_merge=merge, capacity_bytes=4 * 2 * 4 * PAGE_BYTES * 4)
     reqs, t = [], 0
     for i, (op, page, sector, gap) in enumerate(ops):
         t += gap
@@ -283,12 +419,14 @@ def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc):
     done = system.completed
     assert sorted(r.id for r in done) == list(range(len(reqs)))
     assert not any(r.error for r in done)
-    ticks = [r.t_done for r in done]
+    port = (lambda r: r.ch) if shape == "channel" else (lambda r: 0)
+    ticks = [(port(r), r.t_done) for r in done]
     assert len(set(ticks)) == len(ticks)
-    by_accept = sorted(done, key=lambda r: r.t_accept)
-    assert [r.id for r in by_accept] == list(range(len(reqs)))
+    for k in {port(r) for r in done}:
+        mine = sorted((r for r in done if port(r) == k), key=lambda r: r.t_accept)
+        assert [r.id for r in mine] == sorted(r.id for r in mine)
     last = {}
-    for r in by_accept:
+    for r in sorted(done, key=lambda r: (r.t_map, r.op == "W", r.id)):
         page = (r.addr - cfg.base_address) // PAGE_BYTES
         if r.op == "W":
             last[page] = r.data[0]
@@ -305,8 +443,8 @@ wops = st.lists(st.tuples(st.sampled_from("RWW"), st.integers(0, 5), st.integers
 @settings(max_examples=40, deadline=None)
 @given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
        deadline_ticks=st.integers(1, 300), wb=st.integers(1, 3),
-       stacks=st.sampled_from([1, 2]))
-def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks):
+       stacks=st.sampled_from([1, 2]), shape=st.sampled_from(["stack", "channel"]))
+def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks, shape):
     """Partial writes under both policies, tiny write buffers (pressure), short deadlines
     (decisions next to merges): every request answered once, no read errors, none at all
     under ``partial``, flushes counted once per programmed or errored entry."""
@@ -314,7 +452,7 @@ def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks)
                mshr_entries=2, write_buffer_entries=wb, queue_depth=2,
                write_timeout_policy=policy, write_deadline_ticks=deadline_ticks,
                t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,
-               capacity_bytes=stacks * 2 * 2 * 4 * PAGE_BYTES * 4)
+               host_ports=shape, capacity_bytes=stacks * 2 * 2 * 4 * PAGE_BYTES * 4)
     reqs, t = [], 0
     for i, (op, page, off, n, gap) in enumerate(ops):
         t += gap
@@ -328,8 +466,9 @@ def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks)
     assert not any(r.error for r in done if r.op == "R")
     if policy == "partial":
         assert not any(r.error for r in done)
-    ticks = [r.t_done for r in done]
-    assert len(set(ticks)) == len(ticks)
+    port = (lambda r: (r.stack, r.ch)) if shape == "channel" else (lambda r: 0)
+    ticks = [(port(r), r.t_done) for r in done]
+    assert len(set(ticks)) == len(ticks)      # one response per cycle per port
     st_ = system.stats
     flushes = sum(st_["flush_" + c] for c in ("full", "raw", "pressure", "deadline", "drain"))
     assert flushes == st_["page_programs_ok"] + st_["strict_errors"] + st_["media_errors"]
@@ -340,16 +479,23 @@ def _outcome(system):
                    r.buffer_hit, r.cache_hit, r.error, r.data) for r in system.completed)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
-       deadline_ticks=st.integers(1, 60), wb=st.integers(1, 3), pc=st.sampled_from([0, 2]))
-def test_random_event_skipping_changes_nothing(ops, policy, deadline_ticks, wb, pc):
+       deadline_ticks=st.integers(1, 60), wb=st.integers(1, 3), pc=st.sampled_from([0, 2]),
+       shape=st.sampled_from(["stack", "channel"]),
+       read_mode=st.sampled_from(["demand", "aggregation"]), merge=st.booleans(),
+       multiplane=st.sampled_from(["off", "page", "megaplane"]))
+def test_random_event_skipping_changes_nothing(ops, policy, deadline_ticks, wb, pc, shape,
+                                               read_mode, merge, multiplane):
     """C3: the run with cycle skipping equals a run that evaluates every cycle, request
     for request, so every delayed effect of DP1-DP7 has its wake-up (``next_timer``)."""
     cfg = deep(channels=2, subarrays_per_channel=2, admission=8, mshr_entries=2,
                write_buffer_entries=wb, queue_depth=2, write_timeout_policy=policy,
                write_deadline_ticks=deadline_ticks, page_cache_pages=pc, cache_hit_ticks=3,
                t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
+               host_ports=shape, read_mode=read_mode, read_agg_window_ticks=11,
+               read_agg_threshold_bytes=256, mshr_merge=merge, multiplane=multiplane,
+               planes_per_die=2, megaplane_planes=2,
                capacity_bytes=2 * 2 * 4 * PAGE_BYTES * 4)
     out = []
     for every_cycle in (False, True):

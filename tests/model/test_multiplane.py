@@ -80,13 +80,15 @@ def busy_planes(cmds):
 
 
 # ------------------------------------------------------------------ the worked timings
+@pytest.mark.parametrize("pipeline", ["standard", "deep"])
 @pytest.mark.parametrize("M", [2, 4, 8])
 @pytest.mark.parametrize("mode", MODES)
-def test_worked_timings(mode, M):
+def test_worked_timings(mode, M, pipeline):
     """The design's table: ``M`` page READs of one megapage enqueued one per cycle from
     ``E``; the first command, every command, the last page's completion and the planes busy
-    at once on the megaplane, exactly as the table writes them."""
-    cfg = mp(mode, M=M)
+    at once on the megaplane, exactly as the table writes them (timing-contract.md §7a:
+    the same relative to ``E`` under the registered pipeline, ``pipeline = "deep"``)."""
+    cfg = mp(mode, M=M, pipeline=pipeline)
     tR = cfg.t_read_ticks
     system, cmds = run(cfg, megapage(cfg, row=3), close=False)
     tq = [r.entry_info[0] for r in system.completed]
@@ -139,6 +141,8 @@ configs = st.fixed_dictionaries({
     "page_buffers": st.sampled_from([0, 2]),
     "scheduler": st.sampled_from(["fcfs", "read-priority", "write-drain"]),
     "write_timeout_policy": st.sampled_from(["strict", "partial"]),
+    "pipeline": st.sampled_from(["standard", "deep"]),
+    "read_mode": st.sampled_from(["demand", "aggregation"]),
 })
 
 
@@ -314,13 +318,14 @@ def test_keys_refused(kw, msg):
         load_config(**kw)
 
 
+@pytest.mark.parametrize("pipeline", ["standard", "deep"])
 @pytest.mark.parametrize("mode", MODES)
-def test_channel_shape_megapage_per_channel(mode):
+def test_channel_shape_megapage_per_channel(mode, pipeline):
     """The channel shape (v2 §14) shares the channel queues and issue: a megapage on each of
     two channels, presented on both ports at once, enqueues on both from ``E`` and leaves
     as one command per channel in ``E + M + 1`` (``off``: one per page from ``E + 2``)."""
     M, C = 4, 2
-    cfg = mp(mode, M=M, channels=C, host_ports="channel")
+    cfg = mp(mode, M=M, channels=C, host_ports="channel", pipeline=pipeline)
     S = cfg.subarrays_per_channel
     spec = [("R", C * (2 * S + i) + ch, 0, 64, 0) for i in range(M) for ch in range(C)]
     system, cmds = run(cfg, spec, close=False)
