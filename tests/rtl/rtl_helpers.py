@@ -263,7 +263,16 @@ def run_model(cfg, reqs, resp_ready=None, probe=None):
             log.append((t, base + ch, sub, op, local, tag))
             return issue(t, ch, sub, op, local, tag)
 
+        def logged_group(t, ch, g, ops, issue=media.issue_group, base=base):
+            # MP2's fields, as run_rtl_ports logs them: (t, channel, op, megaplane, planes,
+            # row)
+            M, S = cfg.megaplane_planes, cfg.subarrays_per_channel
+            log.append((t, base + ch, ops[0][1], g,
+                        sum(1 << (sub - g * M) for sub, _, _, _ in ops), ops[0][2] // S))
+            return issue(t, ch, g, ops)
+
         media.issue = logged
+        media.issue_group = logged_group
     system.run_requests([Request(i, op, cfg.base_address + page * PAGE_BYTES + off, n, 0, a)
                          for i, (op, page, off, n, a) in enumerate(reqs)])
     out = {r.id: (r.t_accept, r.t_done, int(r.mshr_hit), int(r.buffer_hit), int(r.error))
