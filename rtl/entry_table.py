@@ -304,9 +304,10 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
 
     Returns
     -------
-    (granted, index, count, ap) : per port whether it got an entry and the entry (binary;
-    the k-th head for its rank when not granted), the count register and the pointer (for
-    checks)
+    (granted, index, count, ap, ranks) : per port whether it got an entry and the entry
+    (binary; the k-th head for its rank when not granted), the count register and the
+    pointer (for checks), and per port its rank among the wanting ports (the allocation
+    order of the cycle's entries: the k-th head is allocated before the k+1-th)
     """
     P = len(want)
     ib = range(max(2, n))
@@ -371,7 +372,7 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
     m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
-    return granted, index, count, ap
+    return granted, index, count, ap, ranks
 
 
 def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):

@@ -147,7 +147,7 @@ def elaborate_deep(mshr) -> Module:
         free_indexes, free_ohs = [free_index], [free_oh]
     else:
         want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
-        granted, free_indexes, free_count, _ap = free_list_heads(
+        granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
             m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
             "free_list")
         free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")

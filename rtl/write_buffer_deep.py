@@ -157,7 +157,7 @@ def elaborate_deep(wb) -> Module:
             m, n, wb.launched.valid, wb.launched.index, "free_list")
     else:
         want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
-        granted, free_indexes, free_count, _ap = free_list_heads(
+        granted, free_indexes, free_count, _ap, ranks = free_list_heads(
             m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
             "free_list")
         free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
@@ -218,6 +218,12 @@ def elaborate_deep(wb) -> Module:
         m.d.comb += [link_wrs[p].addr.eq(w_tail[p]), link_wrs[p].data.eq(w_d[p].slot),
                      link_wrs[p].en.eq(w_merge[p])]
     stalled = stalls[0] if P == 1 else named(m, Cat(*stalls).any(), "stalled")
+    if P > 1:
+        # the order of the cycle's allocations (the k-th head before the k+1-th, §4.2.3),
+        # held with W: of the entries allocated in one cycle, those of lower rank are older
+        # (the pressure victim's "smallest alloc", DP5)
+        w_rank = [Signal(range(P), name=f"w_rank{sx(p)}", reset_less=True) for p in range(P)]
+        m.d.sync += [w_rank[p].eq(ranks[p]) for p in range(P)]
     allocate = allocates[0] if P == 1 else Cat(*allocates).any()
     merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
                   for p in range(P)]
@@ -343,10 +349,12 @@ def elaborate_deep(wb) -> Module:
                     cause[i].eq(FlushCause.NONE),
                     pressure[i].eq(0),
                     # the entries in use are older; of those allocated in the same cycle,
-                    # the lower indexes (the order of the pressure victim)
+                    # those of the ports of lower rank (allocated first, §4.2.3)
                     older[i].eq(Cat(*used) if P == 1 else
-                                Cat(*used) | Cat(*[w_new[j] if j < i else Const(0)
-                                                   for j in range(n)])),
+                                Cat(*used) | Cat(*[
+                                    Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
+                                          for q in range(P) if q != p]).any()
+                                    for j in range(n)])),
                     head[i].eq(w_d[p].slot),
                     tail[i].eq(w_d[p].slot),
                     error[i].eq(0),

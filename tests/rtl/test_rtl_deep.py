@@ -355,6 +355,25 @@ def test_channel_shape_pressure_victim_taken_raw():
     assert rtl[0][4] == 1 and rtl[2][4] == 0   # page 0's strict error, then the read
 
 
+def test_channel_shape_pressure_victim_in_allocation_order():
+    """DP5's victim is the OPEN entry with the smallest ``alloc``; of two entries allocated
+    in one cycle the older is the one allocated first, by the port of lower rank from the
+    pool's pointer (the k-th head before the k+1-th, §4.2.3), not the lower index. Two
+    write-buffer entries: a partial write on port 1 takes entry 0 (``ap`` -> 0), a full-page
+    write on port 1's neighbour, port 0, takes entry 1 (``ap`` -> 1) and frees it first, so
+    the list is (1, 0); writes C (port 0) and D (port 1) in one cycle: port 1 ranks first
+    and takes entry 1, port 0 entry 0; write E stalls and the victim is D's entry 1: D's
+    strict error answers first (the golden model agrees, co-simulation ``mix-ports-deep``
+    found the difference)."""
+    cfg = channel_config(write_buffer_entries=2)
+    reqs = [("W", 1, 0, 32, 0), ("W", 0, 0, PAGE_BYTES, 1), ("W", 2, 0, 32, 100),
+            ("W", 3, 0, 32, 100), ("W", 4, 0, 32, 104)]
+    got = {}
+    rtl, _ = run_rtl_ports(cfg, reqs, probe=got, checks=True, sector_bytes=32)
+    assert rtl[3][1] < rtl[2][1] and rtl[3][4] == rtl[2][4] == 1
+    assert got["flushes"][2] == 1   # one pressure victim
+
+
 def test_channel_shape_partition_same_page_same_cycle():
     """§4.2.4 under a partition scheduler (reads on ports 0-1, writes on ports 2-3): a read
     and a full-page write of one page dispatch in one cycle on two ports; reads go first,
