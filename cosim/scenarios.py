@@ -641,10 +641,8 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
     in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
     stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
 
-    ``pipeline = "deep"`` (Amendment A, docs/timing-contract.md) runs the six in the
-    stack shape under contract 2 with demand reads and merging, the modes Amendment A
-    covers so far: every scheduler and write policy, 1-16 channels, the active cap and two
-    stacks.
+    ``pipeline = "deep"`` (the registered pipeline, docs/timing-contract.md) runs the same
+    fifteen as ``contract = 2`` (every mode, both shapes: issue 23 step 3) under deep.
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
@@ -668,13 +666,12 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
         if pipeline == "deep":
             raise ValueError("pipeline = 'deep' needs contract = 2")
         return [config(**r) for r in rows]
-    if pipeline == "deep":
-        return [config(**(r | dict(read_mode="demand", mshr_merge=True)), contract=2,
-                       pipeline="deep") for r in rows]
-    return [config(**r, contract=2) for r in rows] + \
-        [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
-        [config(**r, contract=2, host_ports="channel") for r in rows] + \
-        [config(k, host_ports="channel") for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
+    deep = dict(pipeline="deep") if pipeline == "deep" else {}
+    return [config(**r, contract=2, **deep) for r in rows] + \
+        [config(k, **deep) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
+        [config(**r, contract=2, host_ports="channel", **deep) for r in rows] + \
+        [config(k, host_ports="channel", **deep)
+         for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
