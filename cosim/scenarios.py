@@ -642,7 +642,7 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
     stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
 
     ``pipeline = "deep"`` (the registered pipeline, docs/timing-contract.md) runs the same
-    fifteen as ``contract = 2`` (every mode, both shapes: issue 23 step 3) under deep.
+    eighteen as ``contract = 2`` (every mode, both shapes: issue 23 step 3) under deep.
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")

@@ -106,7 +106,7 @@ def test_soak_configurations_cover_every_policy_under_both_contracts():
 
 
 def test_soak_configurations_under_the_registered_pipeline():
-    """``--pipeline deep``: contract 2's fifteen soak configurations under the registered
+    """``--pipeline deep``: contract 2's eighteen soak configurations under the registered
     pipeline (docs/timing-contract.md): every scheduler, read mode, write policy, merging
     setting and multi-plane mode, in both shapes."""
     from hbfsim.config import SCHEDULERS
