@@ -3,16 +3,21 @@
 #   make test   build .venv on first use, then run the whole test suite
 # The venv has the synth and formal extras (the formal CI set needs z3); `hbfsim rtl timing`
 # needs the timing extra as well: .venv/bin/pip install -e '.[timing]'.
+# The install also builds the compiled engine, hbfsim._engine (setup.py, engine/*.cpp,
+# docs/engine.md); an edit there re-runs it. Without a C++ compiler the install still
+# succeeds, the engine's tests skip, and the line printed after the install says so.
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
+ENGINE := setup.py $(wildcard engine/*.cpp engine/*.hpp)
 
 .PHONY: run test bench bench-cosim clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(ENGINE)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev,synth,cluster,formal]'
+	$(VENV)/bin/python -c 'from hbfsim.engine import engine_status; print(engine_status())'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -30,4 +35,4 @@ bench-cosim: $(STAMP)
 	$(VENV)/bin/python bench/bench_cosim.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info waves/*.vcd waves/*.gtkw
+	rm -rf $(VENV) build *.egg-info waves/*.vcd waves/*.gtkw hbfsim/_engine*.so

@@ -321,6 +321,8 @@ def _check_model_file(spec: str) -> None:
         raise UsageError(f"{p} line {e.lineno}: not valid JSON: {e.msg}") from None
     except ValueError as e:
         raise UsageError(f"{p}: not valid JSON: {e}") from None
+    except RecursionError:   # untrusted nesting: a message, not a traceback
+        raise UsageError(f"{p}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise UsageError(f"model config {str(p)!r} must be a JSON object, not "
                          f"{type(data).__name__}")
@@ -508,6 +510,10 @@ def _cmd_rtl_prove(a) -> int:
 
     if a.depth is not None and a.depth < 1:
         raise UsageError(f"--depth must be a positive integer, not {a.depth}")
+    if not a.list:   # where a counterexample goes, checked before the first proof
+        from hbfsim.outputs import check_output_folder
+
+        check_output_folder("--waves-dir", a.waves_dir)
     blocks = a.block or list(BLOCKS)
     for b in blocks:
         if b not in BLOCKS:
@@ -543,6 +549,26 @@ def _cmd_rtl_prove(a) -> int:
                 print(f"    cover not reached in {r.depth} steps: {msg}")
         failed += r.status == "failed" or any(v is None for v in r.covers.values())
     return 1 if failed else 0
+
+
+#: nextpnr's target frequency: an ECP5's fabric tops out near 400 MHz; 1 GHz is no target.
+MAX_FREQ_MHZ = 1000.0
+
+
+def _timing_options(a) -> None:
+    """``rtl timing``'s numbers and folder, checked before the elaboration and synthesis."""
+    import math
+
+    if not (math.isfinite(a.freq) and 0 < a.freq <= MAX_FREQ_MHZ):
+        raise UsageError(f"--freq must be a finite frequency in (0, {MAX_FREQ_MHZ:g}] MHz, "
+                         f"not {a.freq:g}")
+    if not 0 <= a.seed < 1 << 31:
+        raise UsageError(f"--seed must be a non-negative integer below 2**31 (nextpnr's "
+                         f"seed), not {a.seed}")
+    if a.keep is not None:
+        from hbfsim.outputs import check_output_folder
+
+        check_output_folder("--keep", a.keep)
 
 
 def _cmd_rtl_timing(a, cfg) -> int:
@@ -590,6 +616,8 @@ def _cmd_rtl_timing(a, cfg) -> int:
 def _cmd_rtl(a) -> int:
     if a.rtl_cmd == "prove":
         return _cmd_rtl_prove(a)
+    if a.rtl_cmd == "timing":
+        _timing_options(a)
     cfg = load_config(a.config, a.profile)
     _rtl_options(a)
     try:

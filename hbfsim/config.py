@@ -633,6 +633,10 @@ def _validate(c: HbfConfig) -> None:
              f"explicit_map range [{first}, {last}] is outside the stack's "
              f"{c.pages_per_stack} pages")
         need(0 <= ch < c.channels, f"explicit_map channel {ch} is outside 0..{c.channels - 1}")
+    ranges = sorted((first, last) for first, last, _ in c.explicit_map)
+    for (a0, a1), (b0, b1) in zip(ranges, ranges[1:]):   # a page has one channel
+        need(b0 > a1, f"explicit_map ranges [{a0}, {a1}] and [{b0}, {b1}] overlap (pages "
+             f"{b0}..{min(a1, b1)}): a page belongs to one range")
     if c.scheduler.startswith("partition-"):
         need(c.channels % 4 == 0, f"scheduler {c.scheduler!r} needs channels divisible by 4, "
              f"not {c.channels!r}")

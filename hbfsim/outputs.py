@@ -260,3 +260,32 @@ def resolve_outputs(outputs: dict, inputs: dict | None = None) -> dict:
         seen.append(t)
         out[label] = t
     return out
+
+
+def check_output_folder(label: str, raw) -> Path:
+    """Check, before any work, a folder a command will write into (created if missing):
+    an existing path must be a folder, and the folder (or, if it does not exist yet, its
+    nearest existing ancestor, where it will be created) must be writable (one hidden
+    temporary created and removed). Nothing is created.
+
+    Raises
+    ------
+    OutputError
+        Naming ``label`` and the path.
+    """
+    text = os.fspath(raw)
+    if not text.strip():
+        raise OutputError(f"{label}: an empty path is not a folder")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{label} {text!r} is a file, not a folder")
+    probe = path
+    while not probe.exists():
+        parent = probe.parent
+        if parent == probe:
+            break
+        probe = parent
+    if not probe.is_dir():
+        raise OutputError(f"{label} {text!r}: {str(probe)!r} is a file, not a folder")
+    _probe(label, text, probe)
+    return path

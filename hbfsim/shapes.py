@@ -14,7 +14,7 @@ source of every preset.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import MISSING, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
@@ -193,6 +193,12 @@ class ModelShape:
                 if getattr(self, f):
                     raise ShapeError(f"{f} must be 0 without MLA (kv_lora_rank = 0), not "
                                      f"{getattr(self, f)!r}")
+        if not self.kv_lora_rank:
+            # GQA: each KV head serves a whole group of query heads (MLA has no KV heads)
+            if self.kv_heads > self.q_heads or self.q_heads % self.kv_heads:
+                raise ShapeError(f"kv_heads ({self.kv_heads}) must divide q_heads "
+                                 f"({self.q_heads}): each KV head serves a whole group of "
+                                 f"query heads (GQA)")
         dsa = [getattr(self, f) for f in ("index_heads", "index_head_dim", "index_topk")]
         if any(dsa) and not all(dsa):
             raise ShapeError(f"index_heads, index_head_dim and index_topk must be all positive "
@@ -480,12 +486,15 @@ class ModelShape:
         def div(v, m=16):
             return max(m, -(-(v // scale) // m) * m) if v else 0
 
+        q_heads = max(1, self.q_heads // scale)
+        kv_heads = max(1, self.kv_heads // scale)
+        if not self.kv_lora_rank and q_heads % kv_heads:
+            kv_heads = math.gcd(q_heads, kv_heads)     # whole groups (GQA) in the small model
         return replace(self, name=f"{self.name}/{scale}", hidden=div(self.hidden),
                        intermediate=div(self.intermediate), vocab=div(self.vocab),
                        moe_intermediate=div(self.moe_intermediate),
                        kv_lora_rank=div(self.kv_lora_rank), q_lora_rank=div(self.q_lora_rank),
-                       q_heads=max(1, self.q_heads // scale),
-                       kv_heads=max(1, self.kv_heads // scale),
+                       q_heads=q_heads, kv_heads=kv_heads,
                        index_heads=max(1, self.index_heads // scale) if self.index_heads else 0)
 
 
@@ -705,6 +714,28 @@ def _from_hf(spec: dict, src: str) -> ModelShape:
         raise ShapeError(f"{src}: {e}") from None
 
 
+def _read_model_file(p: Path) -> dict:
+    """A model file's object: TOML (``.toml``: ModelShape fields or config.json keys, flat)
+    or JSON, read as UTF-8 with an optional BOM; untrusted JSON cannot crash the parser."""
+    from hbfsim.textfile import loads_untrusted, read_text
+
+    text = read_text(p, "model config", ShapeError)
+    try:
+        if p.suffix.lower() == ".toml":
+            import tomllib
+
+            spec = tomllib.loads(text)
+        else:
+            spec = loads_untrusted(text)
+    except ValueError as e:
+        raise ShapeError(f"cannot read model config {str(p)!r}: "
+                         f"{' '.join(str(e).split())}") from None
+    if not isinstance(spec, dict):
+        raise ShapeError(f"model config {str(p)!r} must hold a JSON object, not "
+                         f"{type(spec).__name__}")
+    return spec
+
+
 def model_shape(spec) -> ModelShape:
     """A :class:`ModelShape` from a preset name, a dict, a config.json path or a shape.
 
@@ -756,14 +787,7 @@ def model_shape(spec) -> ModelShape:
         if not p.is_file():
             raise ShapeError(f"model must be one of {', '.join(MODEL_PRESETS)} or a config.json "
                              f"path, not {spec!r}")
-        try:
-            spec = json.loads(p.read_text())
-        except (OSError, ValueError) as e:
-            raise ShapeError(f"cannot read model config {str(p)!r}: "
-                             f"{' '.join(str(e).split())}") from None
-        if not isinstance(spec, dict):
-            raise ShapeError(f"model config {str(p)!r} must hold a JSON object, not "
-                             f"{type(spec).__name__}")
+        spec = _read_model_file(p)
         spec.setdefault("name", p.parent.name or p.stem)
         src = f"model config {str(p)!r}"
     elif isinstance(spec, dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["decode", "open_csv", "read_text"]
+__all__ = ["decode", "loads_untrusted", "open_csv", "read_text"]
 
 
 def decode(data: bytes, name, error=ValueError) -> str:
@@ -82,3 +82,19 @@ def open_csv(path, what: str, error=ValueError):
     plain = head.isascii() and b'"' not in head and b"\0" not in head \
         and b"\r" not in head.rstrip(b"\r\n")
     return fh, head, plain
+
+
+def loads_untrusted(text: str):
+    """``json.loads`` for text nobody vouches for (a cache entry, a journal line): NaN,
+    Infinity and nesting beyond Python's recursion limit are a ValueError naming the
+    problem, never a RecursionError traceback.
+    """
+    import json
+
+    def constant(name):
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

@@ -673,14 +673,17 @@ class DeepStackController(PipelinedStackController):
                 port.r_hold = (e, i)
                 cursor[tb] = (e, i + 1) if i + 1 < len(e.waiters) else None
                 changed = True
+        ret = port.ret
         for tb in (MSHR_T, WB_T):
             a = c1[tb]
+            if a is None and c2[tb] is None and not ret[tb]:
+                continue                   # nothing in this table's choice registers
             moves = c2[tb] is None or first_taken[tb]
             if moves and (a is not None or c2[tb] is not None):
                 c2[tb] = a                 # reads the entry's head, tail and flags
                 changed = True
             if a is None or moves:         # C1 empty, or its entry moved to C2
-                heap = port.ret[tb]
+                heap = ret[tb]
                 if heap:
                     c1[tb] = (self.mshr if tb == MSHR_T else self.wb)[heapq.heappop(heap)]
                     changed = True
@@ -700,11 +703,10 @@ class DeepStackController(PipelinedStackController):
         ch = e.ch
         if len(port.egress) + (1 if port.hs_t == t else 0) >= EGRESS_DEPTH:
             return False                    # E full: no credit is charged (§8)
-        if not self.link.allows(ch, t, req.nbytes):
+        if not self.link.launch(ch, t, req.nbytes):     # allows, then charges
             if port.blocked < 0:
                 port.blocked = t
             return False
-        self.link.charge(ch, t, req.nbytes)
         if port.blocked >= 0:
             self.ch_link_stall[ch] += t - port.blocked
             port.blocked = -1

@@ -62,6 +62,18 @@ class DeficitCredit:
         self.credit[ch] = x if x < self.gain else self.gain
         self.credit_t[ch] = t + 1
 
+    def launch(self, ch: int, t: int, nbytes: int) -> bool:
+        """:meth:`allows` and, if it does, :meth:`charge`, reading the credit once."""
+        x = self.credit[ch] + self.gain * (t - self.credit_t[ch])
+        if x > self.gain:
+            x = self.gain
+        if x <= 0:
+            return False
+        x += self.gain - nbytes * self.b
+        self.credit[ch] = x if x < self.gain else self.gain
+        self.credit_t[ch] = t + 1
+        return True
+
     def wait(self, ch: int, nbytes: int) -> int:
         """The first cycle in which channel ``ch`` may launch again: its credit positive."""
         return self.credit_t[ch] + -(-(1 - self.credit[ch]) // self.gain)

@@ -120,19 +120,39 @@ def workload_params(name: str) -> list[tuple[str, object, str]]:
     return out
 
 
+#: The parameters that count requests, warps, pages or tokens: each multiplies the requests
+#: a run simulates. Their bound comes from time: the golden model's reference loop runs
+#: 15,000-45,000 requests a second on the 2-core development machine (docs/benchmarks.md),
+#: so 10^8 of one count is already 40 minutes to 2 hours; a larger value is a typo or a run
+#: that cannot finish (issue 26: ``--param requests=10^12`` ran without end).
+COUNT_PARAMS = frozenset((
+    "requests", "producers", "pages_per_producer", "pages", "entries", "warps", "sms",
+    "read_sectors", "read_pages", "write_pages", "write_sectors", "warps_per_sm", "batch",
+    "context_tokens", "max_tokens", "prefix_tokens", "rag_vectors", "rag_store_vectors",
+    "layers"))
+MAX_COUNT = 10**8
+
+
 def check_params(name: str, params: dict) -> None:
-    """Refuse a parameter that workload ``name`` does not take, naming the valid ones.
+    """Refuse a parameter that workload ``name`` does not take, naming the valid ones, and a
+    count above :data:`MAX_COUNT`.
 
     Raises
     ------
     ValueError
-        One line: the unknown key and the workload's parameters.
+        One line: the unknown key and the workload's parameters, or the count and its bound.
     """
     valid = [p for p, _, _ in workload_params(name)]
     for key in params:
         if key not in valid:
             raise ValueError(f"workload {cli_name(name)} has no parameter {key!r}; its "
                              f"parameters are {', '.join(valid)}")
+    for key, v in params.items():
+        if key in COUNT_PARAMS and isinstance(v, int) and not isinstance(v, bool) \
+                and v > MAX_COUNT:
+            raise ValueError(f"{cli_name(key)} = {v:,} is more than {MAX_COUNT:,}, the most "
+                             f"the golden model simulates in a few hours (15,000-45,000 "
+                             f"requests a second, docs/benchmarks.md)")
 
 
 def _default(v) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -455,23 +456,105 @@ def _to_json(t: TierTiming, key: str, cfg: HbfConfig, params: dict) -> str:
     return json.dumps(d, indent=1, sort_keys=True)
 
 
-def _from_json(text: str, key: str) -> TierTiming:
-    """Rebuild a TierTiming; raise ValueError (or KeyError, TypeError) unless it is sound."""
-    d = json.loads(text)
-    if d.get("key") != key or d.get("version") != CHARACTERIZATION_VERSION:
-        raise ValueError("cache entry for another key or version")
+class CacheEntryError(ValueError):
+    """A cache entry that must not be used; the message says why, in a few words."""
+
+
+def _number(where: str, v, low: float = 0.0, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or v < low or (strict and v == low):
+        rel = ">" if strict else ">="
+        raise CacheEntryError(f"{where} = {v!r:.40} is not a finite number {rel} {low:g}")
+    return v
+
+
+def _curve(where: str, v) -> tuple:
+    if not isinstance(v, list) or not v:
+        raise CacheEntryError(f"{where} must be a non-empty list of [bytes, seconds]")
+    out = []
+    for i, p in enumerate(v):
+        if not isinstance(p, list) or len(p) != 2:
+            raise CacheEntryError(f"{where}[{i}] must be [bytes, seconds], not {p!r:.40}")
+        b = _number(f"{where}[{i}] bytes", p[0], strict=True)
+        t = _number(f"{where}[{i}] seconds", p[1], strict=True)
+        if out and b <= out[-1][0]:
+            raise CacheEntryError(f"{where}[{i}] bytes {b!r} do not increase")
+        out.append((b, t))
+    return tuple(out)
+
+
+_ENTRY = {"key", "version", "params", "config", "timing"}
+_TIMING = set(_FIELDS) | {"read_curve", "kv_read_curve", "write_curve", "points"}
+
+
+def _from_json(text: str, key: str, cfg: HbfConfig | None = None,
+               params: dict | None = None) -> TierTiming:
+    """Rebuild a TierTiming from a cache entry checked against its schema.
+
+    Every field must be present (and no other), every figure finite and in range (a
+    bandwidth > 0, a latency >= 0, write amplification >= 1, curves of increasing sizes),
+    the entry's key and version this one's, and, given ``cfg`` and ``params``, the
+    configuration and parameters it was made for equal to these by content.
+
+    Raises
+    ------
+    CacheEntryError
+        Naming the first field that fails (the caller recomputes, never uses the entry).
+    """
+    from hbfsim.textfile import loads_untrusted
+
+    try:
+        d = loads_untrusted(text)
+    except ValueError as e:
+        raise CacheEntryError(f"not JSON ({str(e)[:60]})") from None
+    if not isinstance(d, dict) or set(d) != _ENTRY:
+        what = sorted(_ENTRY - set(d)) if isinstance(d, dict) else None
+        raise CacheEntryError("not an object" if what is None else
+                              f"field {what[0]!r} missing" if what else
+                              f"unknown field {sorted(set(d) - _ENTRY)[0]!r}")
+    if d["key"] != key or d["version"] != CHARACTERIZATION_VERSION:
+        raise CacheEntryError("entry for another key or version")
+    if cfg is not None and d["config"] != _canonical(cfg):
+        raise CacheEntryError("entry made for another configuration (compared by content)")
+    p = d["params"]
+    if not isinstance(p, dict) or set(p) != {"kv_block_bytes", "request_bytes", "wave_pages"}:
+        raise CacheEntryError("params must hold kv_block_bytes, request_bytes, wave_pages")
+    if params is not None and any(p[k] != v for k, v in params.items()):
+        raise CacheEntryError("entry made with other parameters")
+    if isinstance(p["wave_pages"], bool) or not isinstance(p["wave_pages"], int) \
+            or p["wave_pages"] < 1:
+        raise CacheEntryError(f"params.wave_pages = {p['wave_pages']!r:.40} is not a "
+                              f"positive integer")
     t = d["timing"]
-    kw = {k: t[k] for k in _FIELDS}
-    kw |= {k: tuple(tuple(p) for p in t[k])
-           for k in ("read_curve", "kv_read_curve", "write_curve")}
-    if not all(kw[k] for k in ("read_curve", "kv_read_curve", "write_curve")):
-        raise ValueError("cache entry without measured curves")
-    points = tuple(t["points"])
-    for r in points:
-        if not (isinstance(r, dict) and r.get("kind") in ("read", "write", "mixed")
-                and all(isinstance(r.get(k), (int, float)) for k in ("bytes", "seconds"))):
-            raise ValueError(f"cache entry with a malformed measurement {r!r:.60}")
-    return TierTiming(points=points, **kw)
+    if not isinstance(t, dict) or set(t) != _TIMING:
+        what = sorted(_TIMING - set(t)) if isinstance(t, dict) else None
+        raise CacheEntryError("timing is not an object" if what is None else
+                              f"timing.{what[0]} missing" if what else
+                              f"unknown field timing.{sorted(set(t) - _TIMING)[0]}")
+    if t["name"] != f"hbf-device:{key[:12]}":
+        raise CacheEntryError(f"timing.name = {t['name']!r:.40} is not this entry's")
+    if not isinstance(t["source"], str) or not t["source"]:
+        raise CacheEntryError(f"timing.source = {t['source']!r:.40} is not a description")
+    kw = {"name": t["name"], "source": t["source"]}
+    for k in ("read_bw", "write_bw", "kv_read_bw"):          # a device entry has all three
+        kw[k] = _number(f"timing.{k}", t[k], strict=True)
+    for k in ("read_latency_s", "write_latency_s", "kv_read_latency_s"):
+        kw[k] = _number(f"timing.{k}", t[k])
+    kw["write_amplification"] = _number("timing.write_amplification",
+                                        t["write_amplification"], low=1.0)
+    for k in ("read_curve", "kv_read_curve", "write_curve"):
+        kw[k] = _curve(f"timing.{k}", t[k])
+    if not isinstance(t["points"], list) or not t["points"]:
+        raise CacheEntryError("timing.points must be a non-empty list of measurements")
+    for i, r in enumerate(t["points"]):
+        if not (isinstance(r, dict) and r.get("kind") in ("read", "write", "mixed")):
+            raise CacheEntryError(f"timing.points[{i}] is not a measurement")
+        _number(f"timing.points[{i}].bytes", r.get("bytes"), strict=True)
+        _number(f"timing.points[{i}].seconds", r.get("seconds"), strict=True)
+    try:
+        return TierTiming(points=tuple(t["points"]), **kw)
+    except ValueError as e:
+        raise CacheEntryError(str(e)) from None
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -533,14 +616,26 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
     path = cache_path(cfg, cache_dir, kv_block_bytes, request_bytes)
     if cache:
         try:
-            timing = _from_json(path.read_text(), key)
-            if progress:
-                print(f"  cached: {path}", file=sys.stderr)
-            return timing
+            raw = path.read_bytes()
         except FileNotFoundError:
-            pass
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass  # unreadable or corrupt: recompute and overwrite, never trust it
+            raw = None
+        except OSError as e:
+            raw = None
+            print(f"hbfsim: note: characterization cache {str(path)!r} unreadable "
+                  f"({e.strerror}); recomputing", file=sys.stderr)
+        if raw is not None:
+            try:
+                timing = _from_json(raw.decode("utf-8"), key, cfg,
+                                    {"kv_block_bytes": kv_block_bytes,
+                                     "request_bytes": request_bytes})
+                if progress:
+                    print(f"  cached: {path}", file=sys.stderr)
+                return timing
+            except (CacheEntryError, UnicodeDecodeError) as e:
+                # never trusted: recomputed and overwritten, in one line
+                why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else str(e)
+                print(f"hbfsim: note: characterization cache {str(path)!r} not used "
+                      f"({why}); recomputing", file=sys.stderr)
     res = _run_characterization(cfg, kv_block_bytes, request_bytes, progress)
     timing = _timing(res, kv_block_bytes, key)
     params = {"kv_block_bytes": kv_block_bytes, "request_bytes": request_bytes,

@@ -16,7 +16,7 @@ import sys
 import time
 
 __all__ = ["DEFAULTS", "DEFAULT_WORKLOAD", "DEVICE_PROFILE", "validate", "hbf_timing",
-           "run_serving"]
+           "prepare_serving", "run_serving"]
 
 #: The embedded default workload: 4 % of the seeded Qwen3-32B agentic preset (1,000 turns).
 DEFAULT_WORKLOAD = "agentic-qwen32b:scale=0.04"
@@ -34,6 +34,9 @@ DEFAULTS = {
     "page_tokens": 16, "compute_efficiency": 0.7, "workload": DEFAULT_WORKLOAD,
     "format": None,
 }
+#: Largest node simulated: set-up costs about 0.3 ms and 2 KB a replica (32,768 one-GPU
+#: replicas: 10.7 s, 1.8 KB each, measured), so 65,536 GPUs are ~20 s before the first turn.
+MAX_GPUS = 65_536
 _INTS = ("gpus", "hbm", "hbf", "tp", "ep", "max_batch", "max_tokens", "page_tokens")
 _FLOATS = ("split_fraction", "dram_gb", "ssd_tb", "headroom", "compute_efficiency")
 _BOOLS = ("dpa", "cache")
@@ -85,6 +88,8 @@ def validate(settings: dict | None = None, label=str) -> dict:
     for k in ("model", "workload"):
         _check(isinstance(s[k], str) and s[k], f"{L(k)} must be a name or a path, not {s[k]!r}")
     _check(s["gpus"] >= 1, f"{L('gpus')} must be a positive integer, not {s['gpus']}")
+    _check(s["gpus"] <= MAX_GPUS, f"{L('gpus')} {s['gpus']} is more than {MAX_GPUS:,} (each "
+                                  f"replica costs about 0.3 ms and 2 KB before the first turn)")
     _check(s["hbm"] >= 1, f"{L('hbm')} must be at least 1 (activations live in HBM), "
                           f"not {s['hbm']}")
     _check(s["hbf"] >= 0, f"{L('hbf')} must be >= 0, not {s['hbf']}")
@@ -143,19 +148,44 @@ def characterize_stack(config=None, profile=None, cache=True, progress=False, la
     return characterize(cfg, cache=cache), cfg.capacity_bytes / cfg.stacks
 
 
-def run_serving(settings: dict | None = None, *, progress: bool = False, label=str) -> dict:
-    """Validate ``settings``, serve the workload and return the run's figures.
+#: Memory a loaded trace takes per byte of its file: 5.2 (a 11 MB Mooncake JSONL of 50,000
+#: turns peaked at 57 MB under tracemalloc).
+TRACE_MEMORY_PER_BYTE = 5.2
 
-    Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
-    ``energy_j`` (the energy breakdown in joules, with ``total``).
+
+def _check_trace_size(spec: str, label) -> None:
+    """Refuse a trace file whose loaded turns would not fit in half of this machine's
+    memory, before reading it."""
+    from pathlib import Path
+
+    p = Path(spec)
+    if not p.is_file():
+        return
+    from hbfsim.serve.agentic import physical_memory
+
+    limit = int(physical_memory() / 2 / TRACE_MEMORY_PER_BYTE)
+    size = p.stat().st_size
+    _check(size <= limit, f"{label('workload')} {spec}: {size:,} bytes, more than {limit:,} "
+                          f"(a loaded trace takes about {TRACE_MEMORY_PER_BYTE:g} bytes of "
+                          f"memory a byte; half of this machine's {physical_memory():,})")
+
+
+def prepare_serving(settings: dict | None = None, *, label=str, workloads=None) -> dict:
+    """Every check of a serving run, and nothing that costs: the settings validated, the
+    model resolved (and its combination with ``weights`` and ``ep`` checked), the workload
+    loaded and checked against ``page_tokens``, and the HBF configuration resolved (not
+    characterized), so that a caller refuses bad input before any work.
+
+    ``workloads`` (a dict) memoizes loaded workloads by ``(spec, format)`` across calls (a
+    sweep checks many points of one workload). Returns ``{"s", "mc", "wl", "hbf_cfg"}``
+    (``hbf_cfg`` None unless the HBF tier is the characterized device).
+
+    Raises
+    ------
+    ValueError
+        Naming ``label(key)`` and the value.
     """
-    from hbfsim.serve.cost import CostModel, CostParams
-    from hbfsim.serve.energy import energy_breakdown
-    from hbfsim.serve.engine import EngineConfig, simulate
-    from hbfsim.serve.hardware import make_node
     from hbfsim.serve.models import model_costs, serving_shape
-    from hbfsim.serve.report import summarize
-    from hbfsim.serve.scheduler import Scheduler
     from hbfsim.serve.traces import load_workload
 
     s = validate(settings, label)
@@ -170,6 +200,71 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
            f"{L('weights')} {s['weights']} needs HBF stacks ({L('hbf')} 0)")
     _check(s["ep"] is None or mc.is_moe,
            f"{L('ep')} applies to MoE models; model {mc.name!r} is dense")
+    hbf_cfg = None
+    if s["hbf"] and s["hbf_model"] == "device":
+        from hbfsim.config import ConfigError, load_config
+
+        config = s["hbf_config"]
+        try:
+            hbf_cfg = load_config(config, s["hbf_profile"] or (None if config else
+                                                                DEVICE_PROFILE))
+        except ConfigError as e:
+            raise ValueError(f"{L('hbf_config' if config else 'hbf_profile')}: {e}") from None
+    key = (s["workload"], s["format"])
+    wl = None if workloads is None else workloads.get(key)
+    if wl is None:
+        _check_trace_size(s["workload"], L)
+        try:
+            wl = load_workload(s["workload"], format=s["format"])
+        except ValueError as e:
+            raise ValueError(f"{L('workload')}: {e}") from None
+        if workloads is not None:
+            workloads[key] = wl
+    _check(wl.block_tokens % s["page_tokens"] == 0,
+           f"{L('page_tokens')} {s['page_tokens']} must divide the workload's "
+           f"{wl.block_tokens}-token hash blocks")
+    # the node and the cost model as the run builds them, with the HBF tier's capacity but
+    # Table 1 timing (the characterized timing changes speeds, never what fits)
+    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.hardware import make_node
+
+    stack_kw = {} if hbf_cfg is None else \
+        {"hbf_stack_bytes": hbf_cfg.capacity_bytes / hbf_cfg.stacks}
+    try:
+        node = make_node(s["gpu"], s["gpus"], s["hbm"], s["hbf"], s["packaging"], **stack_kw,
+                         hbm_stack=s["hbm_stack"], dram_bytes_per_gpu=s["dram_gb"] * 1e9,
+                         ssd_bytes_per_gpu=s["ssd_tb"] * 1e12)
+    except ValueError as e:
+        raise ValueError(f"{L('hbm')} {s['hbm']} {L('hbf')} {s['hbf']} {L('packaging')} "
+                         f"{s['packaging']}: {e}") from None
+    params = CostParams(dtype=s["dtype"], compute_efficiency=s["compute_efficiency"],
+                        split_hbm_expert_fraction=s["split_fraction"])
+    CostModel(node, mc, tp=s["tp"] or s["gpus"], ep=s["ep"], weights=s["weights"],
+              params=params, dpa=s["dpa"])
+    return {"s": s, "mc": mc, "wl": wl, "hbf_cfg": hbf_cfg}
+
+
+def run_serving(settings: dict | None = None, *, progress: bool = False, label=str,
+                prepared: dict | None = None) -> dict:
+    """Validate ``settings``, serve the workload and return the run's figures.
+
+    ``prepared``: what :func:`prepare_serving` returned for these settings (so a caller
+    that checked first does not load the workload twice).
+
+    Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
+    ``energy_j`` (the energy breakdown in joules, with ``total``).
+    """
+    from hbfsim.serve.cost import CostModel, CostParams
+    from hbfsim.serve.energy import energy_breakdown
+    from hbfsim.serve.engine import EngineConfig, simulate
+    from hbfsim.serve.hardware import make_node
+    from hbfsim.serve.report import summarize
+    from hbfsim.serve.scheduler import Scheduler
+
+    # every check before the characterization (minutes) and the run
+    pre = prepared if prepared is not None else prepare_serving(settings, label=label)
+    s, mc, wl = pre["s"], pre["mc"], pre["wl"]
+    L = label
     timing, stack_kw = None, {}
     if s["hbf"] and s["hbf_model"] == "device":
         timing, stack_bytes = characterize_stack(s["hbf_config"], s["hbf_profile"],
@@ -193,13 +288,6 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
     cfg = EngineConfig(max_batch=s["max_batch"], max_tokens=s["max_tokens"],
                        page_tokens=s["page_tokens"])
     sched = Scheduler(s["scheduler"], s["headroom"])
-    try:
-        wl = load_workload(s["workload"], format=s["format"])
-    except ValueError as e:
-        raise ValueError(f"{L('workload')}: {e}") from None
-    _check(wl.block_tokens % s["page_tokens"] == 0,
-           f"{L('page_tokens')} {s['page_tokens']} must divide the workload's "
-           f"{wl.block_tokens}-token hash blocks")
     from tqdm import tqdm
 
     t0 = time.perf_counter()

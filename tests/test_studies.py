@@ -485,3 +485,35 @@ def test_flashaccel_bars_meet_their_slo_and_the_checks_follow_the_rows(flashacce
     assert 0 < float(csi["hbf_read_tb_s"]) <= 6 * t.read_bw / 1e12 + 1e-9
     text = read(s["files"]["summary_md"])
     assert "CSI > CLI > baseline at 100 ms" in text and "paper 2.49x" in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_study_workers_end_with_the_study_on_kill_9(tmp_path):
+    """kill -9 of a study's main process ends its worker processes too (issue 26: they kept
+    running, as the sweep's did; the study's pool takes the sweep's initializer)."""
+    import os
+    import signal
+    import time
+
+    from tests.sweep.test_resume import _alive, _children
+
+    proc = subprocess.Popen([sys.executable, "-m", "hbfsim.cli", "study", "rw-isolation",
+                             "--workers", "2", "--no-progress", "--out", "o"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    workers: list[int] = []
+    while len(workers) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "no workers started"
+        workers = _children(proc.pid)
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    end = time.monotonic() + 5
+    while any(_alive(w) for w in workers):
+        if time.monotonic() > end:
+            for w in workers:
+                if _alive(w):
+                    os.kill(w, signal.SIGKILL)
+            pytest.fail(f"workers left running after kill -9: {workers}")
+        time.sleep(0.05)

@@ -37,7 +37,7 @@ def _config_set(items) -> dict:
     out: dict = {}
     for item in items:
         key, eq, text = item.partition("=")
-        key, text = key.strip(), text.strip()
+        key, text = key.strip().replace("-", "_"), text.strip()   # kebab case as --param
         if not eq or not key or not text:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE")
         if key in out:

@@ -83,13 +83,31 @@ def _apply_config_set(study, tasks: list, config_set: dict) -> None:
         load_config(**config_set)
     except ConfigError as e:
         raise ValueError(f"--set: {e}") from None
-    mine = {ALIASES.get(k, k): k for k in config_set}
+    mine: dict = {}
+    for k in config_set:
+        if ALIASES.get(k, k) in mine:
+            raise ValueError(f"--set {mine[ALIASES.get(k, k)]} and --set {k} are one key "
+                             f"({ALIASES.get(k, k)})")
+        mine[ALIASES.get(k, k)] = k
+    for key in ("trace_file", "trace_level"):
+        if key in mine:
+            # a study's runs write no trace (they would all write one file); the value
+            # would be recorded in summary.json and do nothing
+            raise ValueError(f"--set {mine[key]}: a study writes no trace (its "
+                             f"{len(tasks)} runs would share one file); trace one run with "
+                             f"hbfsim run --trace")
     for task in tasks:
-        own = {ALIASES.get(k, k) for k in study.config_kwargs(task)}
+        own_kw = study.config_kwargs(task)
+        own = {ALIASES.get(k, k) for k in own_kw}
         clash = sorted(set(mine) & own)
         if clash:
             raise ValueError(f"--set {mine[clash[0]]}: study {study.name} sets {clash[0]} "
                              f"itself (its sweep or its workload); choose another key")
+        try:   # the combination each run will build
+            load_config(**own_kw, **config_set)
+        except ConfigError as e:
+            shown = ", ".join(f"{k}={v!r}" for k, v in own_kw.items())
+            raise ValueError(f"--set with study {study.name}'s run ({shown}): {e}") from None
         task["config_set"] = dict(config_set)
 
 
@@ -134,6 +152,16 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     out = Path(out_dir) if out_dir is not None else Path("results") / name
     if out.exists() and not out.is_dir():
         raise ValueError(f"output folder {str(out)!r} is a file")
+    # the sweep and every --set value checked against the study before --out exists
+    from hbfsim.studies.base import Study
+
+    if config_set and type(study).config_kwargs is Study.config_kwargs:
+        # before its tasks: a study without an HbfConfig may do work to list them
+        raise ValueError(f"--set applies to the device studies; {study.name} takes no "
+                         f"HbfConfig of its own (see its command's options)")
+    tasks = study.tasks(quick)
+    if config_set:
+        _apply_config_set(study, tasks, config_set)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -145,9 +173,6 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     # all four outputs checked before the sweep: a directory or an unwritable folder is
     # found now, not after minutes of simulation
     targets = resolve_outputs({k: out / v for k, v in names.items()})
-    tasks = study.tasks(quick)
-    if config_set:
-        _apply_config_set(study, tasks, config_set)
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0            # no monitor thread (the pool forks workers)
@@ -164,7 +189,11 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         # imported here, not at the top: the process pool costs ~7 ms at `hbfsim --help`
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        from hbfsim.sweep.backends import die_with_parent
+
+        # workers end with the study, however it ends (kill -9 included; issue 26)
+        with ProcessPoolExecutor(max_workers=n, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             futs = {pool.submit(_work, name, task): i for i, task in enumerate(tasks)}
             with tqdm(total=len(tasks), desc=name, unit="run", disable=not progress,
                       file=sys.stderr) as bar:

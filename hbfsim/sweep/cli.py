@@ -1,20 +1,30 @@
 """``hbfsim sweep GRID.toml [--out DIR] [--backend local|ray] [--address A] [--workers N]``.
 
-Every point is validated before the first one runs; finished points are skipped on a rerun
-with the same output folder (``--fresh`` refuses to reuse one); the table is written when the
-last point finishes. Bad input: one line on stderr, exit 2, nothing written.
+Everything is checked before anything is written: the grid's size from its axes (above
+``--max-points`` it is refused with the count), then every point built as its run will build
+it and given its id (its fully resolved run, :func:`hbfsim.sweep.points.identify`), the
+output folder, and the backend. Then the folder is created and locked (one sweep per
+folder), finished points whose journal entries check out are skipped, and the table is
+built from the current grid when the last point finishes. Bad input: one line on stderr,
+exit 2, nothing written.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
-from hbfsim.sweep.backends import BACKENDS, run_local, run_ray
+from hbfsim.sweep.backends import BACKENDS, connect_ray, ray_tasks, run_local
 from hbfsim.sweep.grid import GridError, load_grid
-from hbfsim.sweep.points import prepare
-from hbfsim.sweep.store import CSV, PARQUET, POINTS, PointStore, write_table
+from hbfsim.sweep.points import describe, identify, table_row
+from hbfsim.sweep.store import CSV, LOCK, PARQUET, POINTS, PointStore, SweepLock, write_table
+
+#: Default bound on a grid's points: each is checked (its configuration and workload built)
+#: before the first runs, about 2 ms a device point, so 10,000 points are 20 s of checks
+#: and a table of 10,000 rows; a bigger sweep says so with --max-points.
+MAX_POINTS = 10_000
 
 __all__ = ["register", "run_cli"]
 
@@ -34,6 +44,9 @@ def register(subparsers):
                    "(host:port, ray://host:port or auto)")
     p.add_argument("--workers", metavar="N", help="local worker processes (default: one per "
                    "core) or Ray tasks in flight (default: all)")
+    p.add_argument("--max-points", metavar="N", help=f"refuse a grid of more points than N "
+                   f"(default {MAX_POINTS:,}); the count comes from the axes, before any "
+                   f"point is built")
     p.add_argument("--fresh", action="store_true",
                    help="refuse an output folder that already holds points")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -41,7 +54,7 @@ def register(subparsers):
     return p
 
 
-def _workers(text) -> int | None:
+def _positive(option: str, text, limit: int | None = None) -> int | None:
     if text is None:
         return None
     try:
@@ -49,8 +62,19 @@ def _workers(text) -> int | None:
     except ValueError:
         n = 0
     if n < 1:
-        raise GridError(f"--workers must be a positive integer, not {text!r}")
+        raise GridError(f"{option} must be a positive integer, not {text!r}")
+    if limit is not None and n > limit:
+        raise GridError(f"{option} {n:,} is more than {limit:,} ({_limit_reason(option)})")
     return n
+
+
+def _limit_reason(option: str) -> str:
+    return {"--workers": "processes this machine can hold, 64 per core",
+            "--max-points": "checking alone takes about 2 ms a point: 5.5 hours"}[option]
+
+
+def _workers(text) -> int | None:
+    return _positive("--workers", text, 64 * (os.cpu_count() or 1))
 
 
 def _out_folder(a, grid) -> Path:
@@ -65,7 +89,33 @@ def _out_folder(a, grid) -> Path:
             raise GridError(f"--out {str(out)!r}: {name} exists and is not a regular file")
         if f.resolve() == Path(a.grid).resolve():
             raise GridError(f"--out {str(out)!r}: {name} would overwrite the grid file")
+    if (out / LOCK).exists() and not (out / LOCK).is_file():
+        raise GridError(f"--out {str(out)!r}: {LOCK} exists and is not a regular file")
     return out
+
+
+def _identify_all(grid) -> tuple[list, dict]:
+    """Every point checked and given its id; two points that are one run are refused."""
+    memo: dict = {}
+    points, idents, first = [], {}, {}
+    for p in grid.points():
+        q, text = identify(p, memo)
+        if q.id in first:
+            o = first[q.id]
+            raise GridError(f"{grid.path}: points {o.index} ({describe(o)}) and {q.index} "
+                            f"({describe(q)}) are one run (the same resolved settings, "
+                            f"workload and files); list each once")
+        first[q.id] = q
+        points.append(q)
+        idents[q.id] = text
+    return points, idents
+
+
+def _store(out: Path, kind: str) -> PointStore:
+    try:
+        return PointStore(out, kind)
+    except OSError as e:
+        raise GridError(f"--out {str(out)!r}: {e.strerror or e}") from None
 
 
 def run_cli(a) -> int:
@@ -79,22 +129,37 @@ def run_cli(a) -> int:
     if a.backend == "ray" and not a.address:
         raise GridError("--backend ray needs --address (host:port, ray://host:port or auto)")
     workers = _workers(a.workers)
+    max_points = _positive("--max-points", a.max_points, 10_000_000) or MAX_POINTS
     grid = load_grid(a.grid)
+    size = grid.size()                    # from the axes: nothing expanded yet
+    if size > max_points:
+        raise GridError(f"{a.grid}: the grid has {size:,} points ({grid.shape()}), more than "
+                        f"--max-points {max_points:,}; shrink it or raise --max-points")
     out = _out_folder(a, grid)
-    points = grid.points()
-    for p in points:                      # refuse a bad combination before any work
-        prepare(p)
+    points, idents = _identify_all(grid)  # every point built, before any output
     if out.exists() and a.fresh and (out / POINTS).exists():
         raise GridError(f"--fresh: {str(out)!r} already holds {POINTS}")
-    store = PointStore(out)               # reads finished points; creates nothing
-    todo = [p for p in points if p.id not in store]
-    skipped = len(points) - len(todo)
-    runner = run_local(todo, workers) if a.backend == "local" else \
-        run_ray(todo, a.address, workers)            # connects now: fail before any output
+    if out.exists():
+        _store(out, grid.kind)            # an unreadable journal is refused now, by name
+    ray = connect_ray(a.address) if a.backend == "ray" else None   # fail before any output
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GridError(f"--out {str(out)!r}: cannot create folder: {e.strerror}") from None
+    lock = SweepLock(out)
+    try:
+        lock.acquire(a.grid)
+    except BlockingIOError as e:
+        raise GridError(f"--out {str(out)!r}: {e}") from None
+    except OSError as e:
+        raise GridError(f"--out {str(out)!r}: cannot lock {LOCK}: {e.strerror}") from None
+    try:
+        return _sweep(a, grid, out, points, idents, workers, ray)
+    finally:
+        lock.release()
+
+
+def _sweep(a, grid, out, points, idents, workers, ray) -> int:
     from hbfsim.outputs import OutputError, resolve_outputs
 
     try:  # every output checked before the first point runs (docs/outputs.md)
@@ -102,6 +167,13 @@ def run_cli(a) -> int:
                          f"--out {PARQUET}": out / PARQUET}, {"grid": a.grid})
     except OutputError as e:
         raise GridError(str(e)) from None
+    store = _store(out, grid.kind)        # read under the lock: what is finished now
+    note = store.note()
+    if note:
+        print(f"hbfsim sweep: note: {note}", file=sys.stderr, flush=True)
+    todo = [p for p in points if not store.usable(p.id, idents[p.id])]
+    skipped = len(points) - len(todo)
+    runner = run_local(todo, workers) if ray is None else ray_tasks(ray, todo, workers)
     print(f"hbfsim sweep {grid.name}: {len(points)} points ({len(grid.workloads)} workload(s) "
           f"x {len(points) // len(grid.workloads)} combinations), {skipped} already done, "
           f"{len(todo)} to run on {a.backend}", flush=True)
@@ -111,12 +183,12 @@ def run_cli(a) -> int:
     try:
         with tqdm(total=len(todo), desc=grid.name, unit="point", file=sys.stderr,
                   disable=a.no_progress or not todo) as bar:
-            for _, row in runner:
-                store.add(row)
+            for p, result in runner:
+                store.add(p.id, idents[p.id], result)
                 bar.update()
     finally:
         store.close()
-    rows = [store.rows[p.id] for p in points]
+    rows = [table_row(p, store.entries[p.id]) for p in points]
     csv_path, pq_path = write_table(out, rows)
     print(f"  {len(todo)} point(s) in {time.perf_counter() - t0:.1f} s; table: {csv_path}, "
           f"{pq_path} ({len(rows)} rows)")

@@ -17,13 +17,17 @@ Format (TOML; docs/sweep.md)::
     channels = [1, 2, 4, 8, 16]
     "param.producers" = [256, 512]    # "param." addresses a workload parameter
 
-A point is one combination x one workload. Its id is a hash of everything that defines it,
-so a resumed sweep recognises finished points even if the grid gained or lost values.
+A point is one combination x one workload. Its id (given by
+:func:`hbfsim.sweep.points.identify`, not here) is a hash of its fully resolved run, so a
+resumed sweep recognises finished points even if the grid gained or lost values, and an
+edited configuration file is a new point. Keys are spelled either way (``page-stride`` or
+``page_stride``, ``hbf_num_channels`` or ``channels``): one key is one key, and a value
+listed twice by value (``15`` and ``15.0``) is refused. :meth:`Grid.size` counts the points
+from the axes before anything is expanded.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -31,7 +35,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Grid", "GridError", "Point", "load_grid", "KINDS"]
+__all__ = ["Grid", "GridError", "Point", "load_grid", "KINDS", "canonical_key", "param_key",
+           "normal_value"]
 
 KINDS = ("device", "serve")  # the golden model; the serving level (hbfsim.serve.run)
 _TABLES = {"sweep", "base", "params", "grid"}
@@ -50,7 +55,8 @@ class Point:
     Members
     -------
     id : str
-        16 hex digits of a SHA-256 over kind, workload, settings and parameters.
+        16 hex digits of a SHA-256 over the resolved run (:func:`hbfsim.sweep.points.identify`);
+        empty until then.
     index : int
         Position in the expanded grid (the table's row order).
     kind, workload : str
@@ -83,6 +89,18 @@ class Grid:
     params: dict
     grid: dict
 
+    def size(self) -> int:
+        """The number of points, from the axes alone (nothing is expanded)."""
+        n = len(self.workloads)
+        for v in self.grid.values():
+            n *= len(v)
+        return n
+
+    def shape(self) -> str:
+        """The product behind :meth:`size`, for messages: ``5 x 2 values x 3 workloads``."""
+        axes = [f"{len(v)} {k}" for k, v in self.grid.items()]
+        return " x ".join(axes + [f"{len(self.workloads)} workload(s)"])
+
     def points(self) -> list[Point]:
         """Every combination of the ``[grid]`` values (in file order) x every workload."""
         keys = list(self.grid)
@@ -90,19 +108,43 @@ class Grid:
         combos = itertools.product(*(self.grid[k] for k in keys)) if keys else [()]
         for combo in combos:
             values = dict(zip(keys, combo))
-            settings = dict(self.base)
-            params = dict(self.params)
+            settings = {canonical_key(k, self.kind): v for k, v in self.base.items()}
+            params = {param_key(k): v for k, v in self.params.items()}
             for k, v in values.items():
                 if k.startswith(PARAM_PREFIX):
-                    params[k[len(PARAM_PREFIX):]] = v
+                    params[param_key(k[len(PARAM_PREFIX):])] = v
                 else:
-                    settings[k] = v
+                    settings[canonical_key(k, self.kind)] = v
             for w in self.workloads:
-                ident = json.dumps({"kind": self.kind, "workload": w, "settings": settings,
-                                    "params": params}, sort_keys=True)
-                pid = hashlib.sha256(ident.encode()).hexdigest()[:16]
-                out.append(Point(pid, len(out), self.kind, w, settings, params, values))
+                out.append(Point("", len(out), self.kind, w, settings, params, values))
         return out
+
+
+def param_key(key: str) -> str:
+    """A workload parameter's name as ``--param`` takes it: ``page-stride`` is
+    ``page_stride``."""
+    return key.strip().replace("-", "_")
+
+
+def canonical_key(key: str, kind: str = "device") -> str:
+    """One spelling per setting: kebab case as snake case (``hbf-model`` is ``hbf_model``,
+    as on the command line), and for ``device`` the reference simulator's ``hbf_*`` alias
+    as the key it names (``hbf_num_channels`` is ``channels``)."""
+    k = key.strip().replace("-", "_")
+    if kind == "device":
+        from hbfsim.config import ALIASES
+
+        k = ALIASES.get(k, k)
+    return k
+
+
+def normal_value(v):
+    """A value as it compares: an integral float is its integer (``15.0`` is ``15``)."""
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)
+    if isinstance(v, list):
+        return [normal_value(x) for x in v]
+    return v
 
 
 def _scalar_ok(v) -> bool:
@@ -168,16 +210,50 @@ def parse_grid(text: str, path: str = "<grid>") -> Grid:
         _check_value(f"{path}: [grid]", k, v)
         if any(isinstance(x, list) for x in v):
             raise GridError(f"{path}: [grid] {k!r} values must be single values, not lists")
-        if len({json.dumps(x) for x in v}) != len(v):
-            raise GridError(f"{path}: [grid] {k!r} lists a value twice")
+        seen: dict = {}
+        for x in v:
+            norm = json.dumps(normal_value(x))
+            if norm in seen:
+                same = "" if repr(seen[norm]) == repr(x) else f" ({seen[norm]!r} and {x!r})"
+                raise GridError(f"{path}: [grid] {k!r} lists a value twice{same}")
+            seen[norm] = x
         if k == PARAM_PREFIX or (k.startswith(PARAM_PREFIX) and not k[len(PARAM_PREFIX):]):
             raise GridError(f"{path}: [grid] {k!r} names no parameter")
-        inner = k[len(PARAM_PREFIX):] if k.startswith(PARAM_PREFIX) else k
-        if k.startswith(PARAM_PREFIX) and inner in params:
-            raise GridError(f"{path}: [grid] {k!r} is also fixed in [params]")
-        if not k.startswith(PARAM_PREFIX) and k in base:
-            raise GridError(f"{path}: [grid] {k!r} is also fixed in [base]")
+    _one_spelling(path, kind, base, params, grid)
     return Grid(path, name, kind, tuple(workloads), dict(base), dict(params), dict(grid))
+
+
+def _one_spelling(path: str, kind: str, base: dict, params: dict, grid: dict) -> None:
+    """Refuse one setting named twice under two spellings (``page-stride`` and
+    ``page_stride``, ``hbf_num_channels`` and ``channels``), or fixed and swept."""
+    fixed_s = {}
+    for k in base:
+        c = canonical_key(k, kind)
+        if c in fixed_s:
+            raise GridError(f"{path}: [base] {fixed_s[c]!r} and {k!r} are one key ({c})")
+        fixed_s[c] = k
+    fixed_p = {}
+    for k in params:
+        c = param_key(k)
+        if c in fixed_p:
+            raise GridError(f"{path}: [params] {fixed_p[c]!r} and {k!r} are one parameter "
+                            f"({c})")
+        fixed_p[c] = k
+    swept: dict = {}
+    for k in grid:
+        is_param = k.startswith(PARAM_PREFIX)
+        c = ("param", param_key(k[len(PARAM_PREFIX):])) if is_param else \
+            ("key", canonical_key(k, kind))
+        if c in swept:
+            raise GridError(f"{path}: [grid] {swept[c]!r} and {k!r} are one "
+                            f"{'parameter' if is_param else 'key'} ({c[1]})")
+        swept[c] = k
+        if is_param and c[1] in fixed_p:
+            raise GridError(f"{path}: [grid] {k!r} is also fixed in [params]"
+                            + ("" if fixed_p[c[1]] == c[1] else f" (as {fixed_p[c[1]]!r})"))
+        if not is_param and c[1] in fixed_s:
+            raise GridError(f"{path}: [grid] {k!r} is also fixed in [base]"
+                            + ("" if fixed_s[c[1]] == k else f" (as {fixed_s[c[1]]!r})"))
 
 
 def load_grid(path) -> Grid:
@@ -187,9 +263,6 @@ def load_grid(path) -> Grid:
         raw = p.read_bytes()
     except OSError as e:
         raise GridError(f"cannot read grid file {str(p)!r}: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise GridError(f"{p}:{line}: not UTF-8 text") from None
-    return parse_grid(text, str(p))
+    from hbfsim.textfile import decode
+
+    return parse_grid(decode(raw, p, GridError), str(p))   # a UTF-8 BOM is accepted

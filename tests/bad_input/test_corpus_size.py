@@ -17,3 +17,15 @@ def test_corpus_is_big_enough():
          + 2 * len(TRACE_BAD) + 2 * len(TRACE_HEADER_BAD) + len(MODEL_BAD) + len(USAGE_BAD)
          + len(PARAM_BAD) + len(OUT_BAD) + len(CSV_ODD_BUT_VALID) + len(CONFIG_ODD_BUT_VALID))
     assert n >= 250, n
+
+
+def test_issue_26_added_at_least_60_cases():
+    """Issue 26 (trust, second pass): checks before work, sizes, odd but valid input, the
+    characterization cache and the sweep journal (tests/sweep/test_resume.py holds the
+    interrupted, grown and concurrent sweeps on top of these)."""
+    from tests.bad_input.test_cache import CACHE_BAD
+    from tests.bad_input.test_checks_first import CHECK_FIRST_BAD, ODD_BUT_VALID
+    from tests.sweep.test_resume import JOURNAL_BAD
+
+    n = len(CHECK_FIRST_BAD) + len(ODD_BUT_VALID) + len(CACHE_BAD) + len(JOURNAL_BAD)
+    assert n >= 60, n

@@ -1,13 +1,12 @@
-"""The RTL under Amendment A (``pipeline = "deep"``, docs/timing-contract.md DP1-DP7),
-stack shape.
+"""The RTL under the one timing contract's registered pipeline (``pipeline = "deep"``,
+docs/timing-contract.md DP1-DP7), stack shape.
 
-The golden model of the amendment is written elsewhere (``model/``, not in this tree yet),
-so nothing here compares with ``run_model``: the co-simulation does once both exist. These
-tests check the amendment's worked timings (its table "Worked timings"), its one-per-cycle
-response rate (DP7), §7's pacing (no rule touches the media side), and, on small random
-workloads with every block's checks on (``Assert`` in the simulation: the match vectors
-against fresh lookups, the free lists and offer FIFOs against the entries' states, the waiter
-lists, W1-W4), that every request is answered exactly once.
+The worked timings and the directed cases of the contract are the conformance suite's
+(tests/conformance/, run on the golden model, this simulation and the co-simulation). These
+tests check DP7's one-per-cycle rate across entries and, on small random workloads with every
+block's checks on (``Assert`` in the simulation: the match vectors against fresh lookups, the
+free lists and offer FIFOs against the entries' states, the waiter lists, W1-W4), that every
+request is answered exactly once and the RTL equals the golden model request for request.
 """
 
 from __future__ import annotations
@@ -35,16 +34,9 @@ def channel_config(**overrides):
 
 
 def mode_config(shape, **overrides):
-    """A deep configuration of ``shape`` with ``overrides``; the keys the configuration
-    refuses under deep before issue 23 step 2 (the channel shape, ``read_mode``,
-    ``mshr_merge``) are set on the validated object instead."""
-    late = {k: overrides.pop(k) for k in ("read_mode", "mshr_merge", "multiplane")
-            if k in overrides}
-    cfg = small_config(**(FAST | dict(contract=2, host_ports=shape) | overrides))
-    for key, value in dict(late, pipeline="deep").items():
-        if getattr(cfg, key) != value:
-            object.__setattr__(cfg, key, value)
-    return cfg
+    """:func:`deep_config` in ``shape`` (``"stack"`` or ``"channel"``) with ``overrides``."""
+    return small_config(**(FAST | dict(contract=2, host_ports=shape, pipeline="deep")
+                           | overrides))
 
 
 RUN = {"stack": run_rtl, "channel": run_rtl_ports}
@@ -134,35 +126,6 @@ def test_modes_match_golden_model(shape, mode):
     assert got["flushes"] == want["flushes"]
 
 
-def test_isolated_read():
-    """Worked timings: dispatch ta+2, W ta+3, enqueue ta+4, decision ta+5, command ta+6,
-    RETURN tc+2, C1 tc+2, offer tc+4, R tc+5, K tc+6, response tc+7 = ta+13+tR."""
-    cfg = deep_config()
-    rtl, cmds = run_rtl(cfg, [("R", 5, 0, 64, 3)])
-    assert rtl[0] == (3, 3 + 13 + cfg.t_read_ticks, 0, 0, 0)
-    assert [c[0] for c in cmds] == [3 + 6]
-
-
-def test_isolated_full_page_write():
-    """Worked timings: dispatch ta+2, W ta+3, OPEN and full ta+4, decision ta+4, FLUSH ta+6,
-    O_c ta+7, enqueue ta+8, command ta+10, response tc+6 = ta+16+tPROG."""
-    cfg = deep_config()
-    rtl, cmds = run_rtl(cfg, [("W", 5, 0, PAGE_BYTES, 3)], sector_bytes=32)
-    assert rtl[0] == (3, 3 + 16 + cfg.t_prog_ticks, 0, 0, 0)
-    assert [c[0] for c in cmds] == [3 + 10]
-
-
-def test_merged_reads_respond_one_per_cycle():
-    """DP7: eight reads of one page, one READ; the first response at tc+7, the others one
-    per cycle from the cursor, in arrival order, each after the first an MSHR hit."""
-    cfg = deep_config(t_read_us=0.05)
-    rtl, cmds = run_rtl(cfg, [("R", 3, 32 * i, 32, 0) for i in range(8)])
-    (cmd,) = cmds
-    tc = cmd[0] + cfg.t_read_ticks
-    assert [rtl[i][1] for i in range(8)] == [tc + 7 + i for i in range(8)]
-    assert [rtl[i][2] for i in range(8)] == [0] + [1] * 7
-
-
 def test_consecutive_entries_respond_one_per_cycle():
     """DP7: C2 holds the next entry while the cursor drains the current one, so two entries
     completed together answer back to back (two pages on two channels, two reads each)."""
@@ -172,15 +135,6 @@ def test_consecutive_entries_respond_one_per_cycle():
     done = sorted(v[1] for v in rtl.values())
     assert len(cmds) == 2 and {c[1] for c in cmds} == {0, 1}
     assert done == list(range(done[0], done[0] + 4))
-
-
-def test_serial_page_reads_pace_at_tR_plus_1():
-    """No rule touches the media side: distinct pages on one subarray, the next command in
-    tc+1 (§7's completion forwarding), as under the standard pipeline."""
-    cfg = deep_config(channels=1, subarrays_per_channel=1, active_per_channel=1)
-    _, cmds = run_rtl(cfg, [("R", p, 0, 32, 0) for p in range(5)])
-    times = [c[0] for c in cmds]
-    assert [b - a for a, b in zip(times, times[1:])] == [cfg.t_read_ticks + 1] * 4
 
 
 CASES = {
@@ -262,19 +216,6 @@ def test_deep_changes_only_the_deep_verilog():
     for name in ("w_onehot", "free_list_count", "c1_valid", "cursor_valid", "flush_dec0",
                  "offer_fifo0_count", "inflight_count", "ring_rd"):
         assert name in deep, name
-
-
-def test_deadline_counts_from_the_dispatch_cycle():
-    """DP1: ``deadline = tm + write_deadline_ticks`` (W writes the entry in tm + 1): a lone
-    partial write under the partial policy, dispatched tm = ta+2, decided for ``deadline`` in
-    tm + D, FLUSH tm+D+2, O_c tm+D+3, enqueue tm+D+4, command tm+D+6 (a read of another
-    page arriving later keeps ``drain`` low)."""
-    cfg = deep_config(write_timeout_policy="partial")
-    late = 3 + cfg.write_deadline_ticks + 20
-    rtl, cmds = run_rtl(cfg, [("W", 5, 0, 32, 3), ("R", 9, 0, 32, late)], sector_bytes=32)
-    tm = 3 + 2
-    assert cmds[0][0] == tm + cfg.write_deadline_ticks + 6 and cmds[0][3] == 1
-    assert rtl[0][4] == 0
 
 
 # ---- the channel shape (host_ports = "channel": P = C ports, docs/timing-contract.md §1, §14)

@@ -3,6 +3,7 @@
 import pytest
 
 from hbfsim.sweep.grid import GridError, parse_grid
+from hbfsim.sweep.points import identify
 
 GRID = """
 [sweep]
@@ -25,17 +26,17 @@ def test_points_are_the_product_times_workloads_in_file_order():
         (1, 5, "conservation"), (1, 5, "default"), (1, 15, "conservation"),
         (1, 15, "default")]
     assert pts[0].settings == {"profile": "reference", "channels": 1, "t_read_us": 5}
-    assert len({p.id for p in pts}) == 12
+    assert len({identify(p)[0].id for p in pts}) == 12
 
 
 def test_ids_depend_on_what_defines_a_point_not_on_its_neighbours():
-    a = {(p.workload, p.values["channels"], p.values["t_read_us"]): p.id
+    a = {(p.workload, p.values["channels"], p.values["t_read_us"]): identify(p)[0].id
          for p in parse_grid(GRID).points()}
     smaller = parse_grid(GRID.replace("[5, 15, 25]", "[15]")).points()
     for p in smaller:
-        assert a[(p.workload, p.values["channels"], 15)] == p.id
+        assert a[(p.workload, p.values["channels"], 15)] == identify(p)[0].id
     other_base = parse_grid(GRID.replace('"reference"', '"ocp-grade3"')).points()
-    assert not {p.id for p in other_base} & set(a.values())
+    assert not {identify(p)[0].id for p in other_base} & set(a.values())
 
 
 def test_param_prefix_addresses_workload_parameters():

@@ -1,0 +1,313 @@
+// hbfsim._engine: the Python binding of the compiled engine's components (pybind11).
+// Configurations are read from the Python objects (HbfConfig, GpuConfig) field by field;
+// programs and streams cross as numpy arrays, never one Python object per request.
+// hbfsim/engine.py is the Python-side entry point (status, constructors).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "engine_standin.hpp"
+#include "gpu_port.hpp"
+#include "media.hpp"
+#include "mutants.hpp"
+
+#ifndef HBF_SOURCE_HASH
+#define HBF_SOURCE_HASH "unknown"
+#endif
+
+namespace py = pybind11;
+using namespace hbf;
+
+namespace hbf {
+int g_mutant = 0;
+}
+
+namespace {
+
+template <class T>
+T attr(const py::object& o, const char* name) {
+    return o.attr(name).cast<T>();
+}
+
+MediaConfig media_config(const py::object& cfg) {
+    MediaConfig m;
+    m.t_read = attr<int64_t>(cfg, "t_read_ticks");
+    m.t_prog = attr<int64_t>(cfg, "t_prog_ticks");
+    m.t_erase = attr<int64_t>(cfg, "t_erase_ticks");
+    m.t_hit = attr<int64_t>(cfg, "buffer_hit_ticks");
+    m.page_buffers = attr<int64_t>(cfg, "page_buffers");
+    m.pages_per_block = attr<int64_t>(cfg, "pages_per_block");
+    m.pages_per_stack = attr<int64_t>(cfg, "pages_per_stack");
+    m.subarrays_per_stack = attr<int64_t>(cfg, "subarrays_per_stack");
+    m.subarrays_per_channel = attr<int64_t>(cfg, "subarrays_per_channel");
+    m.channels = attr<int64_t>(cfg, "channels");
+    m.blocks_per_zone = attr<int64_t>(cfg, "blocks_per_zone");
+    m.ssd = attr<std::string>(cfg, "media_mode") == "ssd";
+    m.overprovisioning = attr<double>(cfg, "overprovisioning");
+    return m;
+}
+
+MapperConfig mapper_config(const py::object& cfg) {
+    MapperConfig m;
+    m.base_address = attr<int64_t>(cfg, "base_address");
+    m.stacks = attr<int64_t>(cfg, "stacks");
+    m.pages_per_stack = attr<int64_t>(cfg, "pages_per_stack");
+    m.subarrays_per_channel = attr<int64_t>(cfg, "subarrays_per_channel");
+    m.channels = attr<int64_t>(cfg, "channels");
+    auto pl = attr<std::string>(cfg, "placement");
+    if (pl == "interleave") m.placement = Placement::Interleave;
+    else if (pl == "grouped") m.placement = Placement::Grouped;
+    else if (pl == "contiguous") m.placement = Placement::Contiguous;
+    else if (pl == "explicit") m.placement = Placement::Explicit;
+    else throw std::invalid_argument("placement must be interleave, grouped, contiguous or "
+                                     "explicit, not '" + pl + "'");
+    m.group_pages = attr<int64_t>(cfg, "group_pages");
+    m.read_channels = attr<int64_t>(cfg, "read_channels");
+    m.partitioned = attr<std::string>(cfg, "scheduler").rfind("partition-", 0) == 0;
+    m.stack_interleave = attr<std::string>(cfg, "stack_select") == "interleave";
+    for (auto r : cfg.attr("explicit_map")) {
+        auto t = py::reinterpret_borrow<py::sequence>(r);
+        m.explicit_map.emplace_back(t[0].cast<int64_t>(), t[1].cast<int64_t>(),
+                                    t[2].cast<int64_t>());
+    }
+    return m;
+}
+
+GpuConfig gpu_config(const py::object& cfg, const py::object& gpu) {
+    GpuConfig g;
+    g.sms = attr<int64_t>(gpu, "sms");
+    g.partitions = attr<int64_t>(gpu, "partitions");
+    g.partition_bytes = attr<int64_t>(gpu, "partition_bytes");
+    g.return_cycles = attr<int64_t>(gpu, "return_cycles");
+    g.launch_cycles = attr<int64_t>(gpu, "launch_cycles");
+    g.memory_clock_khz = attr<int64_t>(cfg, "memory_clock_khz");
+    g.gpu_clock_khz = attr<int64_t>(cfg, "gpu_clock_khz");
+    g.base_address = attr<int64_t>(cfg, "base_address");
+    return g;
+}
+
+template <class T>
+std::vector<T> vec(const py::dict& d, const char* key) {
+    if (!d.contains(key)) throw GpuError(std::string("program arrays: missing '") + key + "'");
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(d[key]);
+    if (!a || a.ndim() != 1)
+        throw GpuError(std::string("program arrays: '") + key + "' must be a 1-D array");
+    return std::vector<T>(a.data(), a.data() + a.size());
+}
+
+GpuProgram program_from_arrays(const py::dict& d) {
+    GpuProgram p;
+    p.kernel_compute = vec<int64_t>(d, "kernel_compute");
+    p.kernel_producers = vec<int64_t>(d, "kernel_producers");
+    p.producer_bound = vec<int64_t>(d, "producer_bound");
+    p.producer_start = vec<int64_t>(d, "producer_start");
+    p.producer_compute = vec<int64_t>(d, "producer_compute");
+    p.producer_sm = vec<int64_t>(d, "producer_sm");
+    p.producer_accesses = vec<int64_t>(d, "producer_accesses");
+    p.access_op = vec<uint8_t>(d, "access_op");
+    p.access_addr = vec<int64_t>(d, "access_addr");
+    p.access_nbytes = vec<int64_t>(d, "access_nbytes");
+    return p;
+}
+
+py::array_t<int64_t> log_array(std::vector<int64_t>&& log, int width) {
+    auto* heap = new std::vector<int64_t>(std::move(log));
+    py::capsule owner(heap, [](void* v) { delete static_cast<std::vector<int64_t>*>(v); });
+    py::ssize_t rows = static_cast<py::ssize_t>(heap->size()) / width;
+    return py::array_t<int64_t>({rows, static_cast<py::ssize_t>(width)}, heap->data(), owner);
+}
+
+py::object delivered_tuple(const Delivered& d) {
+    if (!d.is_group) return py::make_tuple(d.ch, d.unit, d.tag, d.flags);
+    return py::make_tuple(d.ch, d.unit, py::tuple(py::cast(d.tags)),
+                          py::tuple(py::cast(d.group_flags)));
+}
+
+py::dict result_dict(const GpuResultFigures& r) {
+    py::dict d;
+    d["start_tick"] = r.start_tick;
+    d["end_tick"] = r.end_tick;
+    d["span_ticks"] = r.span_ticks;
+    d["requests"] = r.requests;
+    d["reads"] = r.reads;
+    d["writes"] = r.writes;
+    d["gpu_latency_sum"] = r.gpu_latency_sum;
+    d["gpu_latency_max"] = r.gpu_latency_max;
+    d["partition_wait_sum"] = r.partition_wait_sum;
+    d["partition_wait_max"] = r.partition_wait_max;
+    d["peak_outstanding"] = r.peak_outstanding;
+    d["bound_violations"] = r.bound_violations;
+    py::list ks;
+    for (auto& k : r.kernels) {
+        py::dict kd;
+        kd["launch"] = k.launch;
+        kd["end"] = k.end;
+        kd["requests"] = k.requests;
+        kd["producers"] = k.producers;
+        ks.append(kd);
+    }
+    d["kernels"] = ks;
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_engine, m) {
+    m.doc() = "hbfsim's compiled engine: NAND media and GPU request injection in C++, "
+              "mirrors of model/media.py and model/gpu_port.py (docs/engine.md)";
+    m.attr("SOURCE_HASH") = HBF_SOURCE_HASH;
+    m.attr("N_MUTANTS") = static_cast<int>(N_MUTANTS);
+
+    static py::exception<GpuError> gpu_error_fallback(m, "GpuError", PyExc_ValueError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const GpuError& e) {
+            // the golden model's GpuError where it can be imported, so callers catch one type
+            py::object cls = py::module_::import("hbfsim.model.gpu_config").attr("GpuError");
+            PyErr_SetString(cls.ptr(), e.what());
+        }
+    });
+
+    m.def("_set_mutant", [](int k) {
+        if (k < 0 || k >= N_MUTANTS)
+            throw std::invalid_argument("mutant must be in 0.." + std::to_string(N_MUTANTS - 1) +
+                                        ", not " + std::to_string(k));
+        g_mutant = k;
+    }, "Select a deliberately broken variant (0: none); for the differential tests only.");
+    m.def("_get_mutant", []() { return g_mutant; });
+
+    // ---- media (model/media.py)
+    py::class_<Media>(m, "Media", "The NAND side of one stack (model/media.py's Media).")
+        .def(py::init([](const py::object& cfg) { return new Media(media_config(cfg)); }),
+             py::arg("cfg"))
+        .def("issue", &Media::issue, py::arg("t"), py::arg("ch"), py::arg("sub"),
+             py::arg("op"), py::arg("local"), py::arg("tag"))
+        .def("issue_group", [](Media& self, int64_t t, int64_t ch, int64_t megaplane,
+                               const py::iterable& ops) {
+            std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> v;
+            for (auto o : ops) {
+                auto s = py::reinterpret_borrow<py::sequence>(o);
+                v.emplace_back(s[0].cast<int64_t>(), s[1].cast<int64_t>(),
+                               s[2].cast<int64_t>(), s[3].cast<int64_t>());
+            }
+            return self.issue_group(t, ch, megaplane, v);
+        }, py::arg("t"), py::arg("ch"), py::arg("megaplane"), py::arg("ops"))
+        .def("next_due", [](const Media& self) -> py::object {
+            if (!self.has_due()) return py::none();
+            return py::int_(self.next_due());
+        })
+        .def("deliver", [](Media& self, int64_t t) {
+            std::vector<Delivered> out;
+            self.deliver(t, out);
+            py::list l;
+            for (auto& d : out) l.append(delivered_tuple(d));
+            return l;
+        }, py::arg("t"))
+        .def("backlog", &Media::backlog, py::arg("t"))
+        .def("zone_pec", [](const Media& self) {
+            py::dict d;
+            for (auto& [k, v] : self.zone_pec())
+                d[py::make_tuple(std::get<0>(k), std::get<1>(k), std::get<2>(k))] = v;
+            return d;
+        })
+        .def("valid_pages", &Media::valid_pages)
+        .def("replay", [](Media& self, py::array_t<int64_t, py::array::c_style |
+                                                          py::array::forcecast> rows) {
+            if (rows.ndim() != 2 || rows.shape(1) != 7)
+                throw std::invalid_argument("replay: rows must be an (n, 7) array of kind, t, "
+                                            "ch, sub, op, local, tag");
+            int64_t n = rows.shape(0);
+            std::vector<int64_t> cols(7 * n);
+            auto r = rows.unchecked<2>();
+            for (int64_t i = 0; i < n; ++i)
+                for (int c = 0; c < 7; ++c) cols[c * n + i] = r(i, c);
+            std::vector<int64_t> log;
+            log.reserve(6 * n);
+            {
+                py::gil_scoped_release nogil;
+                media_replay(self, n, &cols[0], &cols[n], &cols[2 * n], &cols[3 * n],
+                             &cols[4 * n], &cols[5 * n], &cols[6 * n], log);
+            }
+            return log_array(std::move(log), MEDIA_LOG_WIDTH);
+        }, py::arg("rows"),
+             "Replay a command stream (hbfsim/engine_standin.py replay_media); the log.")
+        .def_readonly("page_reads", &Media::page_reads)
+        .def_readonly("buffer_hits", &Media::buffer_hits)
+        .def_readonly("page_programs", &Media::page_programs)
+        .def_readonly("block_erases", &Media::block_erases)
+        .def_readonly("gc_relocations", &Media::gc_relocations)
+        .def_readonly("capacity_errors", &Media::capacity_errors)
+        .def_readonly("busy_ticks", &Media::busy_ticks)
+        .def_property_readonly("blocks", &Media::blocks)
+        .def_property_readonly("reserve", &Media::reserve);
+
+    // ---- GPU request injection (model/gpu_port.py)
+    py::class_<GpuPort>(m, "GpuPort",
+                        "The closed-loop GPU stepped one tick at a time (model/gpu_port.py).")
+        .def(py::init([](const py::object& cfg, const py::object& gpu, const py::dict& arrays,
+                         bool channel_shape, int64_t start) {
+            return new GpuPort(gpu_config(cfg, gpu), program_from_arrays(arrays),
+                               channel_shape, mapper_config(cfg), start);
+        }), py::arg("cfg"), py::arg("gpu"), py::arg("arrays"), py::arg("channel_shape"),
+             py::arg("start") = 0)
+        .def_property_readonly("exhausted", &GpuPort::exhausted)
+        .def_property_readonly("finished", &GpuPort::finished)
+        .def_property_readonly("channel_shape", &GpuPort::channel_shape)
+        .def_property_readonly("start_tick", &GpuPort::start_tick)
+        .def_property_readonly("t", &GpuPort::last_tick)
+        .def("next_tick", [](const GpuPort& self) -> py::object {
+            int64_t t = self.next_tick();
+            if (t == NO_TICK) return py::none();
+            return py::int_(t);
+        })
+        .def("grants", [](GpuPort& self, int64_t t) {
+            std::vector<std::pair<int64_t, int64_t>> out;
+            self.grants(t, out);
+            py::array_t<int64_t> ports(static_cast<py::ssize_t>(out.size()));
+            py::array_t<int64_t> ids(static_cast<py::ssize_t>(out.size()));
+            auto p = ports.mutable_unchecked<1>();
+            auto q = ids.mutable_unchecked<1>();
+            for (size_t i = 0; i < out.size(); ++i) {
+                p(i) = out[i].first;
+                q(i) = out[i].second;
+            }
+            return py::make_tuple(ports, ids);
+        }, py::arg("t"), "Tick t's grants as two arrays: ports and request ids.")
+        .def("respond", &GpuPort::respond, py::arg("id"), py::arg("t"))
+        .def("request", [](const GpuPort& self, int64_t id) {
+            if (id < 0 || id >= self.requests())
+                throw std::invalid_argument("request id must be in 0.." +
+                                            std::to_string(self.requests() - 1) + ", not " +
+                                            std::to_string(id));
+            int64_t a = self.req_access(id);
+            const auto& prog = self.program();
+            return py::dict(py::arg("id") = id, py::arg("producer") = self.req_producer(id),
+                            py::arg("source") = self.req_part(id),
+                            py::arg("op") = prog.access_op[a] ? "W" : "R",
+                            py::arg("addr") = prog.access_addr[a],
+                            py::arg("nbytes") = prog.access_nbytes[a],
+                            py::arg("created") = self.req_created(id),
+                            py::arg("arrival") = self.req_arrival(id));
+        }, py::arg("id"), "One request's fields (for tests and debugging).")
+        .def("result", [](const GpuPort& self) { return result_dict(self.result()); })
+        .def("run_standin", [](GpuPort& self, py::array_t<int64_t, py::array::c_style |
+                                                                 py::array::forcecast> delays) {
+            if (delays.ndim() != 1 || delays.size() == 0)
+                throw std::invalid_argument("delays must be a non-empty 1-D array");
+            std::vector<int64_t> d(delays.data(), delays.data() + delays.size());
+            for (auto v : d)
+                if (v < 0)
+                    throw std::invalid_argument("delays must be >= 0, not " + std::to_string(v));
+            std::vector<int64_t> log;
+            {
+                py::gil_scoped_release nogil;
+                gpu_standin(self, d, log);
+            }
+            return log_array(std::move(log), GPU_LOG_WIDTH);
+        }, py::arg("delays"),
+             "Run against the stand-in controller (hbfsim/engine_standin.py run_gpu); the log.");
+}

@@ -1,0 +1,220 @@
+// The GPU side of the closed loop: the C++ mirror of model/gpu_issue.py's _GpuCore (the
+// stepped path: every released access goes through the event heap; ClosedLoop's direct
+// chunks are a driver optimization of model/gpu.py and wait for the compiled controller).
+#include "gpu_issue.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "mutants.hpp"
+
+namespace hbf {
+
+GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
+                 const MapperConfig& mapper)
+    : gpu_(gpu), prog_(std::move(program)), channel_shape_(channel_shape), mapper_(mapper),
+      C_(mapper.channels) {
+    gpu_.check();
+    prog_.check();
+    ret_ = gpu_cycles_to_ticks(gpu_.return_cycles, gpu_);
+    launch_gap_ = gpu_cycles_to_ticks(gpu_.launch_cycles, gpu_);
+    parts_.resize(gpu_.partitions);
+    prr_.assign(mapper.stacks * mapper.channels, 0);
+    int64_t np = prog_.producers(), nk = prog_.kernels();
+    p_out_.assign(np, 0);
+    p_peak_.assign(np, 0);
+    p_issued_.assign(np, 0);
+    p_cticks_.assign(np, 0);
+    p_nxt_.assign(np, 0);
+    p_kernel_.assign(np, 0);
+    for (int64_t k = 0; k < nk; ++k)
+        for (int64_t p = prog_.kernel_producers[k]; p < prog_.kernel_producers[k + 1]; ++p)
+            p_kernel_[p] = k;
+    k_res_.resize(nk);
+    k_live_.assign(nk, 0);
+    k_feeding_.assign(nk, 0);
+    // every access becomes one request: the tables never reallocate
+    size_t na = prog_.access_op.size();
+    req_producer_.reserve(na);
+    req_part_.reserve(na);
+    req_access_.reserve(na);
+    req_created_.reserve(na);
+    req_arrival_.reserve(na);
+    req_port_.reserve(na);
+    req_open_.reserve(na);
+}
+
+void GpuCore::heap_push(int64_t tick, int64_t kind, int64_t p) {
+    heap_.push_back(GpuEvent{tick, seq_++, kind, p});
+    std::push_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
+        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
+    });
+}
+
+GpuEvent GpuCore::heap_pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
+        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
+    });
+    GpuEvent e = heap_.back();
+    heap_.pop_back();
+    return e;
+}
+
+int64_t GpuCore::port_of(int64_t access) const {
+    // the system port stack * C + channel a request's page maps to (v2 §1, §2)
+    auto [stack, q] = mapper_.stack_of(mapper_.page(prog_.access_addr[access]));
+    return stack * C_ + std::get<0>(mapper_.channel_of(q, prog_.access_op[access] == 1));
+}
+
+void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out) {
+    // G5' (docs/gpu.md, timing-contract.md §14): each partition FIFO offers its head; each
+    // port grants the first partition at or after its own pointer whose head maps to it
+    int64_t nparts = gpu_.partitions;
+    cand_.clear();
+    for (int64_t i = 0; i < nparts; ++i)
+        if (!parts_[i].empty()) cand_.emplace_back(req_port_[parts_[i].front()], i);
+    std::sort(cand_.begin(), cand_.end());
+    size_t a = 0;
+    while (a < cand_.size()) {
+        int64_t k = cand_[a].first;
+        size_t b = a;
+        int64_t ptr = prr_[k], best = -1, best_d = 0;
+        for (; b < cand_.size() && cand_[b].first == k; ++b) {
+            int64_t d = floormod(cand_[b].second - ptr, nparts);
+            if (best < 0 || d < best_d) {
+                best = cand_[b].second;
+                best_d = d;
+            }
+        }
+        a = b;
+        int64_t r = parts_[best].front();
+        parts_[best].pop_front();
+        if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
+        else prr_[k] = best;
+        req_arrival_[r] = x;
+        int64_t w = x - req_created_[r];
+        pw_sum_ += w;
+        if (w > pw_max_) pw_max_ = w;
+        out.emplace_back(k, r);
+    }
+    if (!out.empty()) queued_ -= static_cast<int64_t>(out.size());
+}
+
+// ------------------------------------------------------------------ response callback
+void GpuCore::on_response(int64_t id, int64_t t) {
+    if (id < 0 || id >= next_id_ || !req_open_[id])
+        throw GpuError("a response names request " + std::to_string(id) +
+                       ", which is not outstanding");
+    req_open_[id] = 0;
+    int64_t p = req_producer_[id];
+    p_out_[p] -= 1;
+    int64_t lat = t - (mutant(GPU_LATENCY_FROM_GRANT) ? req_arrival_[id] : req_created_[id]);
+    lat_sum_ += lat;
+    if (lat > lat_max_) lat_max_ = lat;
+    if (p_nxt_[p] == prog_.producer_accesses[p + 1]) {        // the stream is exhausted
+        if (p_out_[p] == 0) {
+            int64_t k = p_kernel_[p];
+            k_live_[k] -= 1;
+            if (k_live_[k] == 0) kernel_end(k, t);
+        }
+        return;
+    }
+    // the released slot issues the next access after the return path and compute
+    int64_t c = t + (mutant(GPU_RELEASE_EARLY) ? 0 : 1) + ret_ + p_cticks_[p];
+    heap_push(c, 1, p);
+}
+
+void GpuCore::kernel_end(int64_t k, int64_t t) {
+    k_res_[k].end = t;
+    end_tick_ = t;
+    if (next_kernel_ < prog_.kernels())
+        heap_push(t + (mutant(GPU_LAUNCH_EARLY) ? 0 : 1) + ret_ + launch_gap_, LAUNCH, -1);
+}
+
+// ------------------------------------------------------------------ GPU events
+void GpuCore::launch(int64_t now) {
+    int64_t k = next_kernel_;
+    if (k >= prog_.kernels()) return;
+    next_kernel_ = k + 1;
+    n_kernels_ += 1;
+    k_res_[k].launch = now;
+    cur_ = k;
+    int64_t p0 = prog_.kernel_producers[k], p1 = prog_.kernel_producers[k + 1];
+    k_res_[k].producers = p1 - p0;
+    int64_t live = 0;
+    for (int64_t p = p0; p < p1; ++p) {
+        int64_t c = prog_.producer_compute[p];
+        p_cticks_[p] = gpu_cycles_to_ticks(c == COMPUTE_OF_KERNEL ? prog_.kernel_compute[k] : c,
+                                           gpu_);
+        p_nxt_[p] = prog_.producer_accesses[p];
+        if (p_nxt_[p] == prog_.producer_accesses[p + 1]) continue;
+        live += 1;
+        heap_push(now + gpu_cycles_to_ticks(prog_.producer_start[p], gpu_),
+                  prog_.producer_bound[p], p);
+    }
+    k_live_[k] = k_feeding_[k] = live;
+    if (live == 0) kernel_end(k, now);
+}
+
+bool GpuCore::inputs_exhausted() const {
+    // a pending launch always has next_kernel set, so no heap scan is needed
+    return next_kernel_ >= prog_.kernels() && !queued_ && (cur_ < 0 || k_feeding_[cur_] == 0);
+}
+
+void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
+    // producer p creates up to n accesses in tick x (within its bound) into the FIFOs
+    int64_t acc = p_nxt_[p], end = prog_.producer_accesses[p + 1];
+    if (acc == end) return;
+    int64_t k = p_kernel_[p];
+    int64_t out0 = p_out_[p], out = out0;
+    if (mutant(GPU_START_ONE)) n = 1;
+    int64_t pb = prog_.producer_bound[p];
+    int64_t bound = out + n >= pb ? pb : out + n;
+    while (out < bound && acc != end) {
+        int64_t part = partition_of(prog_.access_addr[acc], gpu_);
+        int64_t rid = next_id_++;
+        if (prog_.access_op[acc] == 0) reads_ += 1;
+        else writes_ += 1;
+        req_producer_.push_back(static_cast<int32_t>(p));
+        req_part_.push_back(static_cast<int32_t>(part));
+        req_access_.push_back(acc);
+        req_created_.push_back(x);
+        req_arrival_.push_back(-1);
+        req_open_.push_back(1);
+        req_port_.push_back(channel_shape_ ? port_of(acc) : 0);
+        parts_[part].push_back(rid);
+        out += 1;
+        acc += 1;
+    }
+    queued_ += out - out0;
+    k_res_[k].requests += out - out0;
+    p_issued_[p] += out - out0;
+    p_out_[p] = out;
+    p_nxt_[p] = acc;
+    if (acc == end) k_feeding_[k] -= 1;
+    if (out > p_peak_[p]) {
+        p_peak_[p] = out;
+        if (out > peak_) peak_ = out;
+    }
+}
+
+GpuResultFigures GpuCore::result(int64_t start) const {
+    GpuResultFigures r;
+    int64_t end = end_tick_ >= 0 ? end_tick_ : start;
+    r.start_tick = start;
+    r.end_tick = end;
+    r.span_ticks = end - start + 1;
+    r.requests = next_id_;
+    r.reads = reads_;
+    r.writes = writes_;
+    r.gpu_latency_sum = lat_sum_;
+    r.gpu_latency_max = lat_max_;
+    r.partition_wait_sum = pw_sum_;
+    r.partition_wait_max = pw_max_;
+    r.peak_outstanding = peak_;
+    r.bound_violations = violations_;
+    r.kernels.assign(k_res_.begin(), k_res_.begin() + n_kernels_);
+    return r;
+}
+
+}  // namespace hbf

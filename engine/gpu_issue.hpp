@@ -1,0 +1,102 @@
+// The GPU side of the closed loop: kernel launch, warp issue into the memory sub-partition
+// FIFOs, the response return path and what a run produces. The C++ mirror of
+// model/gpu_issue.py's _GpuCore as the stepped port (gpu_port.cpp) uses it; ClosedLoop's
+// chunked driver (model/gpu.py) needs the controller and waits for it (docs/engine.md).
+// docs/gpu.md G1-G6.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "gpu_config.hpp"
+#include "gpu_program.hpp"
+#include "mapping.hpp"
+
+namespace hbf {
+
+constexpr int64_t LAUNCH = 0;   // heap event kind 0 launches; n > 0 lets a producer issue n
+
+// One GPU event (tick, seq, kind, producer), in (tick, seq) order as gpu_issue.py's heap.
+struct GpuEvent {
+    int64_t tick, seq, kind, producer;
+};
+
+struct KernelResult {
+    int64_t launch = -1, end = -1, requests = 0, producers = 0;
+};
+
+// GpuResult's integer figures (the Python wrapper adds the clock conversions).
+struct GpuResultFigures {
+    int64_t start_tick, end_tick, span_ticks, requests, reads, writes;
+    int64_t gpu_latency_sum, gpu_latency_max, partition_wait_sum, partition_wait_max;
+    int64_t peak_outstanding, bound_violations;
+    std::vector<KernelResult> kernels;
+};
+
+class GpuCore {
+public:
+    // channel_shape: G5' (one grant per system port per tick; contract 2, host_ports =
+    // channel); mapper: the system's mapping, used for G5' only; ports = stacks * channels
+    GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
+            const MapperConfig& mapper);
+
+    // ---- per request (ids in creation order)
+    int64_t requests() const { return next_id_; }
+    int64_t req_producer(int64_t id) const { return req_producer_[id]; }
+    int64_t req_access(int64_t id) const { return req_access_[id]; }
+    int64_t req_part(int64_t id) const { return req_part_[id]; }
+    int64_t req_created(int64_t id) const { return req_created_[id]; }
+    int64_t req_arrival(int64_t id) const { return req_arrival_[id]; }
+    const GpuProgram& program() const { return prog_; }
+    const GpuConfig& gpu() const { return gpu_; }
+    bool channel_shape() const { return channel_shape_; }
+    int64_t ret_ticks() const { return ret_; }
+    int64_t producer_cticks(int64_t p) const { return p_cticks_[p]; }
+
+    GpuResultFigures result(int64_t start) const;
+
+protected:
+    void grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out);
+    void on_response(int64_t id, int64_t t);
+    void kernel_end(int64_t k, int64_t t);
+    void launch(int64_t now);
+    bool inputs_exhausted() const;
+    void issue(int64_t p, int64_t n, int64_t x);
+    void heap_push(int64_t tick, int64_t kind, int64_t p);
+    GpuEvent heap_pop();
+    int64_t port_of(int64_t access) const;
+
+    GpuConfig gpu_;
+    GpuProgram prog_;
+    bool channel_shape_;
+    Mapper mapper_;
+    int64_t C_;
+    int64_t ret_, launch_gap_;
+    std::vector<GpuEvent> heap_;
+    int64_t seq_ = 0;
+    std::vector<std::deque<int64_t>> parts_;
+    int64_t queued_ = 0, rr_ = 0;
+    std::vector<int64_t> prr_;
+    int64_t next_id_ = 0;
+    int64_t cur_ = -1;            // the running kernel, -1 before the first launch
+    int64_t next_kernel_ = 0;     // the kernel the next launch starts (kernels(): none)
+    int64_t n_kernels_ = 0;
+    bool closed_ = false;
+    int64_t reads_ = 0, writes_ = 0, lat_sum_ = 0, lat_max_ = 0, pw_sum_ = 0, pw_max_ = 0;
+    int64_t peak_ = 0, violations_ = 0, end_tick_ = -1;
+    // producers
+    std::vector<int64_t> p_out_, p_peak_, p_issued_, p_cticks_, p_nxt_, p_kernel_;
+    // kernels
+    std::vector<KernelResult> k_res_;
+    std::vector<int64_t> k_live_, k_feeding_;
+    // requests
+    std::vector<int32_t> req_producer_, req_part_;
+    std::vector<int64_t> req_access_, req_created_, req_arrival_, req_port_;
+    std::vector<uint8_t> req_open_;
+    // grant_ports scratch
+    std::vector<std::pair<int64_t, int64_t>> cand_;
+};
+
+}  // namespace hbf

@@ -1,0 +1,35 @@
+// Deliberately broken variants of the engine, for the differential tests only
+// (tests/engine/test_mutants.py): each number flips one rule the golden model states.
+// 0, the default, is the engine as specified. Set through hbfsim._engine._set_mutant or the
+// environment variable HBFSIM_ENGINE_MUTANT at import (hbfsim/engine.py).
+#pragma once
+
+namespace hbf {
+
+extern int g_mutant;
+
+// The mutants, by number (docs/engine.md lists them).
+enum Mutant : int {
+    NONE = 0,
+    MEDIA_TIE_HIGHEST_SUB = 1,   // deliver: ties by highest subarray, not lowest
+    MEDIA_READ_PLUS_ONE = 2,     // READ from the array costs tR + 1
+    MEDIA_HIT_NO_LRU = 3,        // a buffer hit does not move the page to the MRU end
+    MEDIA_PROGRAM_KEEPS_BUF = 4, // PROGRAM leaves the page in the page buffers
+    MEDIA_ERASE_FREE = 5,        // reusing a free block costs no tBERS
+    MEDIA_GC_MOST_VALID = 6,     // ssd GC picks the block with the most valid pages
+    MEDIA_TWO_PER_CHANNEL = 7,   // deliver may return two completions of one channel
+    MEDIA_GROUP_FASTEST = 8,     // a multi-plane command is due after its fastest plane
+    MEDIA_BACKLOG_STRICT = 9,    // backlog(t) only counts completions due before t
+    GPU_RR_STAYS = 10,           // G5: the arbiter pointer stays on the granted partition
+    GPU_RELEASE_EARLY = 11,      // G3: a response releases the next access one tick early
+    GPU_START_ONE = 12,          // G3: a producer starts with one access, not up to bound
+    GPU_NO_PAGE_ROTATION = 13,   // G4: partition = chunk mod partitions (no page rotation)
+    GPU_LAUNCH_EARLY = 14,       // G2: the next kernel launches one tick early
+    GPU_PORT_PTR_STAYS = 15,     // G5': a port's pointer does not move past its grant
+    GPU_LATENCY_FROM_GRANT = 16, // statistics: latency from the grant, not the creation
+    N_MUTANTS = 17,
+};
+
+inline bool mutant(int m) { return g_mutant == m; }
+
+}  // namespace hbf

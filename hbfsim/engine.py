@@ -1,0 +1,158 @@
+"""The compiled engine's Python side: is it built, and its components from a configuration.
+
+``hbfsim._engine`` is a C++17 extension (``engine/``, built by ``pip install -e .`` through
+setup.py; docs/engine.md). Today it holds the components that do not depend on the
+controller's contract: the NAND media (:func:`compiled_media`, the mirror of
+:class:`hbfsim.model.media.Media`) and the stepped GPU request injection
+(:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`). The
+extension is optional: :func:`engine_status` says in one line whether it is built and how
+to build it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["BUILD_COMMAND", "compiled_available", "compiled_gpu_port", "compiled_media",
+           "engine_status", "program_arrays", "require_compiled", "stale"]
+
+#: How to build (or rebuild) the extension in this repository's venv.
+BUILD_COMMAND = ".venv/bin/pip install -e ."
+
+try:
+    from hbfsim import _engine
+    _WHY = ""
+except ImportError as e:          # no compiler at install time, or never installed
+    _engine = None
+    _WHY = str(e)
+
+if _engine is not None and os.environ.get("HBFSIM_ENGINE_MUTANT"):
+    # a deliberately broken variant, for showing that the differential tests catch it
+    _engine._set_mutant(int(os.environ["HBFSIM_ENGINE_MUTANT"]))
+
+_SOURCES = Path(__file__).resolve().parent.parent / "engine"
+
+
+def _source_hash() -> str | None:
+    """setup.py's hash of engine/*.[ch]pp, or None outside a source checkout."""
+    files = sorted(_SOURCES.glob("*.[ch]pp")) if _SOURCES.is_dir() else []
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compiled_available() -> bool:
+    """True when ``hbfsim._engine`` imported."""
+    return _engine is not None
+
+
+def stale() -> bool:
+    """True when the built extension was compiled from other sources than engine/ holds."""
+    h = _source_hash()
+    return _engine is not None and h is not None and h != _engine.SOURCE_HASH
+
+
+def engine_status() -> str:
+    """One line: whether the compiled engine is built, current, and how to build it."""
+    if _engine is None:
+        return (f"compiled engine: not built ({_WHY}); build it with `{BUILD_COMMAND}` "
+                f"(needs a C++17 compiler)")
+    if stale():
+        return (f"compiled engine: built but stale (engine/ changed since the build); "
+                f"rebuild it with `{BUILD_COMMAND}`")
+    return f"compiled engine: built ({Path(_engine.__file__).name}, sources {_engine.SOURCE_HASH})"
+
+
+def require_compiled():
+    """Return the extension module, or raise ImportError with :func:`engine_status`'s line."""
+    if _engine is None or stale():
+        raise ImportError(engine_status())
+    return _engine
+
+
+def compiled_media(cfg):
+    """The compiled :class:`~hbfsim.model.media.Media` of one stack of ``cfg``."""
+    return require_compiled().Media(cfg)
+
+
+def _channel_shape(cfg) -> bool:
+    # model/gpu_issue.py's _GpuCore.channel_shape, read the same way
+    return getattr(cfg, "contract", 2) == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+
+
+def program_arrays(program) -> dict[str, np.ndarray]:
+    """A GPU program as the flat arrays the compiled engine takes (materialises it).
+
+    Parameters
+    ----------
+    program : GpuProgram or iterable of Kernel
+        A re-runnable program stays re-runnable; a one-shot one is consumed.
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``kernel_compute``, ``kernel_producers`` (offsets, kernels + 1), ``producer_bound``,
+        ``producer_start``, ``producer_compute`` (-1: the kernel's), ``producer_sm``,
+        ``producer_accesses`` (offsets, producers + 1), ``access_op`` (0 R, 1 W),
+        ``access_addr``, ``access_nbytes``; and ``kernel_names`` (a list, Python only).
+
+    Raises
+    ------
+    GpuError
+        An access whose op is not ``"R"`` or ``"W"`` (named by kernel, producer and value).
+    """
+    from hbfsim.model.gpu_config import GpuError
+
+    kc, kp, names = [], [0], []
+    pb, ps, pc, psm, pa = [], [], [], [], [0]
+    ops, addrs, nbs = [], [], []
+    for k in program:
+        names.append(k.name)
+        kc.append(k.compute)
+        prods = k.producers() if callable(k.producers) else k.producers
+        for p in prods:
+            for op, addr, nb in p.accesses:
+                if op == "R":
+                    ops.append(0)
+                elif op == "W":
+                    ops.append(1)
+                else:
+                    raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R or W, "
+                                   f"not {op!r}")
+                addrs.append(addr)
+                nbs.append(nb)
+            pb.append(p.bound)
+            ps.append(p.start)
+            pc.append(-1 if p.compute is None else p.compute)
+            psm.append(p.sm)
+            pa.append(len(ops))
+        kp.append(len(pb))
+    i64 = np.int64
+    return {"kernel_compute": np.array(kc, i64), "kernel_producers": np.array(kp, i64),
+            "producer_bound": np.array(pb, i64), "producer_start": np.array(ps, i64),
+            "producer_compute": np.array(pc, i64), "producer_sm": np.array(psm, i64),
+            "producer_accesses": np.array(pa, i64), "access_op": np.array(ops, np.uint8),
+            "access_addr": np.array(addrs, i64), "access_nbytes": np.array(nbs, i64),
+            "kernel_names": names}
+
+
+def compiled_gpu_port(cfg, program, gpu=None, start: int = 0):
+    """The compiled :class:`~hbfsim.model.gpu_port.GpuPort` for ``program`` on ``cfg``.
+
+    ``program`` is a GpuProgram (materialised through :func:`program_arrays`) or the arrays
+    themselves; ``gpu`` defaults to ``program.gpu`` or ``GpuConfig()``, as GpuPort's.
+    """
+    from hbfsim.model.gpu_config import GpuConfig
+
+    eng = require_compiled()
+    g = gpu or getattr(program, "gpu", None) or GpuConfig()
+    arrays = program if isinstance(program, dict) else program_arrays(program)
+    return eng.GpuPort(cfg, g, arrays, _channel_shape(cfg), start)

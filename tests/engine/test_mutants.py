@@ -1,0 +1,71 @@
+"""The differential checks can fail: every deliberately broken variant of the engine
+(engine/mutants.hpp, selected at run time) must fail the checks of its component.
+
+Each variant flips one rule of the golden model (a tie-break, one tick, a bound, an
+interleave); the checks and strategies are the ones test_media.py and test_gpu_port.py run,
+searched without shrinking and with a fixed seed. ``HBFSIM_ENGINE_MUTANT=k`` runs the
+ordinary differential tests against variant ``k`` instead (they must then fail).
+"""
+
+import pytest
+from hypothesis import Phase, given, settings
+
+from hbfsim.engine import require_compiled
+
+from .cases import check_gpu, check_media, check_media_groups, gpu_cases, media_cases, \
+    media_group_cases
+
+MEDIA = [(check_media, media_cases), (check_media_groups, media_group_cases)]
+GROUPS = MEDIA[::-1]      # a rule of multi-plane commands: their check first
+GPU = [(check_gpu, gpu_cases)]
+
+#: engine/mutants.hpp's variants and the checks of the component each one breaks
+MUTANTS = {
+    1: ("deliver ties by highest subarray", MEDIA),
+    2: ("READ costs tR + 1", MEDIA),
+    3: ("a buffer hit does not refresh the LRU order", MEDIA),
+    4: ("PROGRAM keeps the page in the page buffers", MEDIA),
+    5: ("reusing a free block costs no tBERS", MEDIA),
+    6: ("ssd GC picks the most-valid block", MEDIA),
+    7: ("deliver returns two completions of one channel", MEDIA),
+    8: ("a multi-plane command is due after its fastest plane", GROUPS),
+    9: ("backlog(t) ignores completions due at t", MEDIA),
+    10: ("G5 pointer stays on the granted partition", GPU),
+    11: ("G3 release one tick early", GPU),
+    12: ("G3 a producer starts with one access, not up to its bound", GPU),
+    13: ("G4 interleave without page rotation", GPU),
+    14: ("G2 next kernel launches one tick early", GPU),
+    15: ("G5' port pointer stays on its grant", GPU),
+    16: ("latency counted from the grant", GPU),
+}
+
+
+def caught(check, strategy, examples: int = 300) -> bool:
+    """True when a search of ``examples`` cases finds one that ``check`` rejects."""
+
+    @settings(max_examples=examples, phases=[Phase.generate], database=None, deadline=None,
+              derandomize=True, report_multiple_bugs=False)
+    @given(strategy())
+    def prop(case):
+        check(case)
+
+    try:
+        prop()
+    except Exception:       # a mismatch (AssertionError) or the variant's own failure
+        return True
+    return False
+
+
+def test_every_variant_is_listed():
+    assert sorted(MUTANTS) == list(range(1, require_compiled().N_MUTANTS))
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS), ids=lambda m: f"{m}-{MUTANTS[m][0]}")
+def test_broken_variant_is_caught(mutant):
+    engine = require_compiled()
+    engine._set_mutant(mutant)
+    try:
+        assert any(caught(check, strategy) for check, strategy in MUTANTS[mutant][1]), \
+            f"variant {mutant} ({MUTANTS[mutant][0]}) passed the differential checks"
+    finally:
+        engine._set_mutant(0)

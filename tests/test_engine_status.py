@@ -1,0 +1,31 @@
+"""hbfsim.engine's one-line status: built, stale or missing, and how to build it. These run
+whether or not the extension is built (the differential tests live in tests/engine/)."""
+
+import pytest
+
+from hbfsim import engine
+
+
+def test_missing_extension_names_the_build_command(monkeypatch):
+    monkeypatch.setattr(engine, "_engine", None)
+    monkeypatch.setattr(engine, "_WHY", "No module named 'hbfsim._engine'")
+    line = engine.engine_status()
+    assert "\n" not in line
+    assert line.startswith("compiled engine: not built")
+    assert f"`{engine.BUILD_COMMAND}`" in line
+    assert not engine.compiled_available()
+    with pytest.raises(ImportError, match="not built"):
+        engine.compiled_media(None)
+
+
+@pytest.mark.skipif(not engine.compiled_available(), reason=engine.engine_status())
+def test_built_extension_reports_its_sources(tmp_path, monkeypatch):
+    assert engine.engine_status().startswith("compiled engine: built (")
+    # another engine/ than the one built from: stale, with the rebuild command
+    (tmp_path / "media.cpp").write_text("// changed\n")
+    monkeypatch.setattr(engine, "_SOURCES", tmp_path)
+    assert engine.stale()
+    line = engine.engine_status()
+    assert "stale" in line and f"`{engine.BUILD_COMMAND}`" in line
+    with pytest.raises(ImportError, match="stale"):
+        engine.require_compiled()
