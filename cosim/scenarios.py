@@ -641,10 +641,8 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
     in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
     stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
 
-    ``pipeline = "deep"`` (Amendment A, docs/timing-contract.md) runs the six in the
-    stack shape under contract 2 with demand reads and merging, the modes Amendment A
-    covers so far: every scheduler and write policy, 1-16 channels, the active cap and two
-    stacks.
+    ``pipeline = "deep"`` (the registered pipeline, docs/timing-contract.md) runs the same
+    eighteen as ``contract = 2`` (every mode, both shapes: issue 23 step 3) under deep.
     """
     if contract not in (1, 2):
         raise ValueError(f"contract must be 1 or 2, not {contract!r}")
@@ -668,13 +666,12 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
         if pipeline == "deep":
             raise ValueError("pipeline = 'deep' needs contract = 2")
         return [config(**r) for r in rows]
-    if pipeline == "deep":
-        return [config(**(r | dict(read_mode="demand", mshr_merge=True)), contract=2,
-                       pipeline="deep") for r in rows]
-    return [config(**r, contract=2) for r in rows] + \
-        [config(k) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
-        [config(**r, contract=2, host_ports="channel") for r in rows] + \
-        [config(k, host_ports="channel") for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
+    deep = dict(pipeline="deep") if pipeline == "deep" else {}
+    return [config(**r, contract=2, **deep) for r in rows] + \
+        [config(k, **deep) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
+        [config(**r, contract=2, host_ports="channel", **deep) for r in rows] + \
+        [config(k, host_ports="channel", **deep)
+         for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
@@ -755,8 +752,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     contract 2 (docs/timing-contract.md, stack shape); the scenario is then named
     ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
     (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
-    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2, stack shape)
-    runs it under Amendment A (docs/timing-contract.md), named ``<name>-deep``.
+    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2) runs it
+    under the registered pipeline (docs/timing-contract.md), named ``<name>-deep`` (in the
+    scenario's own shape: the stack shape, or the channel shape of a ``ports`` scenario) or,
+    with ``host_ports = "channel"``, ``<name>-deep-ch``.
 
     Raises
     ------
@@ -771,8 +770,8 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
         raise ValueError("host_ports = 'channel' needs contract = 2")
     if pipeline not in ("standard", "deep"):
         raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
-    if pipeline == "deep" and (contract != 2 or host_ports != "stack"):
-        raise ValueError("pipeline = 'deep' needs contract = 2 and host_ports = 'stack'")
+    if pipeline == "deep" and contract != 2:
+        raise ValueError("pipeline = 'deep' needs contract = 2")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -780,7 +779,10 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     if n is not None and n < 1:
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
-    if host_ports == "channel":
+    if host_ports == "channel" and pipeline == "deep":
+        sc.config = dict(sc.config, contract=2, host_ports="channel", pipeline="deep")
+        sc.name = f"{sc.name}-deep-ch"
+    elif host_ports == "channel":
         sc.config = dict(sc.config, contract=2, host_ports="channel")
         sc.name = f"{sc.name}-ch"
     elif pipeline == "deep":

@@ -49,27 +49,22 @@ def check_supported(cfg: HbfConfig) -> None:
     as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
     or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
     (the configuration already refuses them under contract 1). Amendment A
-    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in the stack shape
-    (:mod:`hbfsim.rtl.controller_deep`); the channel shape refuses it.
+    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes and
+    every mode (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count).
     """
     pipeline = getattr(cfg, "pipeline", "standard")
     if pipeline not in ("standard", "deep"):
         raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
     if pipeline == "deep":
-        # the one timing contract (docs/timing-contract.md): the golden model implements
-        # every shape and mode, the RTL so far the stack shape with demand reads, merging
-        # and no multi-plane commands (its §18 step 3)
-        for ok, key, need in ((cfg.contract == 2, "contract", "2"),
-                              (getattr(cfg, "host_ports", "stack") == "stack", "host_ports",
-                               "'stack'"),
-                              (cfg.read_mode == "demand", "read_mode", "'demand'"),
-                              (cfg.mshr_merge is True, "mshr_merge", "true"),
-                              (getattr(cfg, "multiplane", "off") == "off", "multiplane",
-                               "'off'")):
+        host_ports = getattr(cfg, "host_ports", "stack")
+        for ok, key, value, want in (
+                (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
+                (host_ports in ("stack", "channel"), "host_ports", host_ports,
+                 "host_ports = 'stack' or 'channel'")):
             if not ok:
-                raise ValueError(f"pipeline = 'deep' with {key} = {getattr(cfg, key)!r}: so "
-                                 f"far the RTL has the registered pipeline with {key} = "
-                                 f"{need} only (docs/timing-contract.md §18)")
+                raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the "
+                                 f"registered pipeline needs {want} "
+                                 "(docs/timing-contract.md)")
     if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
         raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
                          "contract 2 (docs/timing-contract.md §7a); the RTL needs "
@@ -204,12 +199,12 @@ class Controller(wiring.Component):
         return 1
 
     def elaborate(self, platform):
-        if self.ports > 1:
-            return elaborate_channel_shape(self)
         if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.controller_deep import elaborate_deep
 
             return elaborate_deep(self)
+        if self.ports > 1:
+            return elaborate_channel_shape(self)
         if self._cfg.contract == 2:
             return self._elaborate_v2()
         m = Module()

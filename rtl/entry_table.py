@@ -8,7 +8,8 @@ list is empty; otherwise the lowest-index entry in RETURN).
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_cursor", "drain_waiters", "free_list", "grant_free",
+__all__ = ["check_waiters", "drain_cursor", "drain_waiters", "free_list", "free_list_heads",
+           "grant_free",
            "offer_enqueues", "offer_enqueues_onehot", "offer_fifo", "offer_registered"]
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
@@ -257,6 +258,123 @@ def free_list(m, n: int, push, push_index, name: str):
     return nonempty, index, onehot, pop, count
 
 
+def _rank_from_pointer(m, want, ap, name):
+    """Per port ``p`` the number of wanting ports before it in the order ``ap, ap + 1, ...
+    mod P`` (docs/timing-contract.md §4.2.3): a chain over the pointer's values, not an
+    index (no case gaps when ``P`` is not a power of two)."""
+    P = len(want)
+    ranks = []
+    for p in range(P):
+        opts = []
+        for a in range(P):
+            before = [(a + k) % P for k in range((p - a) % P)]
+            opts.append(tree_sum([want[q] for q in before]) if before else Const(0, 1))
+        rank = Signal(range(P), name=f"{name}_rank{p}")
+        pick = opts[0]
+        for a in range(1, P):
+            pick = Mux(ap == a, opts[a], pick)
+        m.d.comb += rank.eq(pick)
+        ranks.append(rank)
+    return ranks
+
+
+def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
+    """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
+
+    The FIFO of :func:`free_list` (``0 .. n - 1`` at every reset: a counter for the entries
+    never allocated since reset, then a LUT-RAM of the entries freed since), with ``P``
+    heads: the ports that ``want`` an entry are ranked from the pool's allocation pointer
+    ``ap`` (``ap, ap + 1, ... mod P``) and the k-th of them takes the k-th entry from the
+    head; ports beyond the entries in the list stall. After a cycle with an allocation
+    ``ap`` moves to the last allocating port (in that order) + 1. The entries of ``pushes``
+    (one per response port: the launch that frees an entry) join the tail at the end of the
+    cycle in ascending port order. "The list holds more than k entries" is a flip-flop per
+    ``k < P`` computed from the next count, so a grant reads the rank and registers only.
+
+    Parameters
+    ----------
+    n : int
+        Entries of the pool.
+    pushes, push_indexes : lists of ``P`` values
+        Per response port: an entry is freed, and which.
+    want : list of ``P`` 1-bit values
+        Per request port: its M allocates from this pool in this cycle.
+    name : str
+        Prefix of the signals and of the memory.
+
+    Returns
+    -------
+    (granted, index, count, ap, ranks) : per port whether it got an entry and the entry
+    (binary; the k-th head for its rank when not granted), the count register and the
+    pointer (for checks), and per port its rank among the wanting ports (the allocation
+    order of the cycle's entries: the k-th head is allocated before the k+1-th)
+    """
+    P = len(want)
+    ib = range(max(2, n))
+    fifo = memory.Memory(shape=ib, depth=n, init=[])
+    m.submodules[name] = fifo
+    wps = [fifo.write_port() for _ in range(P)]
+    rps = [fifo.read_port(domain="comb") for _ in range(P)]
+    wr = Signal(ib, name=f"{name}_wr")
+    rd = Signal(ib, name=f"{name}_rd")
+    # the entries never allocated since reset: ``n - fresh_n .. n - 1``, ahead of the RAM's
+    fresh_n = Signal(range(n + 1), init=n, name=f"{name}_fresh_left")
+    count = Signal(range(n + 1), init=n, name=f"{name}_count")
+    more = Signal(P, init=sum(1 << k for k in range(P) if k < n), name=f"{name}_more")
+    ap = Signal(range(P), name=f"{name}_ap")
+
+    def wrap(v):   # v < 2n
+        return Mux(v >= n, v - n, v)
+
+    # the k-th entry from the head, k < P
+    heads = []
+    for k in range(P):
+        j = Signal(range(-n, P + 1), name=f"{name}_ram_k{k}")
+        m.d.comb += j.eq(k - fresh_n)
+        m.d.comb += rps[k].addr.eq(wrap(rd + j.as_unsigned()[:len(rd) + 1]))
+        h = Signal(ib, name=f"{name}_head_k{k}")
+        m.d.comb += h.eq(Mux(k < fresh_n, (n + k - fresh_n)[:len(h)], rps[k].data))
+        heads.append(h)
+    ranks = _rank_from_pointer(m, want, ap, name)
+    granted, index = [], []
+    for p in range(P):
+        got = Const(0, 1)
+        idx = heads[0]
+        for k in range(P):
+            got = Mux(ranks[p] == k, more[k], got)
+            if k:
+                idx = Mux(ranks[p] == k, heads[k], idx)
+        granted.append(named(m, want[p] & got, f"{name}_granted{p}"))
+        ix = Signal(ib, name=f"{name}_index{p}")
+        m.d.comb += ix.eq(idx)
+        index.append(ix)
+    allocs = Signal(range(P + 1), name=f"{name}_allocs")
+    m.d.comb += allocs.eq(tree_sum(granted))
+    nxt = Const(0, 1)
+    for p in range(P):
+        nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
+    with m.If(allocs != 0):
+        m.d.sync += ap.eq(nxt)
+    # the RAM's part of the allocations: those beyond the fresh entries
+    from_ram = Signal(range(P + 1), name=f"{name}_from_ram")
+    m.d.comb += from_ram.eq(Mux(allocs > fresh_n, allocs - fresh_n, 0))
+    m.d.sync += [fresh_n.eq(Mux(allocs > fresh_n, 0, fresh_n - allocs)),
+                 rd.eq(wrap(rd + from_ram))]
+    # frees join the tail in ascending response port order
+    before = Const(0, 1)
+    for p in range(P):
+        m.d.comb += [wps[p].addr.eq(wrap(wr + before)), wps[p].data.eq(push_indexes[p]),
+                     wps[p].en.eq(pushes[p])]
+        before = before + pushes[p]
+    pushed = Signal(range(P + 1), name=f"{name}_pushed")
+    m.d.comb += pushed.eq(tree_sum(pushes))
+    m.d.sync += wr.eq(wrap(wr + pushed))
+    after = Signal(range(n + P + 1), name=f"{name}_next")
+    m.d.comb += after.eq(count + pushed - allocs)
+    m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
+    return granted, index, count, ap, ranks
+
+
 def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
     """One channel's MSHR offers in allocation order (docs/timing-contract.md DP2).
 
@@ -342,7 +460,7 @@ def offer_registered(m, enq_ports, cand, target, kind):
 
 
 def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_rd,
-                 buffer_hit=None):
+                 buffer_hit=None, prefix=""):
     """The response choice of one table in registered stages (docs/timing-contract.md
     DP7): ``C1`` chooses, ``C2`` reads the entry, a cursor drains its further waiters.
 
@@ -356,6 +474,9 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     follows the successor memory (``link_rd``) one waiter per cycle. Nothing on the offer's
     path reads the table's ``head`` (the entry's ``head`` stays its first waiter).
 
+    ``prefix`` names the registers of one response port of several (the channel shape,
+    where response port ``p`` has its own ``C1``, ``C2`` and cursor per table, DP7).
+
     Returns
     -------
     (pop, cur, last, regs) : the handshake, the entry offered, whether it is its last
@@ -364,24 +485,26 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     """
     n = len(in_return)
     ib = range(max(2, n))
-    v1, i1 = Signal(name="c1_valid"), Signal(ib, name="c1_index")
-    v2, i2 = Signal(name="c2_valid"), Signal(ib, name="c2_index")
-    h2 = Signal.like(head[0], name="c2_head")
-    t2 = Signal.like(tail[0], name="c2_tail")
-    ch2 = Signal.like(target[0].channel, name="c2_channel")
-    bh2, er2 = Signal(name="c2_buffer_hit"), Signal(name="c2_error")
-    locked, lock_index = Signal(name="cursor_valid"), Signal(ib, name="cursor_index")
-    lk_head = Signal.like(head[0], name="cursor_head")
-    lk_tail = Signal.like(tail[0], name="cursor_tail")
-    lk_ch = Signal.like(target[0].channel, name="cursor_channel")
-    lk_bh, lk_er = Signal(name="cursor_buffer_hit"), Signal(name="cursor_error")
+    v1, i1 = Signal(name=f"{prefix}c1_valid"), Signal(ib, name=f"{prefix}c1_index")
+    v2, i2 = Signal(name=f"{prefix}c2_valid"), Signal(ib, name=f"{prefix}c2_index")
+    h2 = Signal.like(head[0], name=f"{prefix}c2_head")
+    t2 = Signal.like(tail[0], name=f"{prefix}c2_tail")
+    ch2 = Signal.like(target[0].channel, name=f"{prefix}c2_channel")
+    bh2, er2 = Signal(name=f"{prefix}c2_buffer_hit"), Signal(name=f"{prefix}c2_error")
+    locked = Signal(name=f"{prefix}cursor_valid")
+    lock_index = Signal(ib, name=f"{prefix}cursor_index")
+    lk_head = Signal.like(head[0], name=f"{prefix}cursor_head")
+    lk_tail = Signal.like(tail[0], name=f"{prefix}cursor_tail")
+    lk_ch = Signal.like(target[0].channel, name=f"{prefix}cursor_channel")
+    lk_bh = Signal(name=f"{prefix}cursor_buffer_hit")
+    lk_er = Signal(name=f"{prefix}cursor_error")
 
     pick = [named(m, in_return[i] & ~(v1 & (i1 == i)) & ~(v2 & (i2 == i))
-                  & ~(locked & (lock_index == i)), f"c1_cand{i}") for i in range(n)]
-    nv, ni = lowest_set(m, pick, "c1_next")
-    cur = named(m, Mux(locked, lock_index, i2), "cur")
-    cur_head = named(m, Mux(locked, lk_head, h2), "cur_head")
-    last = named(m, Mux(locked, lk_head == lk_tail, h2 == t2), "last")
+                  & ~(locked & (lock_index == i)), f"{prefix}c1_cand{i}") for i in range(n)]
+    nv, ni = lowest_set(m, pick, f"{prefix}c1_next")
+    cur = named(m, Mux(locked, lock_index, i2), f"{prefix}cur")
+    cur_head = named(m, Mux(locked, lk_head, h2), f"{prefix}cur_head")
+    last = named(m, Mux(locked, lk_head == lk_tail, h2 == t2), f"{prefix}last")
     m.d.comb += [
         ret.valid.eq(locked | v2),
         ret.payload.index.eq(cur),
@@ -393,14 +516,14 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
         link_rd.addr.eq(cur_head),
         ret_locked.eq(locked),
     ]
-    pop = named(m, ret.valid & ret.ready, "pop")
+    pop = named(m, ret.valid & ret.ready, f"{prefix}pop")
     # C2 is free when empty or when its first waiter is taken (the cursor is empty then)
-    c2_free = named(m, ~v2 | (pop & ~locked), "c2_free")
+    c2_free = named(m, ~v2 | (pop & ~locked), f"{prefix}c2_free")
     with m.If(c2_free):
         m.d.sync += [v2.eq(v1), i2.eq(i1),
-                     h2.eq(select(m, head, i1, "c1_head")),
-                     t2.eq(select(m, tail, i1, "c1_tail")),
-                     ch2.eq(select(m, target, i1, "c1_target").channel),
+                     h2.eq(select(m, head, i1, f"{prefix}c1_head")),
+                     t2.eq(select(m, tail, i1, f"{prefix}c1_tail")),
+                     ch2.eq(select(m, target, i1, f"{prefix}c1_target").channel),
                      bh2.eq(Array(buffer_hit)[i1] if buffer_hit is not None else 0),
                      er2.eq(Array(error)[i1])]
     with m.If(~v1 | c2_free):

@@ -132,6 +132,10 @@ class Mshr(wiring.Component):
         ``disp_match`` is M's registered vector without W's entry; the table adds W's entry
         itself, and its hit is ``w_match`` ORed after the entries' hit tree (from registers
         only).
+        In the channel shape (``ports = P``) under deep, ``w_entry`` is an array of ``P``
+        (each port's W) and ``w_match`` a ``P``-bit vector (each port's flag), and
+        :mod:`hbfsim.rtl.mshr_deep` elaborates the table with ``P`` W registers, a free
+        list with ``P`` heads (DP4) and ``C1`` / ``C2`` / a cursor per response port (DP7).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
@@ -148,7 +152,8 @@ class Mshr(wiring.Component):
             v2["w_entry"] = Out(n)
             v2["w_match"] = In(1)
         if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
-            super().__init__({
+            deep = {"w_entry": Out(n).array(P), "w_match": In(P)} if "w_entry" in v2 else {}
+            super().__init__(deep | {
                 "launched": In(event_layout(w.mshr_index)).array(P),
                 "disp_match": In(n).array(P),
                 "disp": In(stream.Signature(disp_layout(w))).array(P),
@@ -183,7 +188,7 @@ class Mshr(wiring.Component):
         return self._cfg
 
     def elaborate(self, platform):
-        if getattr(self._cfg, "pipeline", "standard") == "deep" and self._ports == 1:
+        if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.mshr_deep import elaborate_deep
 
             return elaborate_deep(self)

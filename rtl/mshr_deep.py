@@ -1,4 +1,4 @@
-"""The read MSHR table under Amendment A (``pipeline = "deep"``, stack shape).
+"""The read MSHR table under the registered pipeline (``pipeline = "deep"``), both shapes.
 
 Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP2 (offers in allocation order), DP4 (the free list), DP6 (issue and
@@ -6,6 +6,9 @@ completion applied a cycle later) and the MSHR side of DP7 (C1 / C2 / cursor) fo
 :class:`~hbfsim.rtl.mshr.Mshr`, whose :meth:`~hbfsim.rtl.mshr.Mshr.elaborate` calls
 :func:`elaborate_deep` when ``cfg.pipeline == "deep"``; with the structures of
 docs/rtl.md "Issue 12, part C" that change no cycle (the state as an AND-OR of its events).
+The port count ``P`` (the block's ``ports``) is a parameter: per port a W register and a
+head of the free list (DP4), per response port C1 / C2 / a cursor over its channel's
+entries (DP7); ``P = 1`` is the stack shape, its Verilog unchanged.
 Everything else (the entry fields, the waiter lists, the per-page merge) is contract 2's.
 """
 
@@ -13,23 +16,27 @@ from __future__ import annotations
 
 __all__ = ["elaborate_deep"]
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import memory
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.checks import cover, invariant, protocol
-from hbfsim.rtl.entry_table import check_waiters, drain_cursor, free_list, offer_fifo
+from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
+                                    offer_fifo, offer_registered)
 from hbfsim.rtl.layouts import EntryKind, target_layout
 from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum
 
 
 def elaborate_deep(mshr) -> Module:
-    """``Mshr.elaborate`` under ``pipeline = "deep"`` (demand reads, merging on).
+    """``Mshr.elaborate`` under ``pipeline = "deep"`` (demand reads, merging on), with
+    ``P = mshr._ports`` request and response ports (1 in the stack shape, ``channels`` in
+    the channel shape): per port a W register, a merge and a head of the free list (DP4),
+    per response port ``C1``, ``C2`` and a cursor over the entries of its channel (DP7).
 
     Parameters
     ----------
     mshr : Mshr
-        The block (one port, contract 2, ``pipeline = "deep"``).
+        The block (contract 2, ``pipeline = "deep"``).
 
     Returns
     -------
@@ -39,9 +46,21 @@ def elaborate_deep(mshr) -> Module:
 
     m = Module()
     cfg, w, checks = mshr._cfg, mshr._w, mshr._checks
-    assert cfg.mshr_merge and cfg.read_mode == "demand", "deep: demand reads, merging on"
+    merge_on = cfg.mshr_merge
+    aggregation = cfg.read_mode == "aggregation"
     n, channels = cfg.mshr_entries, cfg.channels
     mut = mshr._mutations
+    P = mshr._ports
+
+    def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
+        return "" if P == 1 else f"_p{p}"
+
+    def per_port(x):
+        return [x] if P == 1 else list(x)
+
+    disps, disp_match = per_port(mshr.disp), per_port(mshr.disp_match)
+    w_match = [mshr.w_match] if P == 1 else [mshr.w_match[p] for p in range(P)]
+    launched = per_port(mshr.launched)
 
     state = [Signal(MshrState, name=f"state{i}") for i in range(n)]
     page = [Signal(w.page, name=f"page{i}") for i in range(n)]
@@ -55,8 +74,13 @@ def elaborate_deep(mshr) -> Module:
     drained = [Signal(name=f"drained{i}") for i in range(n)]
     m.submodules.next_slot = next_slot = memory.Memory(
         shape=unsigned(w.slot), depth=cfg.admission, init=[])
-    link_wr = next_slot.write_port()
-    link_rd = next_slot.read_port(domain="comb")
+    if P == 1:   # (the ports' names come from these variables)
+        link_wr = next_slot.write_port()
+        link_rd = next_slot.read_port(domain="comb")
+        link_wrs, link_rds = [link_wr], [link_rd]
+    else:
+        link_wrs = [next_slot.write_port() for _ in range(P)]
+        link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
 
     mergeable = [named(m, (s == MshrState.WAIT) | (s == MshrState.QUEUED)
                        | (s == MshrState.ISSUED), f"mergeable{i}") for i, s in enumerate(state)]
@@ -64,106 +88,212 @@ def elaborate_deep(mshr) -> Module:
     if "mshr-merge-return" in mut:
         joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
 
-    # ---- DP1: W holds M's decision of the previous cycle and writes it into its entry ----
-    w_alloc, w_merge = Signal(name="w_alloc"), Signal(name="w_merge")
-    w_oh = Signal(n, name="w_onehot")
-    w_d = Signal(disp_layout(w), name="w_payload", reset_less=True)
-    w_tail = Signal(w.slot, name="w_tail", reset_less=True)
-    w_new = [named(m, w_alloc & w_oh[i], f"w_new{i}") for i in range(n)]
-    m.d.comb += mshr.w_entry.eq(Cat(*w_new))
-    # the entry W allocates counts as mergeable for M (DP1: M sees its own last decision):
-    # M's vector (``disp_match``, registered) plus W's entry when the controller's flag
+    # ---- DP1: per port a W holds M's decision of the previous cycle and writes it into its
+    # entry ----
+    w_alloc = [Signal(name=f"w_alloc{sx(p)}") for p in range(P)]
+    w_merge = [Signal(name=f"w_merge{sx(p)}") for p in range(P)]
+    w_oh = [Signal(n, name=f"w_onehot{sx(p)}") for p in range(P)]
+    w_d = [Signal(disp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
+           for p in range(P)]
+    w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
+    if P == 1:
+        w_new_p = [[named(m, w_alloc[0] & w_oh[0][i], f"w_new{i}") for i in range(n)]]
+        w_new = w_new_p[0]
+        m.d.comb += mshr.w_entry.eq(Cat(*w_new))
+    else:
+        w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+                   for p in range(P)]
+        w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
+                 for i in range(n)]
+        for p in range(P):
+            m.d.comb += mshr.w_entry[p].eq(Cat(*w_new_p[p]))
+    # the entry W allocates counts as mergeable for M (DP1: M sees the last decision of its
+    # port; a page's reads enter one port, so no other port's W can hold its entry): M's
+    # vector (``disp_match``, registered) plus W's entry when the controller's flag
     # ``w_match`` says W allocated it for M's page
-    vec = [named(m, mshr.disp_match[i] | (mshr.w_match & w_new[i]), f"disp_vec{i}")
-           for i in range(n)]
-    match = [named(m, (joinable[i] | w_new[i]) & vec[i], f"match{i}") for i in range(n)]
-    # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
-    # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
-    # FREE (not joinable) and off M's registered vector (it left the free list, which
-    # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
-    # the flag implies W's allocation; so the hit reads registers only and W's one-hot is
-    # not on its path (issue 12, seed 3's path). An invariant compares it with the OR of
-    # ``match``.
-    hit = named(m, Cat(*[joinable[i] & mshr.disp_match[i] for i in range(n)]).any()
-                | mshr.w_match, "hit")
-    hit_index = onehot_index(m, match, "hit_index")
-    invariant(m, checks, hit == Cat(*match).any(),
-              "the MSHR hit differs from the OR of its match vector (DP1, W's flag)")
+    matches, hits, hit_indexes = [], [], []
+    for p in range(P):
+        if not merge_on:   # every read allocates its own entry (§4.2 read step 3)
+            matches.append([Const(0, 1)] * n)
+            hits.append(Const(0, 1))
+            hit_indexes.append(Const(0, 1))
+            continue
+        vec = [named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]), f"disp_vec{i}{sx(p)}")
+               for i in range(n)]
+        match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
+                 for i in range(n)]
+        # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
+        # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
+        # FREE (not joinable) and off M's registered vector (it left the free list, which
+        # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
+        # the flag implies W's allocation; so the hit reads registers only and W's one-hot
+        # is not on its path (issue 12, seed 3's path). An invariant compares it with the
+        # OR of ``match``.
+        hit = named(m, Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
+                    | w_match[p], f"hit{sx(p)}")
+        hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
+        invariant(m, checks, hit == Cat(*match).any(),
+                  f"the MSHR hit{sx(p)} differs from the OR of its match vector (DP1, W's flag)")
+        matches.append(match)
+        hits.append(hit)
+        hit_indexes.append(hit_index)
 
     # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
     # launched (FREE from the next cycle, v2 §8) ----
-    any_free, free_index, free_oh, free_pop, free_count = free_list(
-        m, n, mshr.launched.valid, mshr.launched.index, "free_list")
-    m.d.comb += [
-        mshr.disp.ready.eq(hit | any_free),
-        mshr.disp_hit.eq(hit),
-        mshr.disp_index.eq(Mux(hit, hit_index, free_index)),
-    ]
-    fire = named(m, mshr.disp.valid & mshr.disp.ready, "fire")
-    merge = named(m, fire & hit, "merge")
-    allocate = named(m, fire & ~hit, "allocate")
-    free_pop(allocate)
-    # a merge behind the entry W is writing appends to W's waiter (its tail is not written)
-    same_w = named(m, (w_alloc | w_merge) & (w_oh & Cat(*match)).any(), "w_same")
-    hit_tail = Mux(same_w, w_d.slot, onehot_select(m, tail, match, "hit_tail"))
-    m.d.sync += [w_alloc.eq(allocate), w_merge.eq(merge),
-                 w_oh.eq(Mux(allocate, Cat(*free_oh), Cat(*match))),
-                 w_d.eq(mshr.disp.payload), w_tail.eq(hit_tail)]
-    m.d.comb += [
-        link_wr.addr.eq(w_tail),
-        link_wr.data.eq(w_d.slot),
-        link_wr.en.eq(0 if "mshr-dropped-waiter" in mut else w_merge),
-    ]
-    # L and the write buffer see W's entry as pending, with its page (DP1)
+    if P == 1:
+        any_free, free_index, free_oh, free_pop, free_count = free_list(
+            m, n, mshr.launched.valid, mshr.launched.index, "free_list")
+        ready = [hits[0] | any_free]
+        free_indexes, free_ohs = [free_index], [free_oh]
+    else:
+        want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+        granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
+            m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+            "free_list")
+        free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
+                     for i in range(n)] for p in range(P)]
+        ready = [hits[p] | granted[p] for p in range(P)]
+        any_free = Cat(*[g for g in granted]).any()
+        free_index = free_indexes[0]
+    fires, allocates = [], []
+    for p, d in enumerate(disps):
+        if P == 1:
+            m.d.comb += [
+                d.ready.eq(ready[p]),
+                mshr.disp_hit.eq(hits[p]),
+                mshr.disp_index.eq(Mux(hits[p], hit_indexes[p], free_indexes[p])),
+            ]
+        else:
+            m.d.comb += [
+                d.ready.eq(ready[p]),
+                mshr.disp_hit[p].eq(hits[p]),
+                mshr.disp_index[p].eq(Mux(hits[p], hit_indexes[p], free_indexes[p])),
+            ]
+        fire = named(m, d.valid & d.ready, f"fire{sx(p)}")
+        merge = named(m, fire & hits[p], f"merge{sx(p)}")
+        allocate = named(m, fire & ~hits[p], f"allocate{sx(p)}")
+        fires.append(fire)
+        allocates.append(allocate)
+        if P == 1:
+            free_pop(allocate)
+        match = matches[p]
+        # a merge behind the entry W is writing appends to W's waiter (its tail is not
+        # written)
+        same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
+                       f"w_same{sx(p)}")
+        hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+        m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
+                     w_oh[p].eq(Mux(allocate, Cat(*free_ohs[p]), Cat(*match))),
+                     w_d[p].eq(d.payload), w_tail[p].eq(hit_tail)]
+        m.d.comb += [
+            link_wrs[p].addr.eq(w_tail[p]),
+            link_wrs[p].data.eq(w_d[p].slot),
+            link_wrs[p].en.eq(0 if "mshr-dropped-waiter" in mut else w_merge[p]),
+        ]
+    # L and the write buffer see W's entries as pending, with their pages (DP1)
     for i in range(n):
-        m.d.comb += [mshr.tags[i].eq(Mux(w_new[i], w_d.page, page[i])),
+        tag = page[i]
+        for p in reversed(range(P)):
+            tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+        m.d.comb += [mshr.tags[i].eq(tag),
                      mshr.pending[i].eq(mergeable[i] | w_new[i])]
-    merge_en = [named(m, w_merge & w_oh[i], f"w_merge{i}") for i in range(n)]
+    merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+                  for p in range(P)]
+    merge_en = merge_en_p[0] if P == 1 else [
+        named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+        for i in range(n)]
 
-    # ---- DP2: per channel, the WAIT entries in allocation order ----
-    w_index = onehot_index(m, [w_oh[i] for i in range(n)], "w_index")
+    # ---- DP2: per channel, the WAIT entries in allocation order; a channel's reads enter
+    # one port (its own in the channel shape), so one W pushes its FIFO ----
+    w_index = [onehot_index(m, [w_oh[p][i] for i in range(n)], f"w_index{sx(p)}")
+               for p in range(P)]
     enq_fire, enq_index, fifo_count = [], [], []
-    for c, port in enumerate(mshr.enq):
+    held = []
+    if aggregation:
+        # ---- DP2a: an entry is ready from DP1's view (bytes merged up to t - 2 at the
+        # threshold, or t >= alloc + window, and t >= alloc + 2: its WAIT state), a
+        # candidate from the next cycle (``ready_q``); per channel a registered offer
+        # ``OR_c`` takes the lowest-index candidate (``offer_registered``, DP3's
+        # structure) ----
+        window = cfg.read_agg_window_ticks
+        cap = max(window, 2)
+        age = [Signal(range(cap + 1), name=f"age{i}") for i in range(n)]
+        cand = []
+        for i in range(n):
+            waiting = state[i] == MshrState.WAIT
+            ready = named(m, waiting & ((nbytes[i] >= cfg.read_agg_threshold_bytes)
+                                        | (age[i] >= window)), f"ready{i}")
+            ready_q = Signal(name=f"ready_q{i}")
+            m.d.sync += ready_q.eq(ready)
+            cand.append(named(m, ready_q & waiting, f"candidate{i}"))
+            # cycles since the allocation decision: 2 in the first WAIT cycle (W writes
+            # the entry in alloc + 1), saturating at max(window, 2)
+            with m.If(w_new[i]):
+                m.d.sync += age[i].eq(2)
+            with m.Elif(waiting & (age[i] != cap)):
+                m.d.sync += age[i].eq(age[i] + 1)
+        enq_fire, enq_index, held = offer_registered(m, mshr.enq, cand, target,
+                                                     EntryKind.MSHR)
+    for c, port in (() if aggregation else enumerate(mshr.enq)):
+        q = 0 if P == 1 else c
         fire_c, index_c, count_c = offer_fifo(
-            m, port, named(m, w_alloc & (w_d.target.channel == c), f"offer_push{c}"),
-            w_index, w_d.target, EntryKind.MSHR, n, f"offer_fifo{c}")
+            m, port, named(m, w_alloc[q] & (w_d[q].target.channel == c), f"offer_push{c}"),
+            w_index[q], w_d[q].target, EntryKind.MSHR, n, f"offer_fifo{c}")
         enq_fire.append(fire_c)
         enq_index.append(index_c)
         fifo_count.append(count_c)
+        if P > 1:
+            invariant(m, checks, ~w_alloc[q] | (w_d[q].target.channel == c),
+                      f"port {c}: W allocated an entry of another channel (DP2)")
 
-    # ---- DP7: the response choice C1 / C2 / cursor ----
-    pop, cur, last, regs = drain_cursor(
-        m, mshr.ret, mshr.ret_locked,
-        [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)],
-        head, tail, target, error, link_rd, buffer_hit=buffer_hit)
+    # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
+    # its channel ----
+    pops, curs, lasts, regss = [], [], [], []
+    for p in range(P):
+        pop, cur, last, regs = drain_cursor(
+            m, mshr.ret if P == 1 else mshr.ret[p],
+            mshr.ret_locked if P == 1 else mshr.ret_locked[p],
+            [(s == MshrState.RETURN) & ~drained[i] if P == 1 else
+             (s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
+             for i, s in enumerate(state)],
+            head, tail, target, error, link_rds[p], buffer_hit=buffer_hit,
+            prefix="" if P == 1 else f"p{p}_")
+        pops.append(pop)
+        curs.append(cur)
+        lasts.append(last)
+        regss.append(regs)
 
     # ---- per-entry next state ----
     issue_qs = []
     for i in range(n):
-        with m.If(w_new[i]):
-            m.d.sync += [page[i].eq(w_d.page), target[i].eq(w_d.target),
-                         nbytes[i].eq(w_d.bytes), head[i].eq(w_d.slot),
-                         tail[i].eq(w_d.slot), buffer_hit[i].eq(0), error[i].eq(0)]
-        with m.If(merge_en[i]):
-            m.d.sync += [nbytes[i].eq(nbytes[i] + w_d.bytes), tail[i].eq(w_d.slot)]
+        for p in range(P):
+            with m.If(w_new_p[p][i]):
+                m.d.sync += [page[i].eq(w_d[p].page), target[i].eq(w_d[p].target),
+                             nbytes[i].eq(w_d[p].bytes), head[i].eq(w_d[p].slot),
+                             tail[i].eq(w_d[p].slot), buffer_hit[i].eq(0), error[i].eq(0)]
+        for p in range(P):
+            with m.If(merge_en_p[p][i]):
+                m.d.sync += [nbytes[i].eq(nbytes[i] + w_d[p].bytes), tail[i].eq(w_d[p].slot)]
         # DP6: the issue and completion events decoded per entry into flip-flops and
         # applied a cycle later (ISSUED from td + 2, RETURN with its flags from tc + 2)
-        issue_i = Cat(*[p.valid & (p.index == i) for p in mshr.issue]).any()
-        done_i = Cat(*[p.valid & (p.index == i) for p in mshr.done]).any()
+        issue_i = Cat(*[e.valid & (e.index == i) for e in mshr.issue]).any()
+        done_i = Cat(*[e.valid & (e.index == i) for e in mshr.done]).any()
         issue_q, done_q = Signal(name=f"issue_q{i}"), Signal(name=f"done_q{i}")
         done_bh, done_err = Signal(name=f"done_bh_q{i}"), Signal(name=f"done_err_q{i}")
         m.d.sync += [issue_q.eq(issue_i), done_q.eq(done_i)]
         with m.If(done_i):
             m.d.sync += [
-                done_bh.eq(Cat(*[p.valid & (p.index == i) & p.buffer_hit
-                                 for p in mshr.done]).any()),
-                done_err.eq(Cat(*[p.valid & (p.index == i) & p.error
-                                  for p in mshr.done]).any())]
+                done_bh.eq(Cat(*[e.valid & (e.index == i) & e.buffer_hit
+                                 for e in mshr.done]).any()),
+                done_err.eq(Cat(*[e.valid & (e.index == i) & e.error
+                                  for e in mshr.done]).any())]
         with m.If(done_q):
             m.d.sync += [buffer_hit[i].eq(done_bh), error[i].eq(done_err)]
-        with m.If(pop & (cur == i) & last):
-            m.d.sync += drained[i].eq(1)
-        ev_f = mshr.launched.valid & (mshr.launched.index == i)
+        for p in range(P):
+            with m.If(pops[p] & (curs[p] == i) & lasts[p]):
+                m.d.sync += drained[i].eq(1)
+        ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
         with m.If(ev_f):
             m.d.sync += drained[i].eq(0)
         # The state's events exclude each other (each needs a different state), so the next
@@ -183,32 +313,41 @@ def elaborate_deep(mshr) -> Module:
 
     if checks:
         _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en,
-                    w_d, fire, pop, cur, regs, nbytes, drained, any_free, free_index,
-                    free_count, fifo_count, enq_index, issue_qs)
+                    w_d, fires, pops, curs, regss, nbytes, drained, any_free, free_index,
+                    free_count, fifo_count, enq_index, issue_qs, merge_en_p, w_new_p,
+                    free_indexes, disps, held)
     return m
 
 
 def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en, w_d,
-                fire, pop, cur, regs, nbytes, drained, any_free, free_index, free_count,
-                fifo_count, enq_index, issue_qs):
+                fires, pops, curs, regss, nbytes, drained, any_free, free_index, free_count,
+                fifo_count, enq_index, issue_qs, merge_en_p, w_new_p, free_indexes, disps,
+                held):
     """The properties of ``Mshr._add_checks`` with W (waiters counted when W writes) and
     the cursor (the next waiter in the cursor, not in ``head``), plus the deep structures':
-    the free list holds exactly the FREE entries W does not write, each offer FIFO exactly
-    its channel's WAIT entries, its head a WAIT entry."""
+    the free list holds exactly the FREE entries no W writes, each offer FIFO exactly
+    its channel's WAIT entries, its head a WAIT entry. Lists hold one item per port."""
     from hbfsim.rtl.mshr import MshrState
 
     cfg, checks = mshr._cfg, mshr._checks
-    n = cfg.mshr_entries
-    d = mshr.disp.payload
-    protocol(m, checks, ~mshr.disp.valid | ((d.bytes >= 1) & (d.bytes <= PAGE_BYTES)),
-             "read dispatched with a size outside 1..4096 bytes")
-    # a slot is inside the table from its dispatch; an entry W still writes is not FREE
-    check_waiters(m, checks, cfg.admission, fire, d.slot, pop, mshr.ret,
-                  Cat(*[s == MshrState.FREE for s in state]).all() & ~w_alloc, "MSHR")
+    n, P = cfg.mshr_entries, len(fires)
+    for d in disps:
+        protocol(m, checks, ~d.valid | ((d.payload.bytes >= 1)
+                                        & (d.payload.bytes <= PAGE_BYTES)),
+                 "read dispatched with a size outside 1..4096 bytes")
+    # a slot is inside the table from its dispatch; an entry a W still writes is not FREE
+    all_free = Cat(*[s == MshrState.FREE for s in state]).all() & (
+        ~w_alloc[0] if P == 1 else ~Cat(*w_alloc).any())
+    if P == 1:
+        check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot, pops[0],
+                      mshr.ret, all_free, "MSHR")
+    else:
+        check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                      list(mshr.ret), all_free, "MSHR")
     waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
-    locked, lock_index, lk_head = regs["locked"], regs["lock_index"], regs["lk_head"]
     for i in range(n):
-        gone = pop & (cur == i)
+        gone = tree_sum([pops[p] & (curs[p] == i) for p in range(P)]) if P > 1 else \
+            pops[0] & (curs[0] == i)
         with m.If(w_new[i]):
             m.d.sync += waiters[i].eq(1)
         with m.Else():
@@ -219,10 +358,12 @@ def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, mer
         invariant(m, checks, free == (waiters[i] == 0),
                   f"MSHR entry {i}: FREE exactly when its waiter list is empty")
         # DP7: the cursor holds the next waiter of the entry it drains
-        first = Mux(locked & (lock_index == i), lk_head, head[i])
+        first = head[i]
+        for regs in regss:
+            first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], first)
         invariant(m, checks, free | ((first == tail[i]) == (waiters[i] == 1)),
                   f"MSHR entry {i}: next waiter == tail exactly when one waiter is left")
-        for j in range(i + 1, n):
+        for j in range(i + 1, n) if cfg.mshr_merge else ():
             invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
                       f"MSHR entries {i} and {j} are both mergeable for one page")
     states = Array(state)
@@ -237,30 +378,52 @@ def _add_checks(mshr, m, state, page, mergeable, head, tail, w_alloc, w_new, mer
                  ~done.valid | ((done.index < n) & ((states[done.index] == MshrState.ISSUED)
                                                     | issue_q[done.index])),
                  f"done[{c}] names an MSHR entry that is not ISSUED")
-    ev = mshr.launched
-    protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
-             "launched names an MSHR entry with waiters left to take")
+    for ev in ([mshr.launched] if P == 1 else list(mshr.launched)):
+        protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                 "launched names an MSHR entry with waiters left to take")
     cap = cfg.admission * PAGE_BYTES
     for i in range(n):
-        invariant(m, checks, ~merge_en[i] | (nbytes[i] + w_d.bytes <= cap),
-                  f"MSHR entry {i}: byte count overflows")
-    # DP4: the free list holds the FREE entries that W is not writing
+        for p in range(P):
+            invariant(m, checks, ~merge_en_p[p][i] | (nbytes[i] + w_d[p].bytes <= cap),
+                      f"MSHR entry {i}: byte count overflows")
+    # DP4: the free list holds the FREE entries that no W is writing
     free_now = [(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)]
     invariant(m, checks, free_count == tree_sum(free_now),
               "the MSHR free list's count differs from the FREE entries (DP4)")
-    invariant(m, checks, ~any_free | Array(free_now)[free_index],
-              "the MSHR free list's head is not a FREE entry (DP4)")
+    if P == 1:
+        invariant(m, checks, ~any_free | Array(free_now)[free_index],
+                  "the MSHR free list's head is not a FREE entry (DP4)")
+    else:
+        for p in range(P):
+            invariant(m, checks, ~fires[p] | mshr.disp_hit[p] | Array(free_now)[free_indexes[p]],
+                      f"port {p}: the MSHR free list's head is not a FREE entry (DP4)")
+            for q in range(p):
+                invariant(m, checks, ~(fires[p] & ~mshr.disp_hit[p] & fires[q]
+                                       & ~mshr.disp_hit[q])
+                          | (free_indexes[p] != free_indexes[q]),
+                          f"ports {q} and {p} allocated one MSHR entry (DP4)")
     # DP2: each channel's offer FIFO holds its WAIT entries; the head is one of them
     for c, count in enumerate(fifo_count):
         invariant(m, checks, (count == 0) | (states[enq_index[c]] == MshrState.WAIT),
                   f"channel {c}: the MSHR offer FIFO's head is not a WAIT entry (DP2)")
-    invariant(m, checks, tree_sum(fifo_count) == tree_sum([s == MshrState.WAIT
-                                                           for s in state]),
-              "the MSHR offer FIFOs hold other than the WAIT entries (DP2)")
+    if fifo_count:
+        invariant(m, checks, tree_sum(fifo_count) == tree_sum([s == MshrState.WAIT
+                                                               for s in state]),
+                  "the MSHR offer FIFOs hold other than the WAIT entries (DP2)")
+    for c, (hv, hi) in enumerate(held):   # DP2a: OR_c holds a WAIT entry
+        invariant(m, checks, ~hv | (states[hi] == MshrState.WAIT),
+                  f"channel {c}: the MSHR offer register holds a non-WAIT entry (DP2a)")
     cover(m, checks, Cat(*merge_en).any(), "a read merges (MSHR hit)")
-    cover(m, checks, mshr.disp.valid & ~mshr.disp.ready, "a read stalls: no free entry")
+    cover(m, checks, Cat(*[d.valid & ~d.ready for d in disps]).any() if P > 1 else
+          disps[0].valid & ~disps[0].ready, "a read stalls: no free entry")
     for st in (MshrState.QUEUED, MshrState.ISSUED, MshrState.RETURN):
         cover(m, checks, Cat(*[s == st for s in state]).any(), f"an entry in {st.name}")
-    cover(m, checks, locked & ~pop, "the cursor keeps its entry without a handshake")
-    cover(m, checks, pop & ~mshr.ret.payload.last, "a merged waiter is answered")
-    cover(m, checks, regs["v1"] & regs["v2"], "C1 holds an entry while C2 holds another")
+    for p, regs in enumerate(regss):
+        cover(m, checks, regs["locked"] & ~pops[p],
+              "the cursor keeps its entry without a handshake")
+        ret = mshr.ret if P == 1 else mshr.ret[p]
+        cover(m, checks, pops[p] & ~ret.payload.last, "a merged waiter is answered")
+        cover(m, checks, regs["v1"] & regs["v2"], "C1 holds an entry while C2 holds another")
+    if P > 1:
+        cover(m, checks, Cat(*[f & ~mshr.disp_hit[p] for p, f in enumerate(fires)]).all(),
+              "every port allocates an MSHR entry in one cycle (DP4)")

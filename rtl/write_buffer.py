@@ -225,6 +225,14 @@ class WriteBuffer(wiring.Component):
         ``disp_open`` and ``probe_used`` are M's registered vectors without W's entry; the
         table adds W's entry itself, and its hit and ``probe_block`` are ``w_match`` ORed
         after the entries' trees (from registers only).
+        In the channel shape (``ports = P``) under deep, ``w_entry`` is an array of ``P``
+        and ``w_match`` a ``P``-bit vector (one per port); ``probe_xfwd[p]`` (partition
+        schedulers) names the entries the Ws of the write ports allocate in this cycle for
+        the page of read port ``p``'s request (M's flags ``w_xfwd``, DP1), added to its
+        in-use vector as ``w_match`` adds the port's own W; and
+        :mod:`hbfsim.rtl.write_buffer_deep` elaborates the table with ``P`` W registers and
+        RAW probes, a free list with ``P`` heads, one pressure victim per cycle and ``C1`` /
+        ``C2`` / a cursor per response port.
 
     Raises
     ------
@@ -251,7 +259,10 @@ class WriteBuffer(wiring.Component):
         self._ports = P = ports
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
         if P > 1:   # the channel shape (v2 §4.2.3, §4.2.4, §8): one of each per port
-            super().__init__({
+            deep = ({"w_entry": Out(m).array(P), "w_match": In(P),
+                     "probe_xfwd": In(m).array(P)}
+                    if getattr(cfg, "pipeline", "standard") == "deep" else {})
+            super().__init__(deep | {
                 "launched": In(event_layout(w.wb_index)).array(P),
                 "disp_open": In(m).array(P),
                 "probe_used": In(m).array(P),
@@ -321,14 +332,14 @@ class WriteBuffer(wiring.Component):
         return self._sector
 
     def elaborate(self, platform):
-        if self._ports > 1:
-            from hbfsim.rtl.write_buffer_ports import elaborate_ports
-
-            return elaborate_ports(self)
         if getattr(self._cfg, "pipeline", "standard") == "deep":
             from hbfsim.rtl.write_buffer_deep import elaborate_deep
 
             return elaborate_deep(self)
+        if self._ports > 1:
+            from hbfsim.rtl.write_buffer_ports import elaborate_ports
+
+            return elaborate_ports(self)
         m = Module()
         cfg, w = self._cfg, self._w
         n = cfg.write_buffer_entries

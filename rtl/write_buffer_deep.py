@@ -1,4 +1,4 @@
-"""The write buffer under Amendment A (``pipeline = "deep"``, stack shape).
+"""The write buffer under the registered pipeline (``pipeline = "deep"``), both shapes.
 
 Implements docs/timing-contract.md DP1 (the dispatch written a cycle later from the
 register W), DP3 (registered offers), DP4 (the free list), DP5 (registered flush decisions)
@@ -6,8 +6,11 @@ and the write buffer's side of DP7 (C1 / C2 / cursor) for
 :class:`~hbfsim.rtl.write_buffer.WriteBuffer`, whose
 :meth:`~hbfsim.rtl.write_buffer.WriteBuffer.elaborate` calls :func:`elaborate_deep` when
 ``cfg.pipeline == "deep"``; with the structures of docs/rtl.md "Issue 12, part C" that change
-no cycle (the state as an AND-OR of its events, "coverage complete" a flip-flop). The checks
-both pipelines share stay in ``write_buffer.py``.
+no cycle (the state as an AND-OR of its events, "coverage complete" a flip-flop). The port count
+``P`` (the block's ``ports``) is a parameter: per port a W register, a RAW probe and a head
+of the free list (DP4), one pressure victim per cycle (DP5), per response port C1 / C2 / a
+cursor over its channel's entries (DP7); ``P = 1`` is the stack shape, its Verilog
+unchanged. The checks both pipelines share stay in ``write_buffer.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from amaranth.lib import memory
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.checks import cover, invariant, protocol
-from hbfsim.rtl.entry_table import check_waiters, drain_cursor, free_list, offer_registered
+from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
+                                    offer_registered)
 from hbfsim.rtl.layouts import EntryKind, target_layout
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.write_buffer import (FLUSH_CAUSES, FlushCause, WbState, count_flushes,
@@ -27,12 +31,16 @@ from hbfsim.rtl.write_buffer import (FLUSH_CAUSES, FlushCause, WbState, count_fl
 
 
 def elaborate_deep(wb) -> Module:
-    """``WriteBuffer.elaborate`` under ``pipeline = "deep"``.
+    """``WriteBuffer.elaborate`` under ``pipeline = "deep"``, with ``P = wb._ports`` request
+    and response ports (1 in the stack shape, ``channels`` in the channel shape): per port
+    a W register, a merge, a RAW probe and a head of the free list (DP4), one pressure
+    victim per cycle (DP5), per response port ``C1``, ``C2`` and a cursor over the entries
+    of its channel (DP7).
 
     Parameters
     ----------
     wb : WriteBuffer
-        The block (one port, contract 2, ``pipeline = "deep"``).
+        The block (contract 2, ``pipeline = "deep"``).
 
     Returns
     -------
@@ -45,6 +53,18 @@ def elaborate_deep(wb) -> Module:
     sectors = PAGE_BYTES // wb._sector
     deadline = cfg.write_deadline_ticks
     mut = wb._mutations
+    P = wb._ports
+
+    def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
+        return "" if P == 1 else f"_p{p}"
+
+    def per_port(x):
+        return [x] if P == 1 else list(x)
+
+    disps, probes, launched = per_port(wb.disp), per_port(wb.probe), per_port(wb.launched)
+    disp_open_in, probe_used_in = per_port(wb.disp_open), per_port(wb.probe_used)
+    disp_pend = per_port(wb.disp_pend)
+    w_match = [wb.w_match] if P == 1 else [wb.w_match[p] for p in range(P)]
 
     state = [Signal(WbState, name=f"state{i}") for i in range(n)]
     page = [Signal(w.page, name=f"page{i}") for i in range(n)]
@@ -63,96 +83,185 @@ def elaborate_deep(wb) -> Module:
     full = [Signal(name=f"full{i}") for i in range(n)]
     m.submodules.next_slot = next_slot = memory.Memory(
         shape=unsigned(w.slot), depth=cfg.admission, init=[])
-    link_wr = next_slot.write_port()
-    link_rd = next_slot.read_port(domain="comb")
+    if P == 1:   # (the ports' names come from these variables)
+        link_wr = next_slot.write_port()
+        link_rd = next_slot.read_port(domain="comb")
+        link_wrs, link_rds = [link_wr], [link_rd]
+    else:
+        link_wrs = [next_slot.write_port() for _ in range(P)]
+        link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
 
     used = [named(m, s != WbState.FREE, f"used{i}") for i, s in enumerate(state)]
     is_open = [named(m, s == WbState.OPEN, f"open{i}") for i, s in enumerate(state)]
 
-    # ---- DP1: W holds M's decision of the previous cycle and writes it into its entry ----
-    d = wb.disp.payload
-    w_alloc, w_merge = Signal(name="w_alloc"), Signal(name="w_merge")
-    w_oh = Signal(n, name="w_onehot")
-    w_d = Signal(wdisp_layout(w), name="w_payload", reset_less=True)
-    w_mask = Signal(sectors, name="w_mask", reset_less=True)
-    w_tail = Signal(w.slot, name="w_tail", reset_less=True)
-    w_blk = Signal(cfg.mshr_entries, name="w_blockers", reset_less=True)
-    w_old = Signal(n, name="w_older_page", reset_less=True)
-    w_new = [named(m, w_alloc & w_oh[i], f"w_new{i}") for i in range(n)]
-    m.d.comb += wb.w_entry.eq(Cat(*w_new))
-    # for M and L the entry W allocates is in use and OPEN, with its page (DP1)
+    # ---- DP1: per port a W holds M's decision of the previous cycle and writes it into
+    # its entry ----
+    w_alloc = [Signal(name=f"w_alloc{sx(p)}") for p in range(P)]
+    w_merge = [Signal(name=f"w_merge{sx(p)}") for p in range(P)]
+    w_oh = [Signal(n, name=f"w_onehot{sx(p)}") for p in range(P)]
+    w_d = [Signal(wdisp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
+           for p in range(P)]
+    w_mask = [Signal(sectors, name=f"w_mask{sx(p)}", reset_less=True) for p in range(P)]
+    w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
+    w_blk = [Signal(cfg.mshr_entries, name=f"w_blockers{sx(p)}", reset_less=True)
+             for p in range(P)]
+    w_old = [Signal(n, name=f"w_older_page{sx(p)}", reset_less=True) for p in range(P)]
+    if P == 1:
+        w_new_p = [[named(m, w_alloc[0] & w_oh[0][i], f"w_new{i}") for i in range(n)]]
+        w_new = w_new_p[0]
+        m.d.comb += wb.w_entry.eq(Cat(*w_new))
+    else:
+        w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+                   for p in range(P)]
+        w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
+                 for i in range(n)]
+        for p in range(P):
+            m.d.comb += wb.w_entry[p].eq(Cat(*w_new_p[p]))
+    # for M and L the entries the Ws allocate are in use and OPEN, with their pages (DP1)
     used_e = [named(m, used[i] | w_new[i], f"used_e{i}") for i in range(n)]
     open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
-    m.d.comb += [wb.tags[i].eq(Mux(w_new[i], w_d.page, page[i])) for i in range(n)]
+    for i in range(n):
+        tag = page[i]
+        for p in reversed(range(P)):
+            tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+        m.d.comb += wb.tags[i].eq(tag)
     m.d.comb += [wb.in_use.eq(Cat(*used_e)), wb.is_open.eq(Cat(*open_e))]
-    # M's vectors (registered) plus W's entry when the controller's flag ``w_match`` says
-    # W allocated it for M's page (DP1)
-    w_fwd = [named(m, wb.w_match & w_new[i], f"w_fwd{i}") for i in range(n)]
-    disp_open = Cat(*[wb.disp_open[i] | w_fwd[i] for i in range(n)])
-    probe_used = Cat(*[wb.probe_used[i] | w_fwd[i] for i in range(n)])
-    # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of the
-    # hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off M's
-    # registered vectors; the flag implies W's allocation), so the hit reads registers
-    # only (issue 12); an invariant compares it with the OR of ``match``.
-    match = [named(m, open_e[i] & disp_open[i], f"match{i}") for i in range(n)]
-    hit = named(m, Cat(*[is_open[i] & wb.disp_open[i] for i in range(n)]).any() | wb.w_match,
-                "hit")
-    hit_index = onehot_index(m, match, "hit_index")
-    invariant(m, checks, hit == Cat(*match).any(),
-              "the write buffer's hit differs from the OR of its match vector (DP1, W's flag)")
-    # DP4: allocation from the free list (the amendment's second difference from the what-if)
-    any_free, free_index, free_oh, free_pop, free_count = free_list(
-        m, n, wb.launched.valid, wb.launched.index, "free_list")
-    m.d.comb += [
-        wb.disp.ready.eq(hit | any_free),
-        wb.disp_merge.eq(hit),
-        wb.disp_index.eq(Mux(hit, hit_index, free_index)),
-    ]
-    fire = named(m, wb.disp.valid & wb.disp.ready, "fire")
-    merge = named(m, fire & hit, "merge")
-    allocate = named(m, fire & ~hit, "allocate")
-    stalled = named(m, wb.disp.valid & ~hit & ~any_free, "stalled")
-    free_pop(allocate)
-    if wb._sectors_in:
-        lo, hi_plus_1 = wb.disp_sectors.first, wb.disp_sectors.end
-        if checks:
-            ref_lo, ref_end = sector_range(m, d.offset, d.bytes, wb._sector, "chk_sectors")
-            protocol(m, checks, ~wb.disp.valid | ((lo == ref_lo) & (hi_plus_1 == ref_end)),
-                     "disp_sectors differs from the sectors of the write's byte range")
+    fires, allocates, stalls, matches, probe_useds, masks = [], [], [], [], [], []
+    hits, hit_indexes = [], []
+    for p in range(P):
+        # M's vectors (registered) plus W's entry when the controller's flag ``w_match``
+        # says W allocated it for M's page (DP1; a page's writes and reads enter one port)
+        w_fwd = [named(m, w_match[p] & w_new_p[p][i], f"w_fwd{i}{sx(p)}") for i in range(n)]
+        disp_open = Cat(*[disp_open_in[p][i] | w_fwd[i] for i in range(n)])
+        probe_used = Cat(*[probe_used_in[p][i] | w_fwd[i] for i in range(n)])
+        if P > 1:   # the write ports' Ws, for a read port (partition schedulers, §4.2.4)
+            probe_used = probe_used | wb.probe_xfwd[p]
+        probe_useds.append(probe_used)
+        # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of
+        # the hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off
+        # M's registered vectors; the flag implies W's allocation), so the hit reads
+        # registers only (issue 12); an invariant compares it with the OR of ``match``.
+        match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}") for i in range(n)]
+        matches.append(match)
+        hit = named(m, Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
+                    | w_match[p], f"hit{sx(p)}")
+        hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
+        invariant(m, checks, hit == Cat(*match).any(),
+                  f"the write buffer's hit{sx(p)} differs from the OR of its match vector "
+                  "(DP1, W's flag)")
+        hits.append(hit)
+        hit_indexes.append(hit_index)
+    # DP4: allocation from the free list; with several ports, a head per port
+    if P == 1:
+        any_free, free_index, free_oh, free_pop, free_count = free_list(
+            m, n, wb.launched.valid, wb.launched.index, "free_list")
     else:
-        lo, hi_plus_1 = sector_range(m, d.offset, d.bytes, wb._sector, "sectors")
-    mask = Signal(sectors)
-    m.d.comb += mask.eq(at_least(m, lo, sectors, "from_lo")
-                        & ~at_least(m, hi_plus_1, sectors, "from_hi"))
-    # a merge behind the entry W is writing appends to W's waiter (its tail is not written)
-    same_w = named(m, (w_alloc | w_merge) & (w_oh & Cat(*match)).any(), "w_same")
-    hit_tail = Mux(same_w, w_d.slot, onehot_select(m, tail, match, "hit_tail"))
-    m.d.sync += [w_alloc.eq(allocate), w_merge.eq(merge),
-                 w_oh.eq(Mux(allocate, Cat(*free_oh), Cat(*match))),
-                 w_d.eq(d), w_mask.eq(mask), w_tail.eq(hit_tail),
-                 # the blocker and older sets (v2 §16 S2, S3) from M's vectors, as standard
-                 w_blk.eq(wb.disp_pend & Cat(*wb.mshr_pending)),
-                 w_old.eq(probe_used & Cat(*used_e))]
-    m.d.comb += [link_wr.addr.eq(w_tail), link_wr.data.eq(w_d.slot), link_wr.en.eq(w_merge)]
-    merge_en = [named(m, w_merge & w_oh[i], f"w_merge{i}") for i in range(n)]
+        want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+        granted, free_indexes, free_count, _ap, ranks = free_list_heads(
+            m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+            "free_list")
+        free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
+                     for i in range(n)] for p in range(P)]
+        any_free, free_index = Cat(*granted).any(), free_indexes[0]
+    for p, d in enumerate(disps):
+        hit, hit_index, match = hits[p], hit_indexes[p], matches[p]
+        got = any_free if P == 1 else granted[p]
+        if P == 1:
+            m.d.comb += [
+                d.ready.eq(hit | any_free),
+                wb.disp_merge.eq(hit),
+                wb.disp_index.eq(Mux(hit, hit_index, free_index)),
+            ]
+        else:
+            m.d.comb += [
+                d.ready.eq(hit | got),
+                wb.disp_merge[p].eq(hit),
+                wb.disp_index[p].eq(Mux(hit, hit_index, free_indexes[p])),
+            ]
+        fire = named(m, d.valid & d.ready, f"fire{sx(p)}")
+        merge = named(m, fire & hit, f"merge{sx(p)}")
+        allocate = named(m, fire & ~hit, f"allocate{sx(p)}")
+        stalls.append(named(m, d.valid & ~hit & ~got, f"stalled{sx(p)}"))
+        fires.append(fire)
+        allocates.append(allocate)
+        if P == 1:
+            free_pop(allocate)
+        dp = d.payload
+        if wb._sectors_in:
+            sec = wb.disp_sectors if P == 1 else wb.disp_sectors[p]
+            lo, hi_plus_1 = sec.first, sec.end
+            if checks:
+                ref_lo, ref_end = sector_range(m, dp.offset, dp.bytes, wb._sector,
+                                               f"chk_sectors{sx(p)}")
+                protocol(m, checks, ~d.valid | ((lo == ref_lo) & (hi_plus_1 == ref_end)),
+                         "disp_sectors differs from the sectors of the write's byte range")
+        else:
+            lo, hi_plus_1 = sector_range(m, dp.offset, dp.bytes, wb._sector, f"sectors{sx(p)}")
+        mask = Signal(sectors, name=f"mask{sx(p)}" if P > 1 else None)
+        m.d.comb += mask.eq(at_least(m, lo, sectors, f"from_lo{sx(p)}")
+                            & ~at_least(m, hi_plus_1, sectors, f"from_hi{sx(p)}"))
+        masks.append(mask)
+        # a merge behind the entry W is writing appends to W's waiter (its tail is not
+        # written)
+        same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
+                       f"w_same{sx(p)}")
+        hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+        m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
+                     w_oh[p].eq(Mux(allocate, Cat(*(free_oh if P == 1 else free_ohs[p])),
+                                    Cat(*match))),
+                     w_d[p].eq(dp), w_mask[p].eq(mask), w_tail[p].eq(hit_tail),
+                     # the blocker and older sets (v2 §16 S2, S3) from M's vectors
+                     w_blk[p].eq(disp_pend[p] & Cat(*wb.mshr_pending) if P == 1 else
+                                 # §4.2.4: a read's entry of the same cycle, another port
+                                 (disp_pend[p] & Cat(*wb.mshr_pending)) | wb.disp_fwd[p]),
+                     w_old[p].eq(probe_useds[p] & Cat(*used_e))]
+        m.d.comb += [link_wrs[p].addr.eq(w_tail[p]), link_wrs[p].data.eq(w_d[p].slot),
+                     link_wrs[p].en.eq(w_merge[p])]
+    stalled = stalls[0] if P == 1 else named(m, Cat(*stalls).any(), "stalled")
+    if P > 1:
+        # the order of the cycle's allocations (the k-th head before the k+1-th, §4.2.3),
+        # held with W: of the entries allocated in one cycle, those of lower rank are older
+        # (the pressure victim's "smallest alloc", DP5)
+        w_rank = [Signal(range(P), name=f"w_rank{sx(p)}", reset_less=True) for p in range(P)]
+        m.d.sync += [w_rank[p].eq(ranks[p]) for p in range(P)]
+    allocate = allocates[0] if P == 1 else Cat(*allocates).any()
+    merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+                  for p in range(P)]
+    merge_en = merge_en_p[0] if P == 1 else [
+        named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+        for i in range(n)]
 
     # ---- DP5: flush decisions, from the state at the start of the cycle ----
-    probe_match = [named(m, used_e[i] & probe_used[i], f"probe_match{i}") for i in range(n)]
+    probe_match = [[named(m, used_e[i] & probe_useds[p][i], f"probe_match{i}{sx(p)}")
+                    for i in range(n)] for p in range(P)]
     # as the hit: W's term is the flag, after the entries' tree
-    m.d.comb += wb.probe_block.eq(Cat(*[used[i] & wb.probe_used[i] for i in range(n)]).any()
-                                  | wb.w_match)
-    invariant(m, checks, wb.probe_block == Cat(*probe_match).any(),
-              "probe_block differs from the OR of the in-use match vector (DP1, W's flag)")
+    for p in range(P):
+        block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any() | w_match[p]
+        if P > 1:
+            block = block | wb.probe_xfwd[p].any()
+        if P == 1:
+            m.d.comb += wb.probe_block.eq(block)
+        else:
+            m.d.comb += wb.probe_block[p].eq(block)
+        invariant(m, checks, (wb.probe_block if P == 1 else wb.probe_block[p])
+                  == Cat(*probe_match[p]).any(),
+                  f"probe_block{sx(p)} differs from the OR of the in-use match vector "
+                  "(DP1, W's flag)")
     pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
                           "pressure_live")
-    # the victim: the oldest entry OPEN at the start of the cycle (W's entry is not yet)
+    # the victim: the oldest entry OPEN at the start of the cycle (W's entries are not yet);
+    # one per cycle however many ports stall
     oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
     # a decision pending (taken last cycle): the entry is still OPEN, FLUSH from next cycle
     dec = [Signal(len(FLUSH_CAUSES), name=f"flush_dec{i}") for i in range(n)]
     pending = [named(m, dec[i].any(), f"flush_pending{i}") for i in range(n)]
     victims, leaving = [], {why: [] for why in FLUSH_CAUSES}
     for i in range(n):
-        raw = wb.probe.valid & probe_match[i] & is_open[i]
+        if P == 1:
+            raw = probes[0].valid & probe_match[0][i] & is_open[i]
+        else:
+            raw = Cat(*[probes[p].valid & probe_match[p][i] for p in range(P)]).any() \
+                & is_open[i]
         victim = named(m, stalled & ~pressure_live & oldest_open[i], f"victim{i}")
         victims.append(victim)
         conds = [full[i], raw, victim, remain[i] == 0, wb.drain]
@@ -173,8 +282,10 @@ def elaborate_deep(wb) -> Module:
     older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
     eligible, serialized, strict_error, mshr_wait, cand, elig_q = [], [], [], [], [], []
     for i in range(n):
-        with m.If(w_new[i]):
-            m.d.sync += [blockers[i].eq(w_blk & pend_now), older_page[i].eq(w_old & used_now)]
+        for p in range(P):
+            with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+                m.d.sync += [blockers[i].eq(w_blk[p] & pend_now),
+                             older_page[i].eq(w_old[p] & used_now)]
         with m.Else():
             m.d.sync += [blockers[i].eq(blocker_live[i]), older_page[i].eq(older_live[i])]
         in_flush = state[i] == WbState.FLUSH
@@ -196,11 +307,21 @@ def elaborate_deep(wb) -> Module:
         cand.append(named(m, q & in_flush, f"candidate{i}"))
     enq_fire, enq_index, held = offer_registered(m, wb.enq, cand, target, EntryKind.WBUF)
 
-    # ---- DP7: the response choice C1 / C2 / cursor ----
-    pop, cur, last, regs = drain_cursor(
-        m, wb.ret, wb.ret_locked,
-        [(s == WbState.RETURN) & ~drained[i] for i, s in enumerate(state)],
-        head, tail, target, error, link_rd)
+    # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
+    # its channel ----
+    pops, curs, lasts, regss = [], [], [], []
+    for p in range(P):
+        pop, cur, last, regs = drain_cursor(
+            m, wb.ret if P == 1 else wb.ret[p],
+            wb.ret_locked if P == 1 else wb.ret_locked[p],
+            [(s == WbState.RETURN) & ~drained[i] if P == 1 else
+             (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
+             for i, s in enumerate(state)],
+            head, tail, target, error, link_rds[p], prefix="" if P == 1 else f"p{p}_")
+        pops.append(pop)
+        curs.append(cur)
+        lasts.append(last)
+        regss.append(regs)
 
     m.d.comb += [
         wb.occupied.eq(tree_sum(used)),
@@ -210,34 +331,53 @@ def elaborate_deep(wb) -> Module:
         m.d.comb += wb.cause[i].eq(cause[i])
 
     # ---- per-entry next state ----
-    w_oh_now = Cat(*[w_oh[j] for j in range(n)])
-    w_mask_all = named(m, w_mask.all(), "w_mask_all")
+    if P == 1:
+        w_oh_now = Cat(*[w_oh[0][j] for j in range(n)])
+        any_w_alloc = w_alloc[0]
+    else:   # the entries the Ws allocate in this cycle
+        w_oh_now = Cat(*w_new)
+        any_w_alloc = Cat(*w_alloc).any()
+    w_mask_all = [named(m, w_mask[p].all(), f"w_mask_all{sx(p)}") for p in range(P)]
     for i in range(n):
-        with m.If(w_new[i]):
-            m.d.sync += [
-                page[i].eq(w_d.page),
-                target[i].eq(w_d.target),
-                # DP1: deadline = tm + write_deadline_ticks; W writes in tm + 1
-                remain[i].eq(max(0, deadline - 2)),
-                cause[i].eq(FlushCause.NONE),
-                pressure[i].eq(0),
-                older[i].eq(Cat(*used)),
-                head[i].eq(w_d.slot),
-                tail[i].eq(w_d.slot),
-                error[i].eq(0),
-            ]
-        with m.Elif(w_alloc):
+        for p in range(P):
+            with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+                m.d.sync += [
+                    page[i].eq(w_d[p].page),
+                    target[i].eq(w_d[p].target),
+                    # DP1: deadline = tm + write_deadline_ticks; W writes in tm + 1
+                    remain[i].eq(max(0, deadline - 2)),
+                    cause[i].eq(FlushCause.NONE),
+                    pressure[i].eq(0),
+                    # the entries in use are older; of those allocated in the same cycle,
+                    # those of the ports of lower rank (allocated first, §4.2.3)
+                    older[i].eq(Cat(*used) if P == 1 else
+                                Cat(*used) | Cat(*[
+                                    Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
+                                          for q in range(P) if q != p]).any()
+                                    for j in range(n)])),
+                    head[i].eq(w_d[p].slot),
+                    tail[i].eq(w_d[p].slot),
+                    error[i].eq(0),
+                ]
+        with m.Elif(any_w_alloc):
             m.d.sync += older[i].eq(older[i] & ~w_oh_now)
-        with m.If(merge_en[i]):
-            m.d.sync += tail[i].eq(w_d.slot)
-        merged = w_mask if "wb-coverage-overwrite" in mut else cov[i] | w_mask
+        for p in range(P):
+            with m.If(merge_en_p[p][i]):
+                m.d.sync += tail[i].eq(w_d[p].slot)
         cov_next = Signal(sectors, name=f"cov_next{i}")
-        m.d.comb += cov_next.eq(Mux(w_new[i], w_mask, Mux(merge_en[i], merged, cov[i])))
+        full_next = full[i]
+        cov_val = cov[i]
+        for p in reversed(range(P)):
+            merged = w_mask[p] if "wb-coverage-overwrite" in mut else cov[i] | w_mask[p]
+            cov_val = Mux(merge_en_p[p][i], merged, cov_val)
+            full_next = Mux(merge_en_p[p][i], merged.all(), full_next)
+        for p in reversed(range(P)):
+            cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
+            full_next = Mux(w_new_p[p][i], w_mask_all[p], full_next)
+        m.d.comb += cov_next.eq(cov_val)
         # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
         # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
-        m.d.sync += [cov[i].eq(cov_next),
-                     full[i].eq(Mux(w_new[i], w_mask_all, Mux(merge_en[i], merged.all(),
-                                                              full[i])))]
+        m.d.sync += [cov[i].eq(cov_next), full[i].eq(full_next)]
         with m.If(~w_new[i] & (remain[i] != 0)):
             m.d.sync += remain[i].eq(remain[i] - 1)
         with m.If(victims[i]):
@@ -249,19 +389,21 @@ def elaborate_deep(wb) -> Module:
                     m.d.sync += cause[i].eq(why)
         with m.If(strict_error[i]):
             m.d.sync += error[i].eq(1)
-        done_i = Cat(*[p.valid & (p.index == i) for p in wb.done]).any()
+        done_i = Cat(*[e.valid & (e.index == i) for e in wb.done]).any()
         with m.If(done_i):
-            m.d.sync += error[i].eq(Cat(*[p.valid & (p.index == i) & p.error
-                                          for p in wb.done]).any())
-        with m.If(pop & (cur == i) & last):
-            m.d.sync += drained[i].eq(1)
-        ev_f = wb.launched.valid & (wb.launched.index == i)
+            m.d.sync += error[i].eq(Cat(*[e.valid & (e.index == i) & e.error
+                                          for e in wb.done]).any())
+        for p in range(P):
+            with m.If(pops[p] & (curs[p] == i) & lasts[p]):
+                m.d.sync += drained[i].eq(1)
+        ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
         with m.If(ev_f):
             m.d.sync += drained[i].eq(0)
         # exclusive events, AND-OR next state (part C, (i))
         ev_o = w_new[i]
         ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(cfg.channels)]).any()
-        ev_p = Cat(*[p.valid & (p.index == i) for p in wb.issue]).any()
+        ev_p = Cat(*[e.valid & (e.index == i) for e in wb.issue]).any()
         ev_r = done_i | strict_error[i]
         hold = named(m, ~(ev_o | ev_l | ev_q | ev_p | ev_r | ev_f), f"state_hold{i}")
         sv = state[i].as_value()
@@ -277,29 +419,38 @@ def elaborate_deep(wb) -> Module:
 
     if checks:
         _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en,
-                    fire, pop, cur, regs, serialized, cov, full, leaving, stalled,
-                    strict_error, mshr_wait, drained, allocate, blocker_live, older_live,
+                    fires, pops, curs, regss, serialized, cov, full, leaving, stalled,
+                    strict_error, mshr_wait, drained, allocates, blocker_live, older_live,
                     older, eligible, elig_q, cand, held, dec, is_open, any_free, free_index,
-                    free_count, probe_used)
+                    free_count, probe_useds, disps, victims)
     return m
 
 
-def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en, fire,
-                pop, cur, regs, serialized, cov, full, leaving, stalled, strict_error,
-                mshr_wait, drained, allocate, blocker_live, older_live, older, eligible,
-                elig_q, cand, held, dec, is_open, any_free, free_index, free_count, probe_used):
+def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en, fires,
+                pops, curs, regss, serialized, cov, full, leaving, stalled, strict_error,
+                mshr_wait, drained, allocates, blocker_live, older_live, older, eligible,
+                elig_q, cand, held, dec, is_open, any_free, free_index, free_count,
+                probe_useds, disps, victims):
     """``WriteBuffer._add_checks`` with W (waiters counted when W writes, the lookup vectors
     checked against W's entry too) and the cursor, plus the deep structures' properties: a
     decision only for an OPEN entry, a candidate stays eligible, the offer register holds a
-    FLUSH entry, the free list holds exactly the FREE entries W does not write."""
+    FLUSH entry, the free list holds exactly the FREE entries no W writes, at most one
+    pressure victim per cycle. Lists hold one item per port."""
     cfg, checks = wb._cfg, wb._checks
-    n = cfg.write_buffer_entries
+    n, P = cfg.write_buffer_entries, len(fires)
     strict = cfg.write_timeout_policy == "strict"
-    d = wb.disp.payload
-    protocol(m, checks, ~wb.disp.valid | ((d.bytes >= 1) & (d.offset + d.bytes <= PAGE_BYTES)),
-             "write dispatched with a byte range outside its page")
-    check_waiters(m, checks, cfg.admission, fire, d.slot, pop, wb.ret,
-                  Cat(*[s == WbState.FREE for s in state]).all() & ~w_alloc, "write buffer")
+    for d in disps:
+        dp = d.payload
+        protocol(m, checks, ~d.valid | ((dp.bytes >= 1) & (dp.offset + dp.bytes <= PAGE_BYTES)),
+                 "write dispatched with a byte range outside its page")
+    all_free = Cat(*[s == WbState.FREE for s in state]).all() & (
+        ~w_alloc[0] if P == 1 else ~Cat(*w_alloc).any())
+    if P == 1:
+        check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot, pops[0],
+                      wb.ret, all_free, "write buffer")
+    else:
+        check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                      list(wb.ret), all_free, "write buffer")
     for why in FLUSH_CAUSES:
         cover(m, checks, Cat(*leaving[why]).any(), f"an entry flushes with cause {why.name}")
     cover(m, checks, stalled, "a write stalls: no OPEN entry of its page, none FREE")
@@ -316,32 +467,39 @@ def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, me
         invariant(m, checks, full[i] == cov[i].all(),
                   f"write-buffer entry {i}: the full flag differs from the coverage (part C, j)")
     waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
-    locked, lock_index, lk_head = regs["locked"], regs["lock_index"], regs["lk_head"]
     firsts = []
     for i in range(n):
+        gone = pops[0] & (curs[0] == i) if P == 1 else \
+            tree_sum([pops[p] & (curs[p] == i) for p in range(P)])
         with m.If(w_new[i]):
             m.d.sync += waiters[i].eq(1)
         with m.Else():
-            m.d.sync += waiters[i].eq(waiters[i] + merge_en[i] - (pop & (cur == i)))
+            m.d.sync += waiters[i].eq(waiters[i] + merge_en[i] - gone)
         # DP7: the cursor holds the next waiter of the entry it drains
-        firsts.append(Mux(locked & (lock_index == i), lk_head, head[i]))
+        first = head[i]
+        for regs in regss:
+            first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], first)
+        firsts.append(first)
     for i in range(n):
         wb._entry_invariants(m, i, state, page, firsts, tail, waiters, serialized, drained[i])
     wb._media_protocols(m, state)
-    ev = wb.launched
-    protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
-             "launched names a write-buffer entry with waiters left to take")
+    for ev in ([wb.launched] if P == 1 else list(wb.launched)):
+        protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
+                 "launched names a write-buffer entry with waiters left to take")
     # v2 §18 step 4: the recorded sets equal v1's comparisons, and start from exact vectors
     tags_e = [wb.tags[j] for j in range(n)]
-    fresh_used = Cat(*[used_e[j] & (tags_e[j] == d.page) for j in range(n)])
-    fresh_pend = Cat(*[wb.mshr_pending[k] & (wb.mshr_tags[k] == d.page)
-                       for k in range(cfg.mshr_entries)])
-    protocol(m, checks, ~allocate | ((probe_used & Cat(*used_e)) == fresh_used),
-             "probe_used differs from the in-use entries of the page of a write that "
-             "allocates (v2 §4.2)")
-    protocol(m, checks, ~allocate | ((wb.disp_pend & Cat(*wb.mshr_pending)) == fresh_pend),
-             "disp_pend differs from the pending MSHR entries of the page of a write that "
-             "allocates (v2 §4.4)")
+    for p, d in enumerate(disps):
+        dp = d.payload
+        pend_in = wb.disp_pend if P == 1 else wb.disp_pend[p]
+        fresh_used = Cat(*[used_e[j] & (tags_e[j] == dp.page) for j in range(n)])
+        fresh_pend = Cat(*[wb.mshr_pending[k] & (wb.mshr_tags[k] == dp.page)
+                           for k in range(cfg.mshr_entries)])
+        protocol(m, checks, ~allocates[p] | ((probe_useds[p] & Cat(*used_e)) == fresh_used),
+                 "probe_used differs from the in-use entries of the page of a write that "
+                 "allocates (v2 §4.2)")
+        protocol(m, checks, ~allocates[p] | ((pend_in & Cat(*wb.mshr_pending)) == fresh_pend),
+                 "disp_pend differs from the pending MSHR entries of the page of a write that "
+                 "allocates (v2 §4.4)")
     for i in range(n):
         v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i]) for j in range(n)])
         v1_busy = Cat(*[wb.mshr_pending[k] & (wb.mshr_tags[k] == page[i])
@@ -366,5 +524,18 @@ def _add_checks(wb, m, state, page, head, tail, used, used_e, w_alloc, w_new, me
     free_now = [(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)]
     invariant(m, checks, free_count == tree_sum(free_now),
               "the write buffer's free list count differs from the FREE entries (DP4)")
-    invariant(m, checks, ~any_free | Array(free_now)[free_index],
-              "the write buffer's free list head is not a FREE entry (DP4)")
+    if P == 1:
+        invariant(m, checks, ~any_free | Array(free_now)[free_index],
+                  "the write buffer's free list head is not a FREE entry (DP4)")
+    else:
+        for p in range(P):
+            invariant(m, checks, ~allocates[p] | Array(free_now)[wb.disp_index[p]],
+                      f"port {p}: the write buffer's free list head is not a FREE entry (DP4)")
+            for q in range(p):
+                invariant(m, checks, ~(allocates[p] & allocates[q])
+                          | (wb.disp_index[p] != wb.disp_index[q]),
+                          f"ports {q} and {p} allocated one write-buffer entry (DP4)")
+        invariant(m, checks, (tree_sum(victims) <= 1),
+                  "more than one pressure victim in one cycle (DP5)")
+        cover(m, checks, Cat(*allocates).all(),
+              "every port allocates a write-buffer entry in one cycle (DP4)")

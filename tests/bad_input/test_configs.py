@@ -181,19 +181,6 @@ def test_bad_config_bytes(tmp_path, monkeypatch, capsys, data, match):
      r"channels must be"),
     (["run", "--profile", "nope"], {}, r"profile must be one of"),
     (["config", "show", "--profile", "Reference"], {}, r"profile must be one of"),
-    # the one timing contract: the golden model runs every shape and mode, the RTL so far
-    # the stack shape with demand reads, merging and multi-plane off (timing-contract.md §18)
-    (["rtl", "emit", "--config", "c.toml", "-o", "x.v"], {"c.toml": "pipeline = 'deep'\n"},
-     r"pipeline = 'deep' with host_ports = 'channel': so far the RTL has"),
-    (["rtl", "emit", "--config", "c.toml", "-o", "x.v"],
-     {"c.toml": "pipeline = 'deep'\nhost_ports = 'stack'\nread_mode = 'aggregation'\n"},
-     r"pipeline = 'deep' with read_mode = 'aggregation': so far the RTL has"),
-    (["rtl", "emit", "--config", "c.toml", "-o", "x.v"],
-     {"c.toml": "pipeline = 'deep'\nhost_ports = 'stack'\nmshr_merge = false\n"},
-     r"pipeline = 'deep' with mshr_merge = False: so far the RTL has"),
-    (["rtl", "emit", "--config", "c.toml", "-o", "x.v"],
-     {"c.toml": "pipeline = 'deep'\nhost_ports = 'stack'\nmultiplane = 'page'\n"},
-     r"pipeline = 'deep' with multiplane = 'page': so far the RTL has"),
 ])
 def test_bad_config_files(tmp_path, monkeypatch, capsys, argv, files, match):
     _case(tmp_path, monkeypatch, capsys, argv, files, match)

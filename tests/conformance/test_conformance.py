@@ -26,7 +26,7 @@ import pytest
 from hbfsim.config import PAGE_BYTES
 from hbfsim.model.controller import Request
 from tests.conformance.cases import BASE, CASES, LEVELS, Case
-from tests.rtl.rtl_helpers import run_model, run_rtl
+from tests.rtl.rtl_helpers import run_model, run_rtl, run_rtl_ports
 
 #: The RTL's write-coverage granularity for every case (writes of 32 B and up).
 SECTOR_BYTES = 32
@@ -40,7 +40,8 @@ def observe_model(case: Case):
 
 def observe_rtl(case: Case):
     cfg = case.cfg()
-    out, cmds = run_rtl(cfg, list(case.requests), sector_bytes=SECTOR_BYTES)
+    run = run_rtl_ports if cfg.host_ports == "channel" else run_rtl   # a port per channel
+    out, cmds = run(cfg, list(case.requests), sector_bytes=SECTOR_BYTES)
     return {i: (a, d, m, e) for i, (a, d, m, _b, e) in out.items()}, _tags(cmds)
 
 

@@ -88,6 +88,23 @@ FULL_DEEP = FAST_DEEP + [f"{k}-deep" for k in (
     "shared-staging", "burst", "gpu-mshr-grid", "mix-link", "mix-2stacks", "mix-sectors",
     "gpu-sectors", "conservation-16ch", "mix-16ch", "gpu-16ch", "conservation-1ch",
     "mix-1ch", "sched-read-priority")]
+#: The registered pipeline in the channel shape (issue 23 step 3): CI runs the channel
+#: shape's directed multi-port scenarios and their random mixes (GPU included) on the
+#: two-port ``ports`` set under deep (``<name>-deep``: their configuration is the channel
+#: shape's already), one build; HBFSIM_COSIM_FULL=1 adds them on four ports under a
+#: partition scheduler (§4.2.4), RTL set A's directed scenarios and random traffic in the
+#: channel shape (``<name>-deep-ch``), the smallest tables, two stacks (S * C ports),
+#: aggregation reads, merging off and multi-plane commands.
+FAST_DEEP_CH = [f"{k}-deep" for k in (
+    "ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports", "pressure-raw",
+    "mix-ports", "gpu-ports")]
+FULL_DEEP_CH = FAST_DEEP_CH + [f"{k}-deep" for k in (
+    "ports-same-cycle-ports-partition", "pool-fairness-ports-partition",
+    "admission-rank-ports-partition", "partition-same-page", "mix-ports-partition",
+    "mix-ports-fcfs")] + [f"{k}-deep-ch" for k in (
+        "conservation", "coverage", "strict", "read-after-write", "saturation", "sched-fcfs",
+        "mix-backpressure", "gpu-backpressure", "mix-tiny", "mix-2stacks", "mix-aggregation",
+        "mix-merge-off", "mp-mix-megaplane", "mp-mix-page")]
 #: Added with HBFSIM_COSIM_FULL=1: the other schedulers and table sizes, 4 and 8 channels,
 #: and fully random configurations (one build each).
 FULL = FAST + ["conservation-1ch", "mix-1ch", "mix-active-total", "gpu-rw-isolation",
@@ -102,15 +119,18 @@ def full_suite() -> bool:
 
 
 def selected() -> list[str]:
-    return (FULL + FULL_V2 + FULL_CH + FULL_DEEP) if full_suite() else \
-        (FAST + FAST_V2 + FAST_CH + FAST_DEEP)
+    return (FULL + FULL_V2 + FULL_CH + FULL_DEEP + FULL_DEEP_CH) if full_suite() else \
+        (FAST + FAST_V2 + FAST_CH + FAST_DEEP + FAST_DEEP_CH)
 
 
 def make(key: str):
     """``name``, ``name@seed`` or either with ``-v2`` (contract 2), ``-ch`` (contract 2,
-    channel shape) or ``-deep`` (contract 2, Amendment A) -> Scenario."""
+    channel shape), ``-deep`` (contract 2, the registered pipeline, in the scenario's own
+    shape) or ``-deep-ch`` (the registered pipeline in the channel shape) -> Scenario."""
     contract, shape, pipeline = 1, "stack", "standard"
-    if key.endswith("-deep"):
+    if key.endswith("-deep-ch"):
+        key, contract, shape, pipeline = key[:-8], 2, "channel", "deep"
+    elif key.endswith("-deep"):
         key, contract, pipeline = key[:-5], 2, "deep"
     elif key.endswith("-v2"):
         key, contract = key[:-3], 2

@@ -16,13 +16,15 @@ from amaranth.sim import Simulator
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.cosim import scenarios
+from hbfsim.cosim.golden import cpl_masks
 from hbfsim.model.controller import Request
 from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
 from hbfsim.model.system import HbfSystem
 from hbfsim.rtl.system import top
 
 __all__ = ["CLOCK_PERIOD", "FAST", "BackEnd", "apply_backend", "assert_same_run", "check_groups",
-           "idle_backend", "read_backend", "run_model", "run_rtl", "simulate", "small_config",
+           "idle_backend", "read_backend", "run_model", "run_rtl", "run_rtl_ports", "simulate",
+           "small_config",
            "workload"]
 
 #: Any period will do: the contract counts cycles, not seconds.
@@ -261,7 +263,16 @@ def run_model(cfg, reqs, resp_ready=None, probe=None):
             log.append((t, base + ch, sub, op, local, tag))
             return issue(t, ch, sub, op, local, tag)
 
+        def logged_group(t, ch, g, ops, issue=media.issue_group, base=base):
+            # MP2's fields, as run_rtl_ports logs them: (t, channel, op, megaplane, planes,
+            # row)
+            M, S = cfg.megaplane_planes, cfg.subarrays_per_channel
+            log.append((t, base + ch, ops[0][1], g,
+                        sum(1 << (sub - g * M) for sub, _, _, _ in ops), ops[0][2] // S))
+            return issue(t, ch, g, ops)
+
         media.issue = logged
+        media.issue_group = logged_group
     system.run_requests([Request(i, op, cfg.base_address + page * PAGE_BYTES + off, n, 0, a)
                          for i, (op, page, off, n, a) in enumerate(reqs)])
     out = {r.id: (r.t_accept, r.t_done, int(r.mshr_hit), int(r.buffer_hit), int(r.error))
@@ -347,6 +358,99 @@ def run_rtl(cfg, reqs, resp_ready=None, max_cycles=20000, dut=None, probe=None, 
     simulate(dut, tb)
     if probe is not None and offers is not None:
         probe["contended"] = contended
+    return {i: (accepted[i],) + done[i] for i in done}, log
+
+
+def run_rtl_ports(cfg, reqs, resp_ready=None, max_cycles=20000, probe=None, **options):
+    """:func:`run_rtl` for one stack in the channel shape (``req[p]``, ``resp[p]``, one per
+    channel, docs/timing-contract.md §1): each request enters the port of the channel its
+    page maps to (the write channel for a write), and each port presents its requests in
+    arrival order from ``max(arrival, previous accept on that port + 1)`` (§4.1). Same
+    result shape as :func:`run_rtl`; with multi-plane commands a command is ``(tick,
+    channel, op, megaplane, planes, row)`` (MP2) and the media answers per command (MP7),
+    as the co-simulation's testbench does. A stack-shape configuration runs on its one
+    port (every request in arrival order)."""
+    from hbfsim.model.mapping import Mapper as PageMapper
+
+    assert cfg.stacks == 1, "run_rtl_ports drives one stack"
+    dut = top(cfg, **options)
+    P = dut.ports
+    req_ports = [dut.req] if P == 1 else [dut.req[p] for p in range(P)]
+    resp_ports = [dut.resp] if P == 1 else [dut.resp[p] for p in range(P)]
+    mapper = PageMapper(cfg)
+    fifos = [[] for _ in range(P)]
+    for i, (op, page, off, n, a) in enumerate(reqs):
+        fifos[mapper.channel_of(page, write=op == "W")[0] if P > 1 else 0].append(i)
+    media = Media(cfg)
+    ready = (lambda t: True) if resp_ready is None else resp_ready
+    multiplane = cfg.multiplane != "off"
+    M, S = cfg.megaplane_planes, cfg.subarrays_per_channel
+    idle_cpl = ({"valid": 0, "megaplane": 0, "planes": 0, "buffer_hit": 0, "error": 0}
+                if multiplane else
+                {"valid": 0, "subarray": 0, "tag": {"kind": 0, "index": 0}, "buffer_hit": 0,
+                 "error": 0})
+    log, accepted, done = [], {}, {}
+
+    async def tb(ctx):
+        heads, last, drain = [0] * P, [-1] * P, 0
+        for t in range(max_cycles):
+            if len(done) == len(reqs):
+                if probe is not None:
+                    probe["flushes"] = [ctx.get(dut.flushes[i]) for i in range(len(FLUSH_STATS))]
+                return
+            closed = all(heads[p] == len(fifos[p]) for p in range(P))
+            drain |= int(closed and not ctx.get(dut.m_valid))
+            ctx.set(dut.drain, drain)
+            take = int(bool(ready(t)))
+            shown = []
+            for p in range(P):
+                ctx.set(resp_ports[p].ready, take)
+                k = fifos[p][heads[p]] if heads[p] < len(fifos[p]) else None
+                present = k is not None and t >= max(reqs[k][4], last[p] + 1)
+                ctx.set(req_ports[p].valid, present)
+                if present:
+                    op, page, off, n, _ = reqs[k]
+                    ctx.set(req_ports[p].payload, {"id": k, "op": 0 if op == "R" else 1,
+                                                 "source": 0, "addr": page * PAGE_BYTES + off,
+                                                 "bytes": n})
+                shown.append(k if present else None)
+            for port in dut.cpl:
+                ctx.set(port, idle_cpl)
+            for p in range(P):
+                if shown[p] is not None and ctx.get(req_ports[p].ready):
+                    accepted[shown[p]] = t
+                    heads[p], last[p] = heads[p] + 1, t
+                if take and ctx.get(resp_ports[p].valid):
+                    r = ctx.get(resp_ports[p].payload)
+                    assert r.id not in done, f"request {r.id} answered twice"
+                    assert fifos[p].count(r.id), f"request {r.id} answered on port {p}"
+                    done[r.id] = (t, r.mshr_hit, r.buffer_hit, r.error)
+            for g, port in enumerate(dut.cmd):
+                cmd = ctx.get(port)
+                if cmd.valid and multiplane:   # MP2: (t, channel, op, megaplane, planes, row)
+                    mp, planes, row = cmd.megaplane, cmd.planes, cmd.row
+                    log.append((t, g, cmd.op.value, mp, planes, row))
+                    media.issue_group(t, g, mp, [(mp * M + p, cmd.op.value,
+                                                  row * S + mp * M + p, p)
+                                                 for p in range(M) if planes >> p & 1])
+                elif cmd.valid:
+                    tag = cmd.tag.index * 2 + cmd.tag.kind.value
+                    log.append((t, g, cmd.subarray, cmd.op.value, cmd.page, tag))
+                    media.issue(t, g, cmd.subarray, cmd.op.value, cmd.page, tag)
+            for ch, sub, tag, flags in media.deliver(t):
+                if multiplane:   # MP7: one completion per command, per-plane masks
+                    _, mask, hit, err = cpl_masks(sub, tag, flags)
+                    ctx.set(dut.cpl[ch], {"valid": 1, "megaplane": sub, "planes": mask,
+                                          "buffer_hit": hit, "error": err})
+                    continue
+                ctx.set(dut.cpl[ch], {
+                    "valid": 1, "subarray": sub, "tag": {"kind": tag & 1, "index": tag >> 1},
+                    "buffer_hit": int(bool(flags & FLAG_BUFFER_HIT)),
+                    "error": int(bool(flags & FLAG_ERROR))})
+            await ctx.tick()
+        raise AssertionError(f"not done after {max_cycles} cycles: {len(done)} of {len(reqs)}")
+
+    simulate(dut, tb)
     return {i: (accepted[i],) + done[i] for i in done}, log
 
 

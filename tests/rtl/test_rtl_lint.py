@@ -32,6 +32,13 @@ from hbfsim.rtl.emit import emit_verilog
     dict(contract=2, pipeline="deep", channels=4, mshr_entries=32, scheduler="write-drain",
          write_timeout_policy="partial"),
     dict(contract=2, pipeline="deep", stacks=2),
+    # the registered pipeline in the channel shape and its modes (issue 23 step 3)
+    dict(contract=2, pipeline="deep", host_ports="channel"),
+    dict(contract=2, pipeline="deep", host_ports="channel", channels=4,
+         scheduler="partition-2r2w", read_mode="aggregation", mshr_merge=False,
+         write_timeout_policy="partial"),
+    dict(contract=2, pipeline="deep", host_ports="channel", multiplane="megaplane",
+         megaplane_planes=2, stacks=2),
     # multi-plane commands (docs/timing-contract.md §7a)
     dict(contract=2, multiplane="megaplane", megaplane_planes=2),
     dict(contract=2, multiplane="page", megaplane_planes=4),
