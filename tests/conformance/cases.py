@@ -149,28 +149,26 @@ CASES = [
          (("W", 5, 0, 32, 3), ("R", 9, 0, 32, 3 + 40 + 20)),
          config=dict(write_timeout_policy="partial"),
          flags={0: (0, 0)}, commands=("a0 + 2 + D + 6", "a1 + 6")),
-    # ---- the channel shape and the modes: the RTL since issue 23 step 3's first part; not
-    # yet at the co-simulation level (each case a Verilator build of its own; the channel
-    # shape and the modes are co-simulated by tests/cosim's FULL_DEEP_CH)
+    # ---- the channel shape and the modes (on every level since issue 23 step 3's first
+    # part; each a Verilator build of its own, so co-simulated with HBFSIM_COSIM_FULL=1)
     Case("channel-isolated-read", "§10 last row: the channel shape",
          (("R", 1, 0, 64, 3), ("W", 7, 0, P, 3)), config=dict(host_ports="channel", channels=4),
-         done={0: "a0 + 13 + tR", 1: "a1 + 16 + tPROG"}, levels=("model", "rtl")),
+         done={0: "a0 + 13 + tR", 1: "a1 + 16 + tPROG"}),
     Case("channel-pointer-order", "§4.2.3, DP4: several heads from the pointer",
          (("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 1)),
          config=dict(host_ports="channel", mshr_entries=1),
          accept={0: "0", 1: "0"}, tags=(("m", 0), ("m", 0), ("m", 0)),
-         commands=("6", "c0 + tR + 11", "c1 + tR + 11"), levels=("model", "rtl")),
+         commands=("6", "c0 + tR + 11", "c1 + tR + 11")),
     Case("aggregation-window", "DP2a: ready at alloc + window, enqueued two later",
          (("R", 0, 0, 32, 3),), config=dict(read_mode="aggregation", read_agg_window_ticks=20,
                                             read_agg_threshold_bytes=P),
-         done={0: "a0 + 13 + 20 + tR"}, commands=("a0 + 6 + 20",), levels=("model", "rtl")),
+         done={0: "a0 + 13 + 20 + tR"}, commands=("a0 + 6 + 20",)),
     Case("aggregation-threshold", "DP2a: ready two cycles after the threshold's dispatch",
          tuple(("R", 0, 32 * k, 32, k) for k in range(4)),
          config=dict(read_mode="aggregation", read_agg_window_ticks=1000,
                      read_agg_threshold_bytes=128),
-         commands=("a3 + 2 + 4 + 2",), flags={3: (1, 0)}, levels=("model", "rtl")),
+         commands=("a3 + 2 + 4 + 2",), flags={3: (1, 0)}),
     Case("merging-off", "§4.2 read step 3 with mshr_merge = false",
          tuple(("R", 0, 32 * k, 32, k) for k in range(3)), config=dict(mshr_merge=False),
-         flags={k: (0, 0) for k in range(3)}, tags=(("m", 0), ("m", 1), ("m", 2)),
-         levels=("model", "rtl")),
+         flags={k: (0, 0) for k in range(3)}, tags=(("m", 0), ("m", 1), ("m", 2))),
 ]
