@@ -87,7 +87,10 @@ FAST_DEEP = [f"{k}-deep" for k in (
 FULL_DEEP = FAST_DEEP + [f"{k}-deep" for k in (
     "shared-staging", "burst", "gpu-mshr-grid", "mix-link", "mix-2stacks", "mix-sectors",
     "gpu-sectors", "conservation-16ch", "mix-16ch", "gpu-16ch", "conservation-1ch",
-    "mix-1ch", "sched-read-priority")]
+    "mix-1ch", "sched-read-priority",
+    # the stack shape's other modes (issue 23 step 3): aggregation reads (set B), merging
+    # off (set C), megaplane commands
+    "mix-aggregation", "mix-merge-off", "mp-mix-megaplane")]
 #: The registered pipeline in the channel shape (issue 23 step 3): CI runs the channel
 #: shape's directed multi-port scenarios and their random mixes (GPU included) on the
 #: two-port ``ports`` set under deep (``<name>-deep``: their configuration is the channel
