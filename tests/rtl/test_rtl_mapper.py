@@ -12,7 +12,9 @@ from rtl_helpers import simulate, small_config
 from hbfsim.model.mapping import Mapper as GoldenMapper
 from hbfsim.rtl.mapper import Mapper
 
-EXPLICIT = ((0, 9, 3), (5, 20, 1), (5, 7, 2), (100, 100, 0), (200, 300, 2), (301, 301, 1))
+#: Ranges that do not overlap (the configuration refuses overlapping ones, naming both),
+#: with gaps between them (pages outside every range use q mod C, §3).
+EXPLICIT = ((0, 4, 3), (5, 7, 2), (8, 20, 1), (100, 100, 0), (200, 300, 2), (301, 301, 1))
 
 CONFIGS = {
     "interleave-C2-full-size": dict(channels=2, subarrays_per_channel=32,
@@ -106,9 +108,12 @@ def configs_and_pages(draw):
                            * blocks)
     pps = v["capacity_bytes"] // 4096
     if v["placement"] == "explicit":
-        rows = draw(st.lists(st.tuples(st.integers(0, pps - 1), st.integers(0, pps - 1),
-                                       st.integers(0, channels - 1)), min_size=1, max_size=6))
-        v["explicit_map"] = tuple((min(a, b), max(a, b), c) for a, b, c in rows)
+        # disjoint ranges: consecutive pairs of sorted distinct pages (overlaps are refused)
+        cuts = sorted(draw(st.lists(st.integers(0, pps - 1), min_size=2, max_size=12,
+                                    unique=True)))
+        chans = draw(st.lists(st.integers(0, channels - 1), min_size=6, max_size=6))
+        v["explicit_map"] = tuple((cuts[2 * k], cuts[2 * k + 1], chans[k])
+                                  for k in range(len(cuts) // 2))
     cfg = small_config(**v)
     pages = draw(st.lists(st.integers(0, pps - 1), min_size=1, max_size=40))
     return cfg, pages
