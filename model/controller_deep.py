@@ -183,10 +183,13 @@ class DeepStackController(PipelinedStackController):
         completion had been delivered in ``tc``.
     """
 
-    # The channel shape's admission rank and its ready test (§4.1) are the standard
-    # pipeline's, per port.
+    # The per-port request side of §4.1 (the admission rank, the ready test, Q -> M and
+    # m_valid) is the standard pipeline's channel shape's, on the same per-port ``inp``
+    # (its methods move here when that class is deleted, timing-contract.md §18).
     ready_ports = ChannelStackController.ready_ports
     rank_tick = ChannelStackController.rank_tick
+    advance = ChannelStackController.advance
+    holds_requests = ChannelStackController.holds_requests
 
     def __init__(self, cfg: HbfConfig, stack: int, mapper, stats):
         super().__init__(cfg, stack, mapper, stats)
@@ -235,21 +238,6 @@ class DeepStackController(PipelinedStackController):
         req.depth = self.inflight
         self.inflight += 1
         self.inp[port].qin.append((req, t))
-
-    def advance(self, t: int) -> bool:
-        """Move each port's Q head into its M at the end of cycle ``t`` if that M is free
-        (§4.1)."""
-        changed = False
-        for port in self.inp:
-            qin = port.qin
-            if port.m is None and qin and qin[0][1] < t:
-                port.m = qin.popleft()[0]
-                changed = True
-        return changed
-
-    def holds_requests(self) -> bool:
-        """``m_valid``: some port's Q or M holds a request (§1)."""
-        return any(port.m is not None or port.qin for port in self.inp)
 
     # ============================================================ DP1 dispatch from M
     def dispatch(self, t: int, drain: bool) -> bool:
