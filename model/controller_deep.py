@@ -190,12 +190,16 @@ class DeepStackController(PipelinedStackController):
     rank_tick = ChannelStackController.rank_tick
     advance = ChannelStackController.advance
     holds_requests = ChannelStackController.holds_requests
+    # and E's handshake per port (``outp`` is ``inp``: each _Port holds both sides)
+    egress_heads = ChannelStackController.egress_heads
+    handshake = ChannelStackController.handshake
 
     def __init__(self, cfg: HbfConfig, stack: int, mapper, stats):
         super().__init__(cfg, stack, mapper, stats)
         C = self.C
         self.P = C if cfg.host_ports == "channel" else 1
         self.inp = [_Port() for _ in range(self.P)]
+        self.outp = self.inp          # the response side of the same ports (E)
         # the stack shape's system calls ready(), accept() and reads egress: port 0's
         self.inp[0].qin = self.qin
         self.inp[0].egress = self.egress
@@ -701,21 +705,6 @@ class DeepStackController(PipelinedStackController):
         self._form_response(e, i, req, port.egress)
         port.k_hold = None
         return True
-
-    def egress_heads(self):
-        """The ports whose E holds a response (``resp[p].valid``)."""
-        return [p for p, port in enumerate(self.inp) if port.egress]
-
-    def handshake(self, t: int, port: int = 0) -> Request:
-        """The ``resp[port]`` handshake of its E head in cycle ``t``; it releases the
-        admission slot, usable from ``t + 1`` (§8, §4.1)."""
-        out = self.inp[port]
-        req = out.egress.popleft()
-        out.hs_t = t
-        req.t_done = t
-        self._released += 1
-        self.on_response(req, t)
-        return req
 
     # ============================================================ DP4 end of cycle
     def end_cycle(self) -> None:

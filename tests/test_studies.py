@@ -491,11 +491,10 @@ def test_flashaccel_bars_meet_their_slo_and_the_checks_follow_the_rows(flashacce
 def test_study_workers_end_with_the_study_on_kill_9(tmp_path):
     """kill -9 of a study's main process ends its worker processes too (issue 26: they kept
     running, as the sweep's did; the study's pool takes the sweep's initializer)."""
-    import os
     import signal
     import time
 
-    from tests.sweep.test_resume import _alive, _children
+    from tests.sweep.test_resume import _children, assert_workers_end
 
     proc = subprocess.Popen([sys.executable, "-m", "hbfsim.cli", "study", "rw-isolation",
                              "--workers", "2", "--no-progress", "--out", "o"], cwd=tmp_path,
@@ -509,11 +508,4 @@ def test_study_workers_end_with_the_study_on_kill_9(tmp_path):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    end = time.monotonic() + 5
-    while any(_alive(w) for w in workers):
-        if time.monotonic() > end:
-            for w in workers:
-                if _alive(w):
-                    os.kill(w, signal.SIGKILL)
-            pytest.fail(f"workers left running after kill -9: {workers}")
-        time.sleep(0.05)
+    assert_workers_end(workers, 5, "after kill -9")

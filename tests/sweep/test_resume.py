@@ -119,6 +119,18 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"      # a zombie has ended
 
 
+def assert_workers_end(workers: list[int], within: float, what: str) -> None:
+    """Fail (killing them) unless every pid of ``workers`` ends within ``within`` seconds."""
+    end = time.monotonic() + within
+    while any(_alive(w) for w in workers):
+        if time.monotonic() > end:
+            for w in workers:
+                if _alive(w):
+                    os.kill(w, signal.SIGKILL)
+            pytest.fail(f"workers left running {what}: {workers}")
+        time.sleep(0.05)
+
+
 KILL_GRID = """
 [sweep]
 name = "k"
@@ -338,14 +350,7 @@ def test_workers_end_with_the_sweep_in_the_middle_of_a_long_point(tmp_path, sig)
     else:
         proc.send_signal(sig)
     proc.wait(timeout=30)
-    end = time.monotonic() + 2
-    while any(_alive(w) for w in workers):
-        if time.monotonic() > end:
-            for w in workers:
-                if _alive(w):
-                    os.kill(w, signal.SIGKILL)
-            pytest.fail(f"workers left running after {sig!r}: {workers}")
-        time.sleep(0.05)
+    assert_workers_end(workers, 2, f"after {sig!r}")
     assert not (tmp_path / "out" / "points.jsonl").exists()
 
 
