@@ -1,9 +1,9 @@
 """Measure how the channel shape shares its admission count among the ports.
 
-    python bench/bench_admission_order.py [--requests N] [--pipeline NAME ...]
-                                          [--order NAME ...] [--sample TICKS]
+    python bench/bench_admission_order.py [--requests N] [--order NAME ...]
+                                          [--sample TICKS]
 
-Replays ``bench_contract2.py``'s read stream (ocp-grade3, open loop, the reference loop)
+Replays ``bench_loop.py``'s read stream (ocp-grade3, open loop, the reference loop)
 in the stack shape and in the channel shape, and prints for each run the end tick, the
 cycles in which a slot was free, a port's head had arrived and its Q had room and no port
 accepted (timing-contract.md §19 question 3: the retired rotating rank ``(p - t) mod P`` left
@@ -24,7 +24,7 @@ its requests' slots while its subarray is busy).
   order);
 
 The last four are **counterfactuals, not the contract**: for the duration of a run they
-replace the ingress phase of the reference loop (``model/system_v2.py``,
+replace the ingress phase of the reference loop (``model/loop.py``,
 ``_ingress_ports``) and restore it afterwards. docs/results.md ("Re-run on the one timing
 contract", the admission bound) quotes this script's figures.
 """
@@ -38,14 +38,14 @@ import time
 from collections import Counter
 
 from hbfsim.config import load_config
-from hbfsim.model import system_v2
+from hbfsim.model import loop as system_loop
 from hbfsim.model.controller import ISSUED, QUEUED, Request
 from hbfsim.model.controller_v2 import INGRESS_DEPTH
 from hbfsim.model.system import HbfSystem
 
 ORDERS = ("contract", "rank", "filled", "random", "arrival")
 #: the reference loop's channel-shape ingress phase (restored after every run)
-_ORIGINAL = system_v2._ingress_ports
+_ORIGINAL = system_loop._ingress_ports
 
 
 def _take(system, s, p: int, t: int) -> None:
@@ -86,14 +86,13 @@ def counterfactual(order: str, seed: int = 1):
     return ingress
 
 
-def run(pipeline: str, shape: str, order: str, n: int, sample: int) -> dict:
+def run(shape: str, order: str, n: int, sample: int) -> dict:
     """Replay the read stream once; return the measured figures."""
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench_contract2 import PROFILE, read_stream
+    from bench_loop import PROFILE, read_stream
 
-    cfg = load_config(**PROFILE, host_ports=shape, pipeline=pipeline)
+    cfg = load_config(**PROFILE, host_ports=shape)
     system = HbfSystem(cfg, keep=False)
-    system.engine = "reference"
     for i, (op, addr, nbytes, source, arrival) in enumerate(read_stream(n)):
         system.submit(Request(i, op, addr, nbytes, source, arrival, None))
     system.close_input()
@@ -136,11 +135,11 @@ def run(pipeline: str, shape: str, order: str, n: int, sample: int) -> dict:
     s.issue = issue
     t0 = time.perf_counter()
     if shape == "channel":
-        system_v2._ingress_ports = measured
+        system_loop._ingress_ports = measured
     try:
         end = system.run()
     finally:
-        system_v2._ingress_ports = _ORIGINAL
+        system_loop._ingress_ports = _ORIGINAL
     steady = [w for k, w in sorted(windows.items())][1:-1]  # after the first round, before the tail
     shares = [c[p] for c in steady for p in range(cfg.channels)]
     mid = samples[len(samples) // 4:-1] or samples
@@ -153,8 +152,6 @@ def run(pipeline: str, shape: str, order: str, n: int, sample: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=100_000, help="read stream length")
-    ap.add_argument("--pipeline", nargs="+", choices=("standard", "deep"),
-                    default=["standard", "deep"])
     ap.add_argument("--order", nargs="+", choices=ORDERS, default=list(ORDERS))
     ap.add_argument("--sample", type=int, default=20_000, help="sample window in ticks")
     a = ap.parse_args(argv)
@@ -165,16 +162,15 @@ def main(argv=None) -> int:
     print(f"admission order, ocp-grade3 read stream of {a.requests:,} requests (reference "
           f"loop); 'unused' = slot-cycles with a free slot and a waiting port left untaken; "
           f"shares = accepts per port per {a.sample:,}-tick window after the first")
-    print(f"{'pipeline':<9} {'shape':<8} {'order':<9} {'end tick':>10} {'stuck cyc':>9} "
-          f"{'unused':>7} {'shares':>10} {'QUEUED':>9} {'ISSUED':>9} {'host s':>7}")
-    for pipe in a.pipeline:
-        runs = [("stack", "contract")] + [("channel", o) for o in a.order]
-        for shape, order in runs:
-            r = run(pipe, shape, order, a.requests, a.sample)
-            sh = "-" if r["share"] is None or shape == "stack" else "%d-%d" % r["share"]
-            print(f"{pipe:<9} {shape:<8} {order:<9} {r['end']:>10,} {r['stuck']:>9,} "
-                  f"{r['unused']:>7,} {sh:>10} {'%d-%d' % r['queued']:>9} "
-                  f"{'%d-%d' % r['issued']:>9} {r['host']:>7.1f}", flush=True)
+    print(f"{'shape':<8} {'order':<9} {'end tick':>10} {'stuck cyc':>9} "
+          f"{'unused':>9} {'shares':>10} {'QUEUED':>9} {'ISSUED':>9} {'host s':>7}")
+    runs = [("stack", "contract")] + [("channel", o) for o in a.order]
+    for shape, order in runs:
+        r = run(shape, order, a.requests, a.sample)
+        sh = "-" if r["share"] is None or shape == "stack" else "%d-%d" % r["share"]
+        print(f"{shape:<8} {order:<9} {r['end']:>10,} {r['stuck']:>9,} "
+              f"{r['unused']:>9,} {sh:>10} {'%d-%d' % r['queued']:>9} "
+              f"{'%d-%d' % r['issued']:>9} {r['host']:>7.1f}", flush=True)
     return 0
 
 

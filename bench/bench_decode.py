@@ -82,7 +82,7 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT.json", help="write the figures as JSON")
     ap.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                     dest="config_set", help="override a configuration key of the decode "
-                    "configuration (repeatable), e.g. --set contract=2 --set host_ports=channel")
+                    "configuration (repeatable), e.g. --set host_ports=stack")
     a = ap.parse_args(argv)
     if a.scale < 1 or (a.layers is not None and a.layers < 1):
         ap.error("--scale and --layers must be positive")
@@ -116,8 +116,8 @@ def main(argv=None):
           f"config: 1 stack x {cfg.channels} channels x {cfg.subarrays_per_channel} "
           f"subarrays, {cfg.active_per_channel * cfg.channels} active slots, admission "
           f"{cfg.admission}, MSHRs {cfg.mshr_entries}, page buffers {cfg.page_buffers}, "
-          f"page cache {cfg.page_cache_pages}, tR {cfg.t_read_us} us, contract "
-          f"{cfg.contract}{f' ({cfg.host_ports} shape)' if cfg.contract == 2 else ''}")
+          f"page cache {cfg.page_cache_pages}, tR {cfg.t_read_us} us, {cfg.host_ports} "
+          f"shape")
     ref = REFERENCE if full else {}
 
     def row(label, ours, key=None, fmt="{:,}"):

@@ -33,12 +33,10 @@ def main() -> None:
                     help="order of a kernel's page loads (default stream)")
     ap.add_argument("--channel-bw", type=float, help="channel_bw_gbps override")
     ap.add_argument("--megaplane", type=int, help="megaplane_planes override")
-    ap.add_argument("--contract", type=int, choices=(1, 2), help="cycle contract (default 1; "
-                    "2 with --multiplane)")
     ap.add_argument("--host-ports", choices=("stack", "channel"),
-                    help="contract 2's host ports (default stack)")
+                    help="host ports (default: the configuration's, channel)")
     ap.add_argument("--multiplane", choices=("off", "page", "megaplane"),
-                    help="hyperpage commands (docs/timing-contract.md §7a; contract 2)")
+                    help="hyperpage commands (docs/timing-contract.md §7a)")
     ap.add_argument("--replicate", action="store_true",
                     help="copy the megapages above each kernel's average load to HBM")
     a = ap.parse_args()
@@ -49,9 +47,6 @@ def main() -> None:
         over["megaplane_planes"] = a.megaplane
     if a.multiplane is not None:
         over["multiplane"] = a.multiplane
-        over["contract"] = 2
-    if a.contract is not None:
-        over["contract"] = a.contract
     if a.host_ports is not None:
         over["host_ports"] = a.host_ports
     if a.full:
@@ -65,9 +60,7 @@ def main() -> None:
           f"planes = {cfg.stacks * cfg.subarrays_per_stack} planes, megaplanes of "
           f"{cfg.megaplane_planes}, {cfg.channel_bw_gbps:g} GB/s per channel, tR "
           f"{cfg.t_read_us} us; qwen3-235b-a22b/{scale}, 1 layer, batch {a.batch}, "
-          f"{a.issue} issue; contract {cfg.contract}"
-          + (f" ({cfg.host_ports} ports), multiplane {cfg.multiplane}" if cfg.contract == 2
-             else ""))
+          f"{a.issue} issue; {cfg.host_ports} ports, multiplane {cfg.multiplane}")
     for layout in ("declaration", "execution"):
         t0 = time.perf_counter()
         prog = layout_decode(cfg, scale=scale, layout=layout, batch=a.batch, issue=a.issue)

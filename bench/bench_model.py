@@ -60,9 +60,8 @@ def baseline(reqs):
     return time.perf_counter() - t0
 
 
-def run(cfg, reqs, profile=False, engine="fused"):
+def run(cfg, reqs, profile=False):
     system = HbfSystem(cfg, keep=False)
-    system.engine = engine
     for r in reqs:
         system.submit(r)
     system.close_input()
@@ -82,15 +81,13 @@ def main(argv=None):
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--stream", choices=("read", "mixed", "both"), default="both")
-    ap.add_argument("--engine", choices=("fused", "reference"), default="fused",
-                    help="run loop (reference = the phase-by-phase loop)")
     a = ap.parse_args(argv)
-    # contract 1, the loop whose figures docs/benchmarks.md has tracked since the start;
-    # bench/bench_contract2.py sets contract 2's loops (the default since 2026-12-02) beside it
+    # the one controller at the default shape (a port per channel); the retired contract 1
+    # and fused loops' figures are in docs/benchmarks.md
     cfg = load_config(profile="ocp-grade3", admission=4096, mshr_entries=1024,
-                      queue_depth=64, contract=1)
+                      queue_depth=64)
     print(f"golden-model benchmark: ocp-grade3, {a.requests:,} sector requests per stream, "
-          f"{a.engine} loop")
+          f"{cfg.host_ports} ports, the reference loop")
     print(f"{'stream':<8} {'host s':>8} {'req/s':>12} {'baseline req/s':>15} {'ratio':>7} "
           f"{'sim us':>10} {'steps':>10} {'array GB/s':>11} {'util':>7}")
     for name, build in (("read", read_stream), ("mixed", mixed_stream)):
@@ -98,7 +95,7 @@ def main(argv=None):
             continue
         reqs = build(cfg, a.requests)
         base = baseline(reqs)
-        system, host, prof = run(cfg, reqs, a.profile, a.engine)
+        system, host, prof = run(cfg, reqs, a.profile)
         s = collect_stats(system)
         assert s["completions"] == a.requests
         rps, brps = a.requests / host, a.requests / base

@@ -1,7 +1,7 @@
 """Count the CPython opcodes the golden model executes per request (noise-free cost).
 
-    python bench/bench_opcodes.py [--stream read|mixed] [--requests N] [--engine E] [--lines K]
-                                  [--contract 1|2] [--host-ports stack|channel]
+    python bench/bench_opcodes.py [--stream read|mixed] [--requests N] [--lines K]
+                                  [--host-ports stack|channel]
 
 Runs one stream of bench/bench_model.py under ``sys.settrace`` with opcode events (slow:
 about 40,000 requests take a minute) and prints the opcodes executed per request; ``--lines
@@ -30,20 +30,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stream", choices=("read", "mixed"), default="read")
     ap.add_argument("--requests", type=int, default=40_000)
-    ap.add_argument("--engine", choices=("fused", "reference"), default="fused")
     ap.add_argument("--lines", type=int, default=0)
-    ap.add_argument("--contract", type=int, choices=(1, 2), default=1)
     ap.add_argument("--host-ports", choices=("stack", "channel"), default="stack",
-                    help="contract 2's host-port shape")
+                    help="host-port shape")
     a = ap.parse_args(argv)
-    over = ({"contract": 2, "host_ports": a.host_ports} if a.contract == 2
-            else {"contract": 1})
+    over = {"host_ports": a.host_ports}
     cfg = load_config(profile="ocp-grade3", admission=4096, mshr_entries=1024,
                       queue_depth=64, **over)
     build = read_stream if a.stream == "read" else mixed_stream
     reqs = build(cfg, a.requests)
     system = HbfSystem(cfg, keep=False)
-    system.engine = a.engine
     for r in reqs:
         system.submit(r)
     system.close_input()
@@ -64,8 +60,8 @@ def main(argv=None):
     finally:
         sys.settrace(None)
     total = sum(counts.values())
-    shape = f"contract 2 {a.host_ports}" if a.contract == 2 else "contract 1"
-    print(f"{a.stream} stream, {a.requests:,} requests, {shape}, {a.engine} loop: "
+    shape = f"{a.host_ports} ports"
+    print(f"{a.stream} stream, {a.requests:,} requests, {shape}, the reference loop: "
           f"{total:,} opcodes, "
           f"{total / a.requests:.1f} per request")
     for (path, line), n in counts.most_common(a.lines):

@@ -384,12 +384,9 @@ def load_workload(a, cfg):
 
 
 def _clocks(cfg) -> str:
-    """The cycle contract and its ports, then the clocks: what every tick figure means."""
-    shape = ("a port per channel" if cfg.contract == 2 and cfg.host_ports == "channel"
-             else "one port per stack")
-    if getattr(cfg, "pipeline", "standard") != "standard":   # Amendment A's offsets
-        shape += f", {cfg.pipeline} pipeline"
-    return (f"contract {cfg.contract} ({shape}), memory clock {cfg.memory_clock_mhz:g} MHz, "
+    """The controller's ports, then the clocks: what every tick figure means."""
+    shape = "a port per channel" if cfg.host_ports == "channel" else "one port per stack"
+    return (f"registered pipeline ({shape}), memory clock {cfg.memory_clock_mhz:g} MHz, "
             f"GPU clock {cfg.gpu_clock_mhz:g} MHz")
 
 

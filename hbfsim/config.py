@@ -54,10 +54,16 @@ STACK_SELECTS = ("interleave", "contiguous")
 READ_MODES = ("demand", "aggregation")
 TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
-CONTRACTS = (1, 2)
 HOST_PORTS = ("stack", "channel")
 MULTIPLANE = ("off", "page", "megaplane")
-PIPELINES = ("standard", "deep")
+#: Keys of the retired controllers (docs/history.md): refused with a pointer there.
+RETIRED_KEYS = {
+    "contract": "the cycle contract",
+    "pipeline": "the controller pipeline",
+    "link_burst_bytes": "contract 1's link-credit bucket",
+}
+#: The last commit that has the retired controllers (docs/history.md).
+RETIRED_AT = "e5ad083"
 
 
 class ConfigError(ValueError):
@@ -120,32 +126,17 @@ class HbfConfig:
         Channel scheduler policy (M2).
     write_drain_high_water, write_drain_window_ticks : int
         Write-drain trigger (occupied write-buffer entries) and window length.
-    channel_bw_gbps, link_burst_bytes
-        Host-link credit per channel (L2): refill rate and bucket size (the bucket is
-        contract 1's; contract 2's deficit credit has none and refuses another value,
-        docs/timing-contract.md §8).
-    contract : int
-        The cycle contract the golden model follows: 2 (the default since 2026-12-02,
-        docs/timing-contract.md: the pipelined controller) or 1 (docs/history.md,
-        the single-cycle controller, kept for comparison). The RTL (docs/rtl.md) and the
-        co-simulation implement both, contract 2 in both shapes.
+    channel_bw_gbps : float
+        Host-link credit per channel (L2): the deficit credit's rate
+        (docs/timing-contract.md §8).
     host_ports : str
-        Request and response ports of a stack under contract 2 (§1): ``channel`` (one per
-        host channel, the default) or ``stack`` (one of each, v1's shape). Contract 1 has
-        one port per stack: :func:`load_config` and :meth:`HbfConfig.replace` make
-        ``stack`` the default when the contract is 1, and ``channel`` is refused there.
+        Request and response ports of a stack (docs/timing-contract.md §1): ``channel``
+        (one per host channel, the default) or ``stack`` (one of each).
     multiplane : str
-        Hyperpage commands under contract 2 (docs/timing-contract.md §7a): ``off``
+        Hyperpage commands (docs/timing-contract.md §7a): ``off``
         (every subarray has its own command logic), ``page`` (megaplanes share command
         logic, one plane per command: MP1) or ``megaplane`` (MP1 and grouped commands,
         MP2-MP7).
-    pipeline : str
-        ``deep`` runs the one timing contract (docs/timing-contract.md: the registered
-        pipeline, in both host-port shapes and every mode; the golden model implements all
-        of it, the RTL and the co-simulation the stack shape with demand reads, MSHR
-        merging and no multi-plane commands, and refuse the rest by name); ``standard``,
-        the default until the contract's §18 step 2, the retired standard pipeline of
-        contract 2 (docs/history.md).
     hyperpage_window_ticks : int
         How long a queued operation waits for the rest of its megapage under ``multiplane =
         "megaplane"`` (MP4); -1, the default, is ``megaplane_planes`` ticks
@@ -199,11 +190,8 @@ class HbfConfig:
     write_drain_high_water: int = 8
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
-    link_burst_bytes: int = 4096
-    contract: int = 2
     host_ports: str = "channel"
     multiplane: str = "off"
-    pipeline: str = "standard"
     hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
     gpu_clock_mhz: float = 1132.0
@@ -246,19 +234,15 @@ class HbfConfig:
         """Credit added per tick; one byte costs ``memory_clock_khz`` credit units."""
         return int(Decimal(repr(self.channel_bw_gbps)) * 1000) * 1000
 
-    @property
-    def link_cap(self) -> int:
-        return self.link_burst_bytes * self.memory_clock_khz
-
-    # contract 2's deficit credit in gcd-reduced units (timing-contract.md §8)
+    # the deficit credit in gcd-reduced units (timing-contract.md §8)
     @property
     def link_unit(self) -> int:
-        """``g = gcd(link_gain_per_tick, memory_clock_khz)``: the credit unit of contract 2."""
+        """``g = gcd(link_gain_per_tick, memory_clock_khz)``: the credit unit (§8)."""
         return math.gcd(self.link_gain_per_tick, self.memory_clock_khz)
 
     @property
     def link_byte_cost(self) -> int:
-        """``b = memory_clock_khz / g``: what one response byte costs under contract 2."""
+        """``b = memory_clock_khz / g``: what one response byte costs (§8)."""
         return self.memory_clock_khz // self.link_unit
 
     @property
@@ -328,7 +312,6 @@ class HbfConfig:
         """
         changes = _normalise(changes, "override")
         values = dataclasses.asdict(self) | changes
-        _default_host_ports(values, changes)
         if "capacity_bytes" not in changes and self.capacity_bytes == geometry_capacity(
                 self.capacity_unit, _profile_capacity(self.profile)):
             values["capacity_bytes"] = _derived_capacity(values, values["profile"])
@@ -439,12 +422,21 @@ PROFILES: dict[str, dict] = {
 }
 
 
+def retired_key_message(key: str, where: str) -> str:
+    """The one line that refuses a retired controller's key (docs/history.md)."""
+    return (f"configuration key {key!r} in {where} is retired ({RETIRED_KEYS[key]}): "
+            f"hbfsim has one controller, docs/timing-contract.md; contract 1 and the "
+            f"standard pipeline are at commit {RETIRED_AT} (docs/history.md)")
+
+
 def _normalise(raw: dict, where: str) -> dict:
     """Resolve aliases and numeric enum spellings; reject unknown keys."""
     out: dict = {}
     mhz = raw.get("memory_clock_mhz", HbfConfig.memory_clock_mhz)
     for key, value in raw.items():
         name = ALIASES.get(key, key)
+        if name in RETIRED_KEYS:
+            raise ConfigError(retired_key_message(key, where))
         if name not in KEYS or name == "profile" and key != "profile":
             raise ConfigError(f"unknown configuration key {key!r} in {where}")
         if key in _TICK_ALIASES:
@@ -471,7 +463,6 @@ _INT_MAX = {
     "read_agg_window_ticks": MAX_TICK, "buffer_hit_ticks": MAX_TICK,
     "cache_hit_ticks": MAX_TICK, "write_deadline_ticks": MAX_TICK,
     "write_drain_window_ticks": MAX_TICK, "hyperpage_window_ticks": MAX_TICK,
-    "link_burst_bytes": MAX_COUNT * PAGE_BYTES,
     "plane_sram_bytes": MAX_COUNT * PAGE_BYTES, "base_die_sram_bytes": MAX_COUNT * PAGE_BYTES,
 }
 #: Upper bounds of float keys (finite, and below these).
@@ -547,7 +538,7 @@ def _validate(c: HbfConfig) -> None:
     for n in ("stacks", "subarrays_per_channel", "active_per_channel", "admission",
               "mshr_entries", "queue_depth", "group_pages",
               "write_buffer_entries", "write_deadline_ticks", "write_drain_high_water",
-              "write_drain_window_ticks", "channel_bw_gbps", "link_burst_bytes",
+              "write_drain_window_ticks", "channel_bw_gbps",
               "memory_clock_mhz", "gpu_clock_mhz", "t_read_us", "t_prog_us", "t_erase_us",
               "pages_per_block", "blocks_per_zone", "read_agg_threshold_bytes"):
         positive(n)
@@ -581,38 +572,17 @@ def _validate(c: HbfConfig) -> None:
     need(0 <= c.overprovisioning < 1,
          f"overprovisioning must be in [0, 1), not {c.overprovisioning!r}")
     need(c.trace_level in (0, 1, 2), f"trace_level must be 0, 1 or 2, not {c.trace_level!r}")
-    need(c.contract in CONTRACTS, f"contract must be 1 or 2, not {c.contract!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
-    need(c.contract == 2 or c.host_ports == "stack",
-         f"host_ports = {c.host_ports!r} needs contract = 2 (contract 1 has one port per "
-         f"stack), not contract = {c.contract!r}")
-    # docs/timing-contract.md §7a, Configuration: hyperpage commands extend contract 2
+    # docs/timing-contract.md §7a, Configuration: hyperpage commands
     need(c.multiplane in MULTIPLANE,
          f"multiplane must be off, page or megaplane, not {c.multiplane!r}")
-    need(c.multiplane == "off" or c.contract == 2,
-         f"multiplane requires contract = 2 (docs/timing-contract.md §7a), not "
-         f"{c.multiplane!r} under contract = {c.contract!r}")
-    # the one timing contract (docs/timing-contract.md), selected by pipeline = "deep" while
-    # the retired pipelines remain (its §18 step 2): every shape and mode, on contract 2
-    need(c.pipeline in PIPELINES,
-         f"pipeline must be standard or deep, not {c.pipeline!r}")
-    need(c.pipeline == "standard" or c.contract == 2,
-         f"pipeline = 'deep' needs contract = 2 (docs/timing-contract.md), not "
-         f"{c.contract!r}")
     need(c.hyperpage_window_ticks >= -1, f"hyperpage_window_ticks must be a tick count >= 0 "
          f"(or -1: megaplane_planes ticks), not {c.hyperpage_window_ticks!r}")
     # MP4's window exists only under megaplane; a value given otherwise would be ignored
     need(c.multiplane == "megaplane" or c.hyperpage_window_ticks == -1,
          f"hyperpage_window_ticks is used by multiplane = 'megaplane' only, not "
          f"{c.hyperpage_window_ticks!r} under multiplane = {c.multiplane!r}")
-    # v2 §8: the deficit credit has no bucket; a bucket given for contract 2 would be
-    # silently ignored
-    need(c.contract == 1 or c.link_burst_bytes == HbfConfig.link_burst_bytes,
-         f"link_burst_bytes is not used by contract = 2 (its link credit has no bucket), "
-         f"not {c.link_burst_bytes!r}")
-    need(c.link_burst_bytes >= PAGE_BYTES, f"link_burst_bytes must be at least {PAGE_BYTES} "
-         f"(one response of any size must fit), not {c.link_burst_bytes!r}")
     need(c.base_address % PAGE_BYTES == 0,
          f"base_address must be 4 KiB aligned, not {c.base_address:#x}")
     need(c.base_address + c.capacity_bytes <= MAX_ADDRESS, f"base_address + capacity_bytes "
@@ -672,13 +642,6 @@ def _derived_capacity(values: dict, profile: str) -> int:
     return geometry_capacity(unit, _profile_capacity(profile))
 
 
-def _default_host_ports(values: dict, given: dict) -> None:
-    """Make ``host_ports`` follow the contract where no layer set it: ``stack`` under
-    contract 1 (its only shape), the default ``channel`` under contract 2."""
-    if "host_ports" not in given and values.get("contract") == 1:
-        values["host_ports"] = "stack"
-
-
 def build_config(values: dict) -> HbfConfig:
     """Build and validate an :class:`HbfConfig` from canonical key names."""
     kwargs = {}
@@ -724,7 +687,6 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
     base_values = _normalise(base or {}, "workload defaults")
     values = {"profile": name} | base_values | PROFILES[name] | file_values | over
     values["profile"] = name
-    _default_host_ports(values, base_values | PROFILES[name] | file_values | over)
     if "capacity_bytes" not in file_values and "capacity_bytes" not in over \
             and "capacity_bytes" not in base_values:
         # not set by the user: the capacity follows the geometry (docs/flashaccel.md)

@@ -85,7 +85,7 @@ def compiled_media(cfg):
 
 def _channel_shape(cfg) -> bool:
     # model/gpu_issue.py's _GpuCore.channel_shape, read the same way
-    return getattr(cfg, "contract", 2) == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+    return cfg.host_ports == "channel"
 
 
 def program_arrays(program) -> dict[str, np.ndarray]:

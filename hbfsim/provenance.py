@@ -68,15 +68,10 @@ DEFAULT_SOURCES = {
     "write_drain_window_ticks": (CONF, "write-drain window at most 20,000 ticks"),
     "channel_bw_gbps": (OCP, "grade 3: 3.072 TB/s over 16 channels; also the HBF-Sim "
                              "configuration and paper §5.3"),
-    "link_burst_bytes": (OURS, "one page: any response fits the credit bucket"),
-    "contract": (OURS, "2: the pipelined controller, docs/timing-contract.md, in force since "
-                       "2026-12-02; 1 (docs/history.md) kept for comparison"),
     "host_ports": (OURS, "channel: one request and one response port per host channel (OCP "
-                         "HBF's independent channels); stack (v1's shape) under contract 1"),
-    "multiplane": (OURS, "off: every subarray has its own command logic, as contract 1 "
-                         "(docs/timing-contract.md §7a); contract 2 only"),
-    "pipeline": (OURS, "standard: contract 2 as written (docs/timing-contract.md); deep "
-                       "is Amendment A, proposed (docs/timing-contract.md)"),
+                         "HBF's independent channels); stack: one of each"),
+    "multiplane": (OURS, "off: every subarray has its own command logic "
+                         "(docs/timing-contract.md §7a)"),
     "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "
                                      "for one megapage (docs/timing-contract.md §7a, "
                                      "MP4)"),

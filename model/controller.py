@@ -161,11 +161,6 @@ class StackController:
         self.ret_r: list[int] = []
         self.ret_w: list[int] = []
         self.cur: _Entry | None = None
-        self.khz = cfg.memory_clock_khz
-        self.gain = cfg.link_gain_per_tick
-        self.cap = cfg.link_cap
-        self.credit = [self.cap] * C
-        self.credit_t = [0] * C
         self.blocked_since = -1
         self.credit_wait = None
         # model-only logic-die page cache (R4)

@@ -11,7 +11,7 @@ offers in allocation order (DP2) or through a registered lowest-index offer unde
 aggregation (DP2a), the write buffer's registered eligibility and offer registers (DP3),
 free lists with one head per allocating port (DP4), registered flush decisions (DP5), the
 MSHR's issue and completion events a cycle late (DP6) and the three-stage response choice
-per response port (DP7). :func:`hbfsim.model.system_v2.run_pipelined` steps it, in the
+per response port (DP7). :func:`hbfsim.model.loop.run_cycles` steps it, in the
 phase order of timing-contract.md §16.
 """
 

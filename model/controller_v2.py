@@ -6,7 +6,7 @@ implementation plan §18 steps 1 and 2).
 Every decision rule is contract 1's and is inherited from
 :class:`hbfsim.model.controller.StackController` (when a read merges, which entry is chosen,
 which command is issued, when a page is flushed and why); this class changes when the
-decisions are taken and seen (v2 §0, §13). :func:`hbfsim.model.system_v2.run_pipelined`
+decisions are taken and seen (v2 §0, §13). :func:`hbfsim.model.loop.run_cycles`
 steps it in the phase order of v2 §16: (a) egress handshakes, (b) launch then choose,
 (c) :meth:`release_media`, (d) issue decisions, (e) enqueue, (f) dispatch from M, (g) ingress
 accepts then queue heads into M, (h) write-buffer triggers, (i) :meth:`complete_entries`,

@@ -156,7 +156,7 @@ class _GpuCore:
         self.queued = 0
         self.rr = 0
         # G5' (channel shape, timing-contract.md §14): one pointer per system port
-        self.channel_shape = cfg.contract == 2 and cfg.host_ports == "channel"
+        self.channel_shape = cfg.host_ports == "channel"
         self.prr = [0] * (cfg.stacks * cfg.channels)
         self._C = cfg.channels
         self._mapper = None

@@ -5,10 +5,8 @@ Request sources plug in through :meth:`HbfSystem.submit` and :meth:`HbfSystem.cl
 completions leave through the ``on_response(req, tick)`` callback, so an open-loop CSV driver
 and the closed-loop GPU model use the same controller unchanged (source §3.1).
 
-The run loops live beside it: :mod:`hbfsim.model.loop_reference` (contract 1, phase by phase),
-:mod:`hbfsim.model.loop_fused` (contract 1, one stack, hot paths written out),
-:mod:`hbfsim.model.system_v2` (contract 2's reference loop) and
-:mod:`hbfsim.model.loop_fused_v2` (contract 2, hot paths written out).
+The run loop lives beside it: :func:`hbfsim.model.loop.run_cycles` steps the stack
+controllers' phases in docs/timing-contract.md §16's order.
 """
 
 from __future__ import annotations
@@ -17,15 +15,10 @@ from array import array
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.model.controller import Request, StackController
-from hbfsim.model.controller_ports import ChannelStackController
+from hbfsim.model.controller import Request
 from hbfsim.model.controller_deep import DeepStackController
-from hbfsim.model.controller_v2 import PipelinedStackController
-from hbfsim.model.loop_fused import run_fused
-from hbfsim.model.loop_fused_v2 import run_fused_v2
-from hbfsim.model.loop_reference import run_reference
+from hbfsim.model.loop import run_cycles
 from hbfsim.model.mapping import Mapper
-from hbfsim.model.system_v2 import run_pipelined
 
 __all__ = ["DeadlockError", "HbfSystem"]
 
@@ -53,21 +46,16 @@ class HbfSystem:
         self.cfg = cfg
         self.mapper = Mapper(cfg)
         self.stats = Counter()
-        # contract 2's channel shape: S * C system ports k = stack * C + channel (v2 §2)
-        self.ports = cfg.contract == 2 and cfg.host_ports == "channel"
-        if cfg.pipeline == "deep":
-            # the one timing contract, the registered pipeline (docs/timing-contract.md),
-            # in both shapes and every mode
-            ctrl = DeepStackController
-        elif self.ports:
-            ctrl = ChannelStackController
-        else:
-            ctrl = PipelinedStackController if cfg.contract == 2 else StackController
-        self.stacks = [ctrl(cfg, s, self.mapper, self.stats) for s in range(cfg.stacks)]
+        # the channel shape: S * C system ports k = stack * C + channel (§2)
+        self.ports = cfg.host_ports == "channel"
+        # the one timing contract, the registered pipeline (docs/timing-contract.md), in
+        # both shapes and every mode
+        self.stacks = [DeepStackController(cfg, s, self.mapper, self.stats)
+                       for s in range(cfg.stacks)]
         for s in self.stacks:
             s.on_response = self._responded
         self.ingress: deque[Request] = deque()
-        self.route: deque[Request] = deque()    # contract 2, S >= 2: the route stage (v2 §2)
+        self.route: deque[Request] = deque()    # S >= 2: the route stage (§2)
         # the channel shape's per-port ingress (the requests presented on req[k], in order)
         self.port_in: list[deque[Request]] = \
             [deque() for _ in range(cfg.stacks * cfg.channels)] if self.ports else []
@@ -94,18 +82,17 @@ class HbfSystem:
         self.n_req = {"R": 0, "W": 0}
         self.errors = 0
         self.steps = 0          # cycles actually evaluated (the rest were skipped, C3)
-        # contract 2, after run(until) stopped in a skip: the next tick that can change
+        # after run(until) stopped in a skip: the next tick that can change
         # state (the ticks from t to it are no-ops, C3); None when t is that tick
         self.t_resume: int | None = None
-        self.engine = "fused"
         self.resp_ready = None  # f(tick) -> bool: the consumer's resp.ready (default: high)
 
     # ------------------------------------------------------------------ request side
     def submit(self, req: Request, port: int | None = None) -> None:
         """Queue a request for ingress (arrival order; arrivals may not go backwards).
 
-        In the channel shape (contract 2, ``host_ports = "channel"``) the request is
-        presented on system port ``stack * C + channel`` of its mapping (v2 §1, §2); a
+        In the channel shape (``host_ports = "channel"``) the request is presented on
+        system port ``stack * C + channel`` of its mapping (§1, §2); a
         ``port`` given is checked against it. Elsewhere there is one port and ``port`` must
         be None or 0.
 
@@ -190,25 +177,11 @@ class HbfSystem:
     def run(self, until: int | None = None) -> int:
         """Advance until every submitted request has completed (or ``until``).
 
-        Returns the tick the simulation stopped at. A single-stack system runs the fused
-        loop :func:`~hbfsim.model.loop_fused.run_fused`; ``engine = "reference"`` forces the
-        phase-by-phase loop :func:`~hbfsim.model.loop_reference.run_reference`, which the
-        fused loop must match event for event. Contract 2 runs its fused loop
-        :func:`~hbfsim.model.loop_fused_v2.run_fused_v2` (both host-port shapes, any number
-        of stacks) unless ``engine = "reference"`` or ``multiplane`` is not ``off``: those
-        run its reference loop :func:`hbfsim.model.system_v2.run_pipelined`.
-        ``pipeline = "deep"`` always runs the reference loop, which steps
-        :class:`~hbfsim.model.controller_deep.DeepStackController`'s phases (the fused loop
-        writes out contract 2's standard rules, not DP1-DP7).
+        Returns the tick the simulation stopped at: the reference loop
+        :func:`~hbfsim.model.loop.run_cycles`, which steps the controllers' phases cycle by
+        cycle and skips the cycles in which nothing can change (C3).
         """
-        if self.cfg.contract == 2:
-            if self.engine == "fused" and self.cfg.multiplane == "off" \
-                    and self.cfg.pipeline == "standard":
-                return run_fused_v2(self, until)
-            return run_pipelined(self, until)
-        if len(self.stacks) == 1 and self.engine == "fused" and self.resp_ready is None:
-            return run_fused(self, until)
-        return run_reference(self, until)
+        return run_cycles(self, until)
 
     def _next_tick(self, t: int) -> int | None:
         """After a cycle that changed nothing: the next tick at which something can (C3).
@@ -227,7 +200,7 @@ class HbfSystem:
         for k, q in enumerate(self.port_in):
             if not q:
                 continue
-            # a head that has arrived waits for its port's admission rank (v2 §4.1)
+            # a head that has arrived waits for its port's admission term (§4.1)
             a = q[0].arrival if q[0].arrival > t else self.stacks[k // C].rank_tick(t, k % C)
             if a is not None and (nxt is None or a < nxt):
                 nxt = a
@@ -238,21 +211,6 @@ class HbfSystem:
                             or any(self.port_in)):
             raise DeadlockError(self._describe(t))
         return nxt
-
-    def _return_arbiter(self, t: int) -> bool:
-        """Grant the system response port to one stack's candidate, round robin (§2, §8)."""
-        n = len(self.stacks)
-        cands = [s.response_candidate(t) for s in self.stacks]
-        if self.resp_ready is not None and any(c is not None for c in cands) \
-                and not self.resp_ready(t):
-            return True  # held by the consumer: state unchanged, but look again next cycle
-        for k in range(n):
-            i = (self.rr + k) % n
-            if cands[i] is not None:
-                self.stacks[i].respond(cands[i], t)
-                self.rr = (i + 1) % n
-                return True
-        return False
 
     def _describe(self, t: int) -> str:
         parts = [f"deadlock at tick {t}: {self.submitted - self.n_done} requests open"]

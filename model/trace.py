@@ -71,9 +71,9 @@ class TraceWriter:
                 st.append((max(tq + 1, tm + 1), "Queued", depth))
             if ti >= 0:
                 st.append((max(ti, tm + 1), "MediaOp", 0))
-            # Return: tc + 1, or tc + 2 for a read under the registered pipeline (DP6,
-            # docs/timing-contract.md §4b)
-            ret = tc + 2 if r.op == "R" and cfg.pipeline == "deep" else tc + 1
+            # Return: tc + 2 for a read (DP6), tc + 1 for a write (docs/timing-contract.md
+            # §4, the request's events)
+            ret = tc + 2 if r.op == "R" else tc + 1
             st.append((ret, "Return", 0))
             for cyc, name, d in st:
                 out.append(f"{cyc},{pre}{name},{r.nbytes},{d},{cyc - r.arrival},{flags},0\n")

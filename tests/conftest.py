@@ -14,11 +14,11 @@ from hbfsim.model.system import HbfSystem
 os.environ.setdefault("HBFSIM_COSIM_OPT", "-O0")
 
 
-def v1_config(**kw):
-    """``load_config`` under contract 1 (docs/history.md), for tests whose
-    expected cycles or single-port behaviour are contract 1's (the default is contract 2
-    in the channel shape since 2026-12-02); a ``contract`` given in ``kw`` wins."""
-    return load_config(**({"contract": 1} | kw))
+def stack_config(**kw):
+    """``load_config`` in the stack shape (one request and one response port per stack,
+    docs/timing-contract.md §1), for tests whose requests or expectations are one port's;
+    a ``host_ports`` given in ``kw`` wins."""
+    return load_config(**({"host_ports": "stack"} | kw))
 
 
 def make_reqs(spec, cfg):

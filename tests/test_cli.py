@@ -21,18 +21,23 @@ def test_default_run_shows_the_mechanisms():
         assert key in out
 
 
-def test_header_names_the_contract_its_ports_and_the_pipeline(tmp_path):
-    """Every tick figure depends on the cycle contract, so the header names it: the default
-    (contract 2, a port per channel) and Amendment A's deep pipeline (stack shape), whose
-    isolated read is 5 ticks later (docs/timing-contract.md)."""
+def test_header_names_the_pipeline_and_its_ports(tmp_path):
+    """Every tick figure depends on the controller and its ports, so the header names them:
+    the default (a port per channel) and the stack shape; a retired controller's key is
+    refused with one line pointing to docs/history.md, and nothing is written."""
     p = hbfsim("run")
     assert p.returncode == 0, p.stderr
-    assert "contract 2 (a port per channel), memory clock" in p.stdout
-    cfg = tmp_path / "deep.toml"
-    cfg.write_text('host_ports = "stack"\npipeline = "deep"\n')
+    assert "registered pipeline (a port per channel), memory clock" in p.stdout
+    cfg = tmp_path / "stack.toml"
+    cfg.write_text('host_ports = "stack"\n')
     p = hbfsim("run", "--config", str(cfg))
     assert p.returncode == 0, p.stderr
-    assert "contract 2 (one port per stack, deep pipeline), memory clock" in p.stdout
+    assert "registered pipeline (one port per stack), memory clock" in p.stdout
+    cfg.write_text('pipeline = "standard"\n')
+    p = hbfsim("run", "--config", str(cfg), "--stats-json", str(tmp_path / "s.json"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "'pipeline'" in p.stderr and "docs/history.md" in p.stderr
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_run_csv_with_trace_and_stats(tmp_path):

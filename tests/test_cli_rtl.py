@@ -57,7 +57,7 @@ def test_rtl_emits_multiplane_commands(tmp_path):
     # multi-plane commands are RTL under contract 2 (docs/rtl.md "Multi-plane commands"):
     # the media port carries the megaplane and planes mask instead of subarray and tag
     cfg = tmp_path / "c.toml"
-    cfg.write_text(SMALL + 'contract = 2\nmultiplane = "megaplane"\nmegaplane_planes = 2\n')
+    cfg.write_text(SMALL + 'multiplane = "megaplane"\nmegaplane_planes = 2\n')
     out = tmp_path / "d.v"
     p = hbfsim("rtl", "emit", "--config", str(cfg), "-o", str(out))
     assert p.returncode == 0, p.stderr
@@ -66,7 +66,7 @@ def test_rtl_emits_multiplane_commands(tmp_path):
     from hbfsim.rtl.layouts import Widths, cmd_layout
 
     c = load_config(channels=2, subarrays_per_channel=4, mshr_entries=8, write_buffer_entries=4,
-                    admission=16, queue_depth=4, capacity_bytes=33554432, contract=2,
+                    admission=16, queue_depth=4, capacity_bytes=33554432,
                     multiplane="megaplane", megaplane_planes=2)
     layout = cmd_layout(Widths.of(c))
     assert "planes" in layout.members and "tag" not in layout.members

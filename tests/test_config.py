@@ -172,19 +172,18 @@ def test_a_request_that_never_completes_fails_the_run(tmp_path):
     from hbfsim.model.controller import Request
     from hbfsim.model.system import HbfSystem
 
-    # contract 1 stops at the horizon with the request open; contract 2's loops run on to
-    # it and complete it, so they cannot show this defence
-    cfg = load_config(contract=1)
+    # a run that stops early (the loop itself runs every request to completion)
+    cfg = load_config()
 
     def run(trace):
         s = HbfSystem(cfg, trace=trace, keep=False)
         s.submit(Request(0, "R", cfg.base_address, 32, 0, 0))
-        s.submit(Request(1, "R", cfg.base_address, 32, 0, 1 << 62))  # beyond the horizon
+        s.submit(Request(1, "R", cfg.base_address + 4096, 32, 0, 0))
         s.close_input()
-        s.run()
+        s.run(until=cfg.t_read_ticks)      # before any response (an isolated read: tR + 13)
         return s
 
-    with pytest.raises(RunError, match="1 of 2 accepted requests never completed"):
+    with pytest.raises(RunError, match="2 of 2 accepted requests never completed"):
         _traced_run(cfg, {"trace": None, "stats": None}, 2, run)
 
 

@@ -329,20 +329,20 @@ def test_bad_input_names_the_value(tmp_path, capsys):
 
 
 def test_set_runs_a_device_study_on_another_configuration(tmp_path, capsys):
-    """``--set`` reaches every run: contract 1's single request port loses against the
-    default channel shape of contract 2 at 16 channels (docs/timing-contract.md §17); a key
+    """``--set`` reaches every run: the stack shape's single request port loses against the
+    default channel shape at 16 channels (docs/timing-contract.md §1, §12); a key
     the study sweeps, an unknown key, a malformed item and a serving study are refused
     before work."""
     base = run_study("media-saturation", tmp_path / "a", quick=True, workers=1,
-                     config_set={"contract": 1})
+                     config_set={"host_ports": "stack"})
     v2 = run_study("media-saturation", tmp_path / "b", quick=True, workers=1)
     bw = {k: {(r["channels"], r["producers"], r["active_total"]): r["array_bandwidth_gbs"]
               for r in csv.DictReader(read(s["files"]["csv"]).splitlines())} for k, s in
           (("v1", base), ("v2", v2))}
     key = ("16", "1024", "0")
     assert float(bw["v2"][key]) > float(bw["v1"][key]) * 1.01
-    assert base["config_set"] == {"contract": 1}
-    assert "`contract = 1`" in read(base["files"]["summary_md"])
+    assert base["config_set"] == {"host_ports": "stack"}
+    assert "`host_ports = 'stack'`" in read(base["files"]["summary_md"])
     for kw, word in ((dict(channels=4), "sets channels itself"),
                      (dict(nope=1), "unknown configuration key 'nope'")):
         with pytest.raises(ValueError, match=word):
@@ -350,10 +350,10 @@ def test_set_runs_a_device_study_on_another_configuration(tmp_path, capsys):
                       config_set=kw)
     with pytest.raises(ValueError, match="device studies"):
         run_study("serving", tmp_path / "d", quick=True, workers=1,
-                  config_set={"contract": 2})
+                  config_set={"host_ports": "stack"})
     capsys.readouterr()
     assert main(["page-service", "--quick", "--out", str(tmp_path / "e"),
-                 "--set", "contract"]) == 2
+                 "--set", "host_ports"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
     assert not (tmp_path / "c" / "runs.csv").exists()
 

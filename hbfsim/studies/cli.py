@@ -27,7 +27,7 @@ def _add_arguments(p) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="config_set",
                    help="HbfConfig key for every run of a device study (repeatable), e.g. "
-                        "--set contract=2 --set host_ports=channel; refused for a key the "
+                        "--set host_ports=stack; refused for a key the "
                         "study sets itself")
 
 

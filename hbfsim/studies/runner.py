@@ -129,7 +129,7 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         Show a tqdm progress bar on stderr.
     config_set : dict, optional
         ``HbfConfig`` keys and values applied to every run of a device study (``hbfsim
-        study --set``), e.g. ``{"contract": 2}``; refused for keys the study sets itself.
+        study --set``), e.g. ``{"host_ports": "stack"}``; refused for keys the study sets itself.
 
     Returns
     -------

@@ -95,11 +95,11 @@ CHECK_FIRST_BAD = [
      r"page_buffers must be an integer, not 'two'"),
     (["study", "media-saturation", "--quick", "--out", "o", "--set", "trace_file=t.csv"], {},
      r"--set trace_file: a study writes no trace"),
-    (["study", "media-saturation", "--quick", "--out", "o", "--set", "contract=1", "--set",
-      "host_ports=channel"], {}, r"host_ports = 'channel' needs contract = 2"),
+    (["study", "media-saturation", "--quick", "--out", "o", "--set", "contract=1"], {},
+     r"configuration key 'contract' .* is retired .*docs/history.md"),
     (["study", "rw-isolation", "--quick", "--out", "o", "--set", "hbf_num_stacks=2", "--set",
       "stacks=2"], {}, r"configuration key 'stacks' given twice"),
-    (["study", "serving", "--quick", "--out", "o", "--set", "contract=1"], {},
+    (["study", "serving", "--quick", "--out", "o", "--set", "host_ports=stack"], {},
      r"--set applies to the device studies; serving takes no HbfConfig"),
     # ------------------------------------------------------------------ serve: before the
     # characterization (its cache would appear in the folder)

@@ -61,23 +61,21 @@ CONFIG_BAD = [
     ("channel_bw_gbps = nan", r"channel_bw_gbps must be a finite number, not nan"),
     ("channel_bw_gbps = 1e300", r"channel_bw_gbps must be at most"),
     ("channel_bw_gbps = 'fast'", r"channel_bw_gbps must be a number"),
-    ("contract = 1\nlink_burst_bytes = 1024", r"link_burst_bytes must be at least 4096"),
-    ("contract = 3", r"contract must be 1 or 2, not 3"),
-    ("contract = '2'", r"contract must be an integer, not '2'"),
+    # the retired controllers' keys (docs/history.md)
+    ("contract = 1", r"configuration key 'contract' in .* is retired \(the cycle contract\): "
+                     r"hbfsim has one controller, docs/timing-contract.md; contract 1 and the "
+                     r"standard pipeline are at commit e5ad083 \(docs/history.md\)"),
+    ("contract = 2", r"configuration key 'contract' in .* is retired"),
+    ("pipeline = 'deep'", r"configuration key 'pipeline' in .* is retired"),
+    ("link_burst_bytes = 4096", r"configuration key 'link_burst_bytes' in .* is retired "
+                                r"\(contract 1's link-credit bucket\)"),
     ("host_ports = 'bank'", r"host_ports must be stack or channel, not 'bank'"),
-    ("contract = 2\nlink_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
-    ("link_burst_bytes = 8192", r"link_burst_bytes is not used by contract = 2"),
-    ("contract = 1\nhost_ports = 'channel'", r"host_ports = 'channel' needs contract = 2"),
     # docs/timing-contract.md §7a, Configuration
-    ("contract = 1\nmultiplane = 'megaplane'", r"multiplane requires contract = 2"),
-    # docs/timing-contract.md, Configuration
-    ("pipeline = 'deeper'\nhost_ports = 'stack'", r"pipeline must be standard or deep"),
-    ("contract = 1\npipeline = 'deep'", r"pipeline = 'deep' needs contract = 2"),
-    ("contract = 2\nmultiplane = 1", r"multiplane must be a string, not 1"),
-    ("contract = 2\nmultiplane = 'hyper'", r"multiplane must be off, page or megaplane"),
-    ("contract = 2\nmultiplane = 'megaplane'\nhyperpage_window_ticks = 1.5",
+    ("multiplane = 1", r"multiplane must be a string, not 1"),
+    ("multiplane = 'hyper'", r"multiplane must be off, page or megaplane"),
+    ("multiplane = 'megaplane'\nhyperpage_window_ticks = 1.5",
      r"hyperpage_window_ticks must be an integer, not 1.5"),
-    ("contract = 2\nhyperpage_window_ticks = 4",
+    ("hyperpage_window_ticks = 4",
      r"hyperpage_window_ticks is used by multiplane = 'megaplane' only"),
     ("memory_clock_mhz = 0", r"memory_clock_mhz must be positive"),
     ("memory_clock_mhz = -850", r"memory_clock_mhz must be positive"),

@@ -31,7 +31,7 @@ LEVELS = ("model", "rtl", "cosim")
 
 #: The conformance configuration (the registered pipeline, stack shape, small tables, short
 #: media times so that the RTL's cycle-by-cycle simulations stay short).
-BASE = dict(contract=2, pipeline="deep", host_ports="stack", channels=2,
+BASE = dict(host_ports="stack", channels=2,
             subarrays_per_channel=4, active_per_channel=4, admission=16, mshr_entries=8,
             queue_depth=4, write_buffer_entries=4, pages_per_block=4, t_read_us=0.01,
             t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2, write_deadline_ticks=40)

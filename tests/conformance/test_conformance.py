@@ -158,4 +158,4 @@ def test_every_level_is_named():
     assert {lvl for c in CASES for lvl in c.levels} <= set(LEVELS)
     assert all(c.rule and "model" in c.levels for c in CASES)
     assert len({c.name for c in CASES}) == len(CASES)
-    assert BASE["pipeline"] == "deep"
+    assert "pipeline" not in BASE and "contract" not in BASE   # one contract (history.md)

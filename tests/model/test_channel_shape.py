@@ -20,7 +20,7 @@ from tests.conftest import make_reqs
 
 
 def v2(**kw):
-    return load_config(contract=2, **kw)
+    return load_config(**kw)
 
 
 def run(cfg, spec, resp_ready=None):
@@ -49,7 +49,6 @@ def frees(system):
     fills (an entry is FREE from the cycle after its last waiter's launch, v2 §4.3). The
     wrapper is the controller's method, which the fused loop writes out: the system runs the
     reference loop (the fused loop equals it: tests/model/test_engines_v2.py)."""
-    system.engine = "reference"
     out = []
     for s in system.stacks:
         def launch(cur, i, req, t, orig=s._launch):
@@ -244,11 +243,13 @@ def test_request_on_the_wrong_port_is_refused():
 
 def test_two_stacks_respond_in_one_cycle():
     """§2 channel shape and 11.4's last sentence: the stacks' ports are separate, so two
-    isolated reads of the two stacks respond in one cycle, without the route stage's +1."""
+    isolated reads of the two stacks respond in one cycle (§10: ``a + 13 + tR``), without
+    the route stage's +1 of the stack shape (``a + 14 + tR``, the second accepted a cycle
+    later on the one system port)."""
     spec = [("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0)]
     (s1, _), (s2, _) = (run(v2(host_ports=hp, stacks=2), spec) for hp in ("stack", "channel"))
     ch = [r.t_done for r in s2.completed]
     st1 = [r.t_done for r in s1.completed]
     tr = s2.cfg.t_read_ticks
-    assert ch == [tr + 8, tr + 8]
-    assert st1 == [tr + 9, tr + 10]
+    assert ch == [tr + 13, tr + 13]
+    assert st1 == [tr + 14, tr + 15]

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES
-from tests.conftest import v1_config
+from tests.conftest import stack_config as v1_config
 from hbfsim.model.gpu import (GpuConfig, GpuError, GpuPort, GpuProgram, Kernel,
                               Producer, gpu_cycles_to_ticks, open_loop_requests,
                               partition_of, program_from_spec, program_spec,
@@ -182,7 +182,7 @@ def test_open_loop_replay_reproduces_ingress_and_completion(name):
     if name == "mshr_grid_channel":
         # channel shape (G5'): one partition's requests, granted in different ticks to
         # different ports, are accepted in one tick (41 times here), which the replay admits
-        cfg = v1_config(**mshr_grid().config, admission=32, mshr_merge=False, contract=2,
+        cfg = v1_config(**mshr_grid().config, admission=32, mshr_merge=False,
                           host_ports="channel", **FAST)
         prog, gpu = mshr_grid(cfg, warps=16, bound=2), None
     elif name == "mixed":

@@ -19,7 +19,7 @@ from tests.model.test_gpu import FAST, mixed_program, stepped_equals_closed_loop
 
 
 def cfg2(host_ports, **kw):
-    base = dict(contract=2, host_ports=host_ports, channels=2, subarrays_per_channel=4,
+    base = dict(host_ports=host_ports, channels=2, subarrays_per_channel=4,
                 active_per_channel=4, capacity_bytes=2 * 4 * 256 * PAGE_BYTES * 16, **FAST)
     base.update(kw)
     return load_config(**base)
@@ -166,7 +166,7 @@ def test_channel_shape_skips_idle_ticks_closed_loop(multiplane):
     cycles for 7,704 page reads (bench/bench_layout.py --host-ports channel)."""
     steps = {}
     for hp in ("stack", "channel"):
-        cfg = load_config(base=LAYOUT_GEOMETRY, contract=2, host_ports=hp,
+        cfg = load_config(base=LAYOUT_GEOMETRY, host_ports=hp,
                           multiplane=multiplane)
         res, steps[hp] = _closed_loop(cfg, layout_decode(cfg, scale=16, batch=1))
     assert res.span_ticks > 10 * steps["channel"]

@@ -22,9 +22,9 @@ MODES = ("off", "page", "megaplane")
 
 
 def mp(mode, M=4, S=8, **kw):
-    """One channel of ``S`` subarrays in megaplanes of ``M``, tR 1 us, contract 2."""
+    """One channel of ``S`` subarrays in megaplanes of ``M``, tR 1 us."""
     kw.setdefault("channels", 1)
-    return load_config(contract=2, multiplane=mode, subarrays_per_channel=S,
+    return load_config(multiplane=mode, subarrays_per_channel=S,
                        planes_per_die=S, megaplane_planes=M, t_read_us=1.0, **kw)
 
 
@@ -80,15 +80,14 @@ def busy_planes(cmds):
 
 
 # ------------------------------------------------------------------ the worked timings
-@pytest.mark.parametrize("pipeline", ["standard", "deep"])
 @pytest.mark.parametrize("M", [2, 4, 8])
 @pytest.mark.parametrize("mode", MODES)
-def test_worked_timings(mode, M, pipeline):
+def test_worked_timings(mode, M):
     """The design's table: ``M`` page READs of one megapage enqueued one per cycle from
     ``E``; the first command, every command, the last page's completion and the planes busy
-    at once on the megaplane, exactly as the table writes them (timing-contract.md §7a:
-    the same relative to ``E`` under the registered pipeline, ``pipeline = "deep"``)."""
-    cfg = mp(mode, M=M, pipeline=pipeline)
+    at once on the megaplane, exactly as the table writes them (timing-contract.md §7a,
+    relative to ``E``)."""
+    cfg = mp(mode, M=M)
     tR = cfg.t_read_ticks
     system, cmds = run(cfg, megapage(cfg, row=3), close=False)
     tq = [r.entry_info[0] for r in system.completed]
@@ -114,13 +113,17 @@ def test_worked_timings(mode, M, pipeline):
 
 def test_drain_ends_the_window_before_the_last_page_is_enqueued():
     """MP4 with ``drain``: the input closes after the megapage, so drain rises the cycle after
-    the last request left M (v2 §1), one cycle before its operation is enqueued; the window
-    ends then and the last page takes a second command (the design's note under MP4)."""
+    the last request left M (§1), two cycles before its operation is enqueued; the window
+    ends then and the pages not yet candidates take a second command (the design's note
+    under MP4)."""
     cfg = mp("megaplane", M=4)
     tR = cfg.t_read_ticks
     system, cmds = run(cfg, megapage(cfg, row=0), close=True)
     E = system.completed[0].entry_info[0]
-    assert [(c[0], c[3]) for c in cmds] == [(E + 4, (0, 1, 2)), (E + 5 + tR, (3,))]
+    # the last request left M in E + 1 (dispatch ta + 2, enqueue ta + 4), drain rises in
+    # E + 2, the cycle page 2 is enqueued: the window ends with pages 0 and 1 as
+    # candidates (command in E + 3), and pages 2 and 3 take a second command
+    assert [(c[0], c[3]) for c in cmds] == [(E + 3, (0, 1)), (E + 4 + tR, (2, 3))]
 
 
 # ------------------------------------------------------------------ M = 1 is off
@@ -141,7 +144,6 @@ configs = st.fixed_dictionaries({
     "page_buffers": st.sampled_from([0, 2]),
     "scheduler": st.sampled_from(["fcfs", "read-priority", "write-drain"]),
     "write_timeout_policy": st.sampled_from(["strict", "partial"]),
-    "pipeline": st.sampled_from(["standard", "deep"]),
     "read_mode": st.sampled_from(["demand", "aggregation"]),
 })
 
@@ -165,8 +167,8 @@ def test_one_plane_megaplanes_equal_off(kw, ops, mode):
     base = dict(capacity_bytes=2 * kw["channels"] * 4 * 8 * PAGE_BYTES, pages_per_block=8,
                 subarrays_per_channel=4, t_read_us=0.1, t_prog_us=0.5, t_erase_us=1.0,
                 write_deadline_ticks=40, **kw)
-    cfg_off = load_config(contract=2, multiplane="off", **base)
-    cfg_mp = load_config(contract=2, multiplane=mode, megaplane_planes=1, **base)
+    cfg_off = load_config(multiplane="off", **base)
+    cfg_mp = load_config(multiplane=mode, megaplane_planes=1, **base)
     (s1, c1), (s2, c2) = run(cfg_off, spec), run(cfg_mp, spec)
     assert s2.stacks[0].mp is not None and s2.stacks[0].mp.commands == len(c2)
     assert outcome(s1) == outcome(s2)
@@ -304,13 +306,10 @@ def test_keys_default_and_window_follows_megaplane_planes():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    (dict(contract=1, multiplane="page"), r"multiplane requires contract = 2 .* not 'page' under "
-                              r"contract = 1"),
-    (dict(contract=2, multiplane="wide"), r"multiplane must be off, page or megaplane, "
-                                          r"not 'wide'"),
-    (dict(contract=2, multiplane="megaplane", hyperpage_window_ticks=-2),
+    (dict(multiplane="wide"), r"multiplane must be off, page or megaplane, not 'wide'"),
+    (dict(multiplane="megaplane", hyperpage_window_ticks=-2),
      r"hyperpage_window_ticks must be a tick count >= 0 .*not -2"),
-    (dict(contract=2, multiplane="page", hyperpage_window_ticks=8),
+    (dict(multiplane="page", hyperpage_window_ticks=8),
      r"hyperpage_window_ticks is used by multiplane = 'megaplane' only, not 8"),
 ])
 def test_keys_refused(kw, msg):
@@ -318,14 +317,13 @@ def test_keys_refused(kw, msg):
         load_config(**kw)
 
 
-@pytest.mark.parametrize("pipeline", ["standard", "deep"])
 @pytest.mark.parametrize("mode", MODES)
-def test_channel_shape_megapage_per_channel(mode, pipeline):
+def test_channel_shape_megapage_per_channel(mode):
     """The channel shape (v2 §14) shares the channel queues and issue: a megapage on each of
     two channels, presented on both ports at once, enqueues on both from ``E`` and leaves
     as one command per channel in ``E + M + 1`` (``off``: one per page from ``E + 2``)."""
     M, C = 4, 2
-    cfg = mp(mode, M=M, channels=C, host_ports="channel", pipeline=pipeline)
+    cfg = mp(mode, M=M, channels=C, host_ports="channel")
     S = cfg.subarrays_per_channel
     spec = [("R", C * (2 * S + i) + ch, 0, 64, 0) for i in range(M) for ch in range(C)]
     system, cmds = run(cfg, spec, close=False)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hbfsim.config import PAGE_BYTES, SCHEDULERS
 from hbfsim.model.controller import Request
 from hbfsim.model.system import HbfSystem
-from tests.conftest import v1_config
+from tests.conftest import stack_config as v1_config
 
 ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(0, 127),
                          st.integers(0, 400)), min_size=1, max_size=60)

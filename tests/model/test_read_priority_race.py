@@ -6,8 +6,9 @@ is enqueued in ``ta + 8`` (DP5's registered full decision in ``ta + 4``, FLUSH `
 DP3's ``O_c`` ``ta + 7``) and an isolated read accepted in ``ta_r`` in ``ta_r + 4`` (DP2).
 The enqueue arbiter takes the MSHR candidate before ``O_c`` (§6), and an operation is a
 candidate for the issue decision from the cycle after its enqueue (§6), so the read's
-READ reaches the media first whenever ``ta_r <= ta + 4``; the standard pipeline (write
-enqueued ``ta + 4``, read ``ta_r + 3``) only when ``ta_r <= ta + 1``. With one subarray
+READ reaches the media first whenever ``ta_r <= ta + 4`` (the retired standard pipeline,
+write enqueued ``ta + 4``, read ``ta_r + 3``: only when ``ta_r <= ta + 1``, docs/history.md).
+With one subarray
 the loser waits a whole ``tR`` or ``tPROG``, and read priority keeps a PROGRAM behind
 every READ queued on its channel.
 """
@@ -35,11 +36,11 @@ def _log_commands(system) -> list:
     return log
 
 
-def _race(pipeline: str, shape: str, k: int):
+def _race(shape: str, k: int):
     """A 4096 B write of page 4 accepted in 100 and a read of page 0 (the same channel,
     one subarray) arriving in ``100 + k``, ``k >= 1`` (both enter one port); return
     (commands, write, read)."""
-    cfg = load_config(pipeline=pipeline, host_ports=shape, channels=4,
+    cfg = load_config(host_ports=shape, channels=4,
                       subarrays_per_channel=1, active_per_channel=1,
                       scheduler="read-priority", page_cache_pages=0)
     system = HbfSystem(cfg)
@@ -54,21 +55,13 @@ def _race(pipeline: str, shape: str, k: int):
 @pytest.mark.parametrize("k", range(1, 8))
 def test_registered_pipeline_read_wins_within_four_cycles(shape, k):
     """The one contract, both shapes: the READ is the first command exactly for k <= 4."""
-    log, w, r = _race("deep", shape, k)
+    log, w, r = _race(shape, k)
     assert w.t_accept == 100 and r.t_accept == 100 + k
     tq_w, tq_r = w.entry_info[0], r.entry_info[0]
     assert tq_r == r.t_accept + 4
     # k = 4: both offered in 108; the arbiter takes the MSHR candidate, O_c waits a cycle
     assert tq_w == (109 if k == 4 else 108)
     assert [op for _, _, op in log] == (["R", "P"] if k <= 4 else ["P", "R"])
-
-
-@pytest.mark.parametrize("k", range(1, 4))
-def test_standard_pipeline_read_wins_within_one_cycle(k):
-    """The retired standard pipeline's window (delete with it, history.md): why its stack
-    shape did not flip (the read of channel 3 came 4 cycles after the last store)."""
-    log, w, r = _race("standard", "stack", k)
-    assert [op for _, _, op in log] == (["R", "P"] if k <= 1 else ["P", "R"])
 
 
 @pytest.mark.parametrize("scheduler, program_position", [("read-priority", 32),
@@ -79,8 +72,7 @@ def test_rw_isolation_flip_in_the_stack_shape(scheduler, program_position):
     (4 cycles later, one port), so the read's READ goes first; read priority then keeps the
     PROGRAM behind all 32 READs of channel 3 (4 pages x 8 entries), FCFS behind one."""
     base = rw_isolation().config
-    cfg = load_config(**(base | dict(scheduler=scheduler, pipeline="deep",
-                                     host_ports="stack")))
+    cfg = load_config(**(base | dict(scheduler=scheduler, host_ports="stack")))
     program = rw_isolation(cfg, write_pages=4, read_delay_us=0)
     loop = ClosedLoop(cfg, program, program.gpu, record=True)
     cmds = _log_commands(loop.system)

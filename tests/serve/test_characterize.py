@@ -33,9 +33,10 @@ def media_ceiling(cfg):
 # ----------------------------------------------------------------------------- figures
 def test_stream_bandwidth_is_the_media_ceiling(base):
     assert base.read_bw == pytest.approx(media_ceiling(small()), rel=0.01)
-    # a transfer smaller than one wave costs one tR plus a few pipeline ticks (contract §10)
+    # a transfer smaller than one wave costs one tR plus the pipeline's ticks (contract §10:
+    # an isolated read responds tR + 13 ticks after its accept)
     tr = small().t_read_us * 1e-6
-    assert tr < base.read_seconds(PAGE_BYTES) < tr + 10 / 850e6
+    assert tr < base.read_seconds(PAGE_BYTES) < tr + 16 / 850e6
 
 
 def test_kv_pattern_and_writes(base):
@@ -122,7 +123,7 @@ def _mixed(t):
     return m["seconds"], m["write_seconds"]
 
 
-@pytest.mark.parametrize("shape", [dict(contract=1), dict()], ids=["contract1", "default"])
+@pytest.mark.parametrize("shape", [dict(host_ports="stack"), dict()], ids=["stack", "default"])
 def test_schedulers_order_reads_and_writes_under_mixed_traffic(tmp_path, shape):
     """Reads while KV writes program, 8 active slots per channel so the scheduler chooses
     (M2): read priority finishes the reads sooner than FCFS, and the writes later through

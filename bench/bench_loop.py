@@ -1,29 +1,25 @@
-"""Benchmark the run loops of both timing contracts on one request stream each.
+"""Benchmark the golden model's run loop on three request streams.
 
-    python bench/bench_contract2.py [--workload NAME ...] [--loop NAME ...] [--repeat N]
-                                    [--profile LOOP]
+    python bench/bench_loop.py [--workload NAME ...] [--loop NAME ...] [--repeat N]
+                               [--profile LOOP]
 
 Every loop replays the same open-loop request stream (fixed arrivals), so the figures
-compare the loops and nothing else:
+compare the configurations and nothing else:
 
 * ``read``: bench/bench_model.py's read stream (32 B sector reads, 8 per page over distinct
   pages, one arrival per tick; the media saturate), on ocp-grade3 (the default workload of
   docs/benchmarks.md).
 * ``media``: the ``media_saturation`` workload (1,024 producers, 8 dependent pages each),
-  run closed loop once under contract 1 and replayed from its accept ticks.
+  run closed loop once in the stack shape and replayed from its accept ticks.
 * ``decode``: ``llm_decode`` of qwen3-1.7b scaled by 8, one layer, replayed likewise.
 
-Loops: ``c1-fused`` (contract 1's default loop, the baseline), ``c1-ref`` (its
-phase-by-phase loop), ``c2-stack`` and ``c2-channel`` (contract 2's fused loop,
-model/loop_fused_v2.py, in the two host-port shapes, ``multiplane = "off"``),
-``c2-stack-ref`` and ``c2-channel-ref`` (contract 2's reference loop, ``engine =
-"reference"``), ``c2-stack-page`` and ``c2-channel-page`` (``multiplane = "page"``, which
-always runs the reference loop), ``c2-stack-deep`` and ``c2-channel-deep`` (``pipeline =
-"deep"``, the one timing contract, which always runs the reference loop too). Each figure is the median of ``--repeat`` runs
-and is printed beside its ratio to ``c1-fused`` on the same stream, measured in the same
-process (the machines are shared and noisy: quote the ratios); after each stream, the
-contract-2 fused loops' speed-up over their reference loops. ``steps`` is the number of
-evaluated cycles (a fused loop and its reference evaluate the same cycles).
+Loops (one controller, docs/timing-contract.md; the loop is
+:func:`hbfsim.model.loop.run_cycles`): ``stack`` (the baseline), ``channel`` (the default
+shape), ``stack-page`` and ``channel-page`` (``multiplane = "page"``). Each figure is the
+median of ``--repeat`` runs and is printed beside its ratio to ``stack`` on the same stream,
+measured in the same process (the machines are shared and noisy: quote the ratios).
+``steps`` is the number of evaluated cycles. The retired loops' figures (contract 1, the
+standard pipeline, the hand-fused loops) are in docs/benchmarks.md and docs/history.md.
 """
 
 from __future__ import annotations
@@ -43,25 +39,14 @@ from hbfsim.model.workloads import get_workload
 
 PROFILE = dict(profile="ocp-grade3", admission=4096, mshr_entries=1024, queue_depth=64)
 
-#: loop name -> (config overrides, engine)
+#: loop name -> config overrides
 LOOPS = {
-    "c1-fused": ({"contract": 1}, "fused"),
-    "c1-ref": ({"contract": 1}, "reference"),
-    "c2-stack": ({"contract": 2, "host_ports": "stack"}, "fused"),
-    "c2-stack-ref": ({"contract": 2, "host_ports": "stack"}, "reference"),
-    "c2-channel": ({"contract": 2, "host_ports": "channel"}, "fused"),
-    "c2-channel-ref": ({"contract": 2, "host_ports": "channel"}, "reference"),
-    "c2-stack-page": ({"contract": 2, "host_ports": "stack", "multiplane": "page"}, "fused"),
-    "c2-channel-page": ({"contract": 2, "host_ports": "channel", "multiplane": "page"},
-                        "fused"),
-    # the one timing contract (docs/timing-contract.md, the registered pipeline):
-    # DeepStackController, reference loop only, in both shapes
-    "c2-stack-deep": ({"contract": 2, "host_ports": "stack", "pipeline": "deep"}, "fused"),
-    "c2-channel-deep": ({"contract": 2, "host_ports": "channel", "pipeline": "deep"},
-                        "fused"),
+    "stack": {"host_ports": "stack"},
+    "channel": {"host_ports": "channel"},
+    "stack-page": {"host_ports": "stack", "multiplane": "page"},
+    "channel-page": {"host_ports": "channel", "multiplane": "page"},
 }
-DEFAULT_LOOPS = ("c1-fused", "c1-ref", "c2-stack", "c2-stack-ref", "c2-channel",
-                 "c2-channel-ref")
+DEFAULT_LOOPS = ("stack", "channel")
 
 
 def read_stream(n: int):
@@ -73,8 +58,8 @@ def read_stream(n: int):
 
 
 def replayed(name: str, **params):
-    """Run workload ``name`` closed loop under contract 1 and return its ingress rows."""
-    cfg = load_config(**PROFILE, contract=1)
+    """Run workload ``name`` closed loop in the stack shape and return its ingress rows."""
+    cfg = load_config(**PROFILE, host_ports="stack")
     res = run_closed_loop(cfg, get_workload(name, cfg, **params), record=True)
     return [(r.op, r.addr, r.nbytes, r.source, r.arrival) for r in open_loop_requests(res)]
 
@@ -84,9 +69,7 @@ def run(loop: str, rows, profile: bool = False):
     completions, profiler)."""
     from hbfsim.model.controller import Request
 
-    over, engine = LOOPS[loop]
-    system = HbfSystem(load_config(**PROFILE, **over), keep=False)
-    system.engine = engine
+    system = HbfSystem(load_config(**PROFILE, **LOOPS[loop]), keep=False)
     for i, (op, addr, nbytes, source, arrival) in enumerate(rows):
         data = b"\x5a" * nbytes if op == "W" else None
         system.submit(Request(i, op, addr, nbytes, source, arrival, data))
@@ -111,9 +94,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", choices=tuple(LOOPS),
                     help="print a cProfile table of one run of this loop per workload")
     a = ap.parse_args(argv)
-    loops = ["c1-fused"] + [x for x in a.loop if x != "c1-fused"]
+    loops = ["stack"] + [x for x in a.loop if x != "stack"]
     print(f"run-loop benchmark: ocp-grade3, median of {a.repeat} runs; ratio = host time / "
-          f"c1-fused host time on the same stream (lower is faster)")
+          f"stack host time on the same stream (lower is faster)")
     print(f"{'stream':<8} {'loop':<16} {'requests':>9} {'host s':>8} {'req/s':>10} "
           f"{'ratio':>7} {'steps':>9} {'end tick':>10}")
     for wl in a.workload:
@@ -124,7 +107,6 @@ def main(argv=None) -> int:
         else:
             rows = replayed("llm_decode", model="qwen3-1.7b", scale=8, layers=1)
         base = None
-        hosts = {}
         for loop in loops:
             times = []
             for _ in range(a.repeat):
@@ -134,13 +116,8 @@ def main(argv=None) -> int:
             host = statistics.median(times)
             if base is None:
                 base = host
-            hosts[loop] = host
             print(f"{wl:<8} {loop:<16} {len(rows):>9,} {host:>8.3f} {len(rows) / host:>10,.0f} "
                   f"{host / base:>7.2f} {steps:>9,} {end:>10,}", flush=True)
-        for shape in ("stack", "channel"):
-            fused, ref = hosts.get(f"c2-{shape}"), hosts.get(f"c2-{shape}-ref")
-            if fused and ref:
-                print(f"{wl:<8} c2-{shape} fused is {ref / fused:.2f}x its reference loop")
         if a.profile:
             *_, prof = run(a.profile, rows, profile=True)
             buf = io.StringIO()

@@ -1,32 +1,29 @@
-"""The system layer and run loop under timing contract 2 (docs/timing-contract.md §2, §16;
-implementation plan §18 steps 1 and 5).
+"""The run loop of the golden model and the system layer (docs/timing-contract.md §2, §16).
 
 Stack shape: the route stage in front of several stacks and the round robin over their egress
 queues. Channel shape: ``S * C`` request and response ports, ``k = stack * C + channel``,
 wired straight to the stacks' ports (no routing, no arbitration, no cycle).
 
-:meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_pipelined` when ``cfg.contract ==
-2`` and ``engine = "reference"`` or ``multiplane`` is not ``off``. It is a reference loop:
-every phase of every evaluated cycle runs through the stack controllers' methods, and a
-cycle in which no phase changed state is followed by the next tick at which one can (C3),
-as in contract 1's ``loop_reference.run_reference``. The fused version,
-:func:`hbfsim.model.loop_fused_v2.run_fused_v2` (``run()``'s default for ``multiplane =
-"off"``), must equal it event for event (tests/model/test_engines_v2.py).
+:meth:`hbfsim.model.system.HbfSystem.run` calls :func:`run_cycles`: every phase of every
+evaluated cycle runs through the stack controllers' methods in §16's order, and a cycle in
+which no phase changed state is followed by the next tick at which one can (C3). The
+hand-fused loops that restated it are gone (docs/history.md); speed is the compiled
+engine's (docs/engine.md).
 """
 
 from __future__ import annotations
 
 from hbfsim.model.controller_v2 import INGRESS_DEPTH
 
-__all__ = ["ROUTE_DEPTH", "run_pipelined"]
+__all__ = ["ROUTE_DEPTH", "run_cycles"]
 
 #: Entries of the system's ingress queue in front of the route stage (v2 §2, ``S >= 2``).
 ROUTE_DEPTH = 2
 
 
-def run_pipelined(system, until: int | None) -> int:
+def run_cycles(system, until: int | None) -> int:
     """Advance ``system`` (an :class:`~hbfsim.model.system.HbfSystem` of
-    :class:`~hbfsim.model.controller_v2.PipelinedStackController`) until every submitted
+    :class:`~hbfsim.model.controller_deep.DeepStackController`) until every submitted
     request has completed (or through tick ``until``); return the tick it stopped at."""
     stacks = system.stacks
     t = system.t
