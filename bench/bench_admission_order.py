@@ -39,8 +39,7 @@ from collections import Counter
 
 from hbfsim.config import load_config
 from hbfsim.model import loop as system_loop
-from hbfsim.model.controller import ISSUED, QUEUED, Request
-from hbfsim.model.controller_v2 import INGRESS_DEPTH
+from hbfsim.model.controller import INGRESS_DEPTH, ISSUED, QUEUED, Request
 from hbfsim.model.system import HbfSystem
 
 ORDERS = ("contract", "rank", "filled", "random", "arrival")
@@ -57,7 +56,7 @@ def _take(system, s, p: int, t: int) -> None:
 def _waiting(system, s, t: int) -> list[int]:
     """The ports whose head has arrived and whose Q has room."""
     return [p for p, q in enumerate(system.port_in)
-            if q and q[0].arrival <= t and len(s.inp[p].qin) < INGRESS_DEPTH]
+            if q and q[0].arrival <= t and len(s.ports[p].qin) < INGRESS_DEPTH]
 
 
 def counterfactual(order: str, seed: int = 1):

@@ -187,7 +187,7 @@ class _GpuCore:
         self.submit = None
 
     def _port_of(self, req) -> int:
-        """The system port ``stack * C + channel`` a request's page maps to (v2 §1, §2)."""
+        """The system port ``stack * C + channel`` a request's page maps to (docs/timing-contract.md §1, §2)."""
         m = self._mapper
         if m is None:
             # the system's own mapper where there is one; a stepped port against another

@@ -1,10 +1,9 @@
-"""Host-link credit of the response ports under timing contract 2 (docs/timing-contract.md
-§8; the choice of rule in §15).
+"""Host-link credit of the response ports (docs/timing-contract.md §8; the choice of rule
+in §15).
 
-Contract 1 keeps its bucket inside :class:`hbfsim.model.controller.StackController` (and the
-fused loop); this module serves the launch stage ``K`` of
-:class:`hbfsim.model.controller_v2.PipelinedStackController`, which charges a response in
-the cycle it is launched, not at its handshake (v2 §19 item 8).
+This module serves the launch stage ``K`` of the stack controller
+(:mod:`hbfsim.model.controller.response`), which charges a response in the cycle it is
+launched, not at its handshake (§19 question 5).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ __all__ = ["DeficitCredit"]
 
 
 class DeficitCredit:
-    """The deficit credit of every channel of a stack (v2 §8).
+    """The deficit credit of every channel of a stack (§8).
 
     In units of ``g = gcd(G, F)`` (``G = channel_bw_gbps * 10**6``, ``F =
     memory_clock_khz``) a byte costs ``b = F / g`` and a tick adds ``γ = G / g``::

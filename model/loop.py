@@ -13,17 +13,17 @@ engine's (docs/engine.md).
 
 from __future__ import annotations
 
-from hbfsim.model.controller_v2 import INGRESS_DEPTH
+from hbfsim.model.controller import INGRESS_DEPTH
 
 __all__ = ["ROUTE_DEPTH", "run_cycles"]
 
-#: Entries of the system's ingress queue in front of the route stage (v2 §2, ``S >= 2``).
+#: Entries of the system's ingress queue in front of the route stage (§2, ``S >= 2``).
 ROUTE_DEPTH = 2
 
 
 def run_cycles(system, until: int | None) -> int:
     """Advance ``system`` (an :class:`~hbfsim.model.system.HbfSystem` of
-    :class:`~hbfsim.model.controller_deep.DeepStackController`) until every submitted
+    :class:`~hbfsim.model.controller.StackController`) until every submitted
     request has completed (or through tick ``until``); return the tick it stopped at."""
     stacks = system.stacks
     t = system.t
@@ -32,33 +32,34 @@ def run_cycles(system, until: int | None) -> int:
         if until is not None and t > until:
             break
         system.steps += 1
-        # (a) E handshakes, one per system response port (v2 §2, §8)
+        # §16 1: E handshakes, one per system response port (§2, §8)
         busy = _egress(system, t)
-        # the drain input of this cycle (v2 §1): raised at the end of an earlier cycle
+        # the drain input of this cycle (§1): raised at the end of an earlier cycle
         drain = system.drain_at is not None and t >= system.drain_at
         for s in stacks:
-            # (b) K launches then R choices; (c) completions free their subarrays for
-            # (d) the issue decisions of this cycle (v2 §7; drain ends a multi-plane gather
-            # window, docs/timing-contract.md §7a MP4); (e) enqueue (v1 §6)
+            # §16 2: K, R, C2, C1 (DP7); media completions free their subarrays for the
+            # issue decisions of this cycle (§7; drain ends a multi-plane gather window,
+            # §7a MP4); enqueue (DP2, DP2a, DP3, §6)
             s.drain_in = drain
             busy |= s.respond_stages(t)
             busy |= s.release_media(t)
             busy |= s.issue(t)
             busy |= s.enqueue(t)
-        # (f) dispatch from M (v1 §4.2 rules, from the start-of-cycle state)
+        # §16 3: dispatch from every M (§4.2, from M's view, DP1)
         for s in stacks:
             busy |= s.dispatch(t, drain)
-        # (g) accepts from start-of-cycle occupancy, then queue heads into M (v2 §4.1)
+        # §16 4: accepts from start-of-cycle occupancy, then queue heads into M (§4.1)
         busy |= _ingress(system, t)
         for s in stacks:
             busy |= s.advance(t)
         # drain from the cycle after the last request left M with every ingress queue
-        # empty and nothing left to present (v2 §1)
+        # empty and nothing left to present (§1)
         if system.inputs_done and system.drain_at is None and not system.ingress \
                 and not system.route and not any(system.port_in) \
                 and not any(s.holds_requests() for s in stacks):
             system.drain_at = t + 1
-        # (h) write-buffer triggers, (i) completions into RETURN, (j) end of cycle
+        # §16 5: flush decisions (DP5), MSHR completions into RETURN (DP6), end of cycle
+        # (admission releases, frees into the free lists, DP4)
         for s in stacks:
             busy |= s.wb_triggers(t, drain)
             busy |= s.complete_entries(t)
@@ -81,7 +82,7 @@ def run_cycles(system, until: int | None) -> int:
 
 
 def _ingress(system, t: int) -> bool:
-    """The request side of the system in cycle ``t`` (v2 §2, §4.1).
+    """The request side of the system in cycle ``t`` (§2, §4.1).
 
     One stack: the system port is the stack's port (a wire). Several stacks: the system's
     2-entry ingress queue; its head, accepted in ``ts``, is presented to its stack from
@@ -115,7 +116,7 @@ def _ingress(system, t: int) -> bool:
 
 def _egress(system, t: int) -> bool:
     """The response side of the system in cycle ``t``: the head of an egress queue E
-    handshakes while ``resp.ready`` is high; with several stacks, the round robin of v1 §2
+    handshakes while ``resp.ready`` is high; with several stacks, the round robin of §2
     over the stacks whose E is not empty (zero cycles: it selects among registers)."""
     if system.ports:
         return _egress_ports(system, t)
@@ -143,7 +144,7 @@ def _egress(system, t: int) -> bool:
 
 def _ingress_ports(system, t: int) -> bool:
     """The channel shape's request side in cycle ``t``: system port ``k = stack * C + p`` is
-    port ``p`` of its stack (v2 §2); each accepts its head if it has arrived and the port's
+    port ``p`` of its stack (§2); each accepts its head if it has arrived and the port's
     ``ready``, taken from start-of-cycle state for all ports of the stack, is high (§4.1)."""
     C = system.cfg.channels
     port_in = system.port_in
@@ -160,8 +161,8 @@ def _ingress_ports(system, t: int) -> bool:
                 # one (only its own accept, after this test, changes it); the free slots
                 # are taken before the first accept of the cycle
                 free = s.admission - s.inflight
-                inp = s.inp
-            if len(inp[p].qin) < INGRESS_DEPTH and s.room(p, t, free):
+                ports = s.ports
+            if len(ports[p].qin) < INGRESS_DEPTH and s.room(p, t, free):
                 req = q.popleft()
                 req.t_accept = t
                 s.accept(req, t, p)
@@ -171,7 +172,7 @@ def _ingress_ports(system, t: int) -> bool:
 
 def _egress_ports(system, t: int) -> bool:
     """The channel shape's response side in cycle ``t``: every port whose E holds a response
-    handshakes it while ``resp.ready`` is high (one response per port per cycle, v2 §12)."""
+    handshakes it while ``resp.ready`` is high (one response per port per cycle, §12)."""
     changed = False
     held = None
     for s in system.stacks:

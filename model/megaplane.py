@@ -1,11 +1,11 @@
-"""Multi-plane (hyperpage) commands on a contract-2 stack controller: shared command logic per
+"""Multi-plane (hyperpage) commands on a stack controller: shared command logic per
 megaplane, grouping at the issue decision, the gather window and one completion per command
 (docs/timing-contract.md §7a, MP1-MP9).
 
 :class:`Megaplanes` replaces the issue decision (timing-contract.md §7) and the media side
 of the completions (§7's forwarding, §4b) of a
-:class:`~hbfsim.model.controller_v2.PipelinedStackController` (and so of the channel shape,
-which shares them) when ``multiplane`` is not ``off``. Everything else (queues, enqueue,
+:class:`~hbfsim.model.controller.StackController` (in both host-port shapes) when
+``multiplane`` is not ``off``. Everything else (queues, enqueue,
 tables, responses) is the controller's, unchanged: a completed group's entries follow §4.3 /
 §4.4 one by one (MP7).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 
-from hbfsim.model.controller import ISSUED
+from hbfsim.model.controller.request import ISSUED
 from hbfsim.model.media import PROGRAM, READ
 
 __all__ = ["Megaplanes"]
@@ -25,7 +25,7 @@ class Megaplanes:
 
     Parameters
     ----------
-    ctrl : PipelinedStackController
+    ctrl : StackController
         The controller whose issue decisions and media completions this object takes.
 
     Members
@@ -60,7 +60,7 @@ class Megaplanes:
 
     # ================================================================= MP3-MP5 issue (§7)
     def issue(self, t: int, drain: bool) -> bool:
-        """The issue decisions of cycle ``t`` on every channel (v2 §7 with MP1, MP3-MP5).
+        """The issue decisions of cycle ``t`` on every channel (§7 with MP1, MP3-MP5).
 
         The candidate test, the policy's choice and the active-slot accounting are §7's
         with three changes: a candidate's megaplane must be free (MP1); under ``megaplane``
@@ -68,7 +68,7 @@ class Megaplanes:
         or see ``drain`` high (MP4); and the command takes the candidate's whole megapage
         from the queue as it stood at the start of ``t``, cut to the free active slots
         (MP3, MP5). The queue seen here is the start-of-cycle one: enqueue runs after issue
-        (v2 §16, phases (d), (e))."""
+        (§16: issue before enqueue)."""
         c = self.c
         changed = False
         if c.policy == "write-drain":
@@ -202,17 +202,6 @@ class Megaplanes:
             c.active_sum -= k
             c.issue_check.add(ch)
         return True
-
-    def complete(self, t: int) -> bool:
-        """The entry side of ``t``'s commands: every grouped operation completes in ``t``
-        (MP7), each entry as if its own completion had been delivered (§4.3, §4.4)."""
-        changed = False
-        for _ch, _g, tags, flags in self.delivered:
-            for tag, f in zip(tags, flags):
-                self.c._cpl_entry(t, tag, f)
-            changed = True
-        self.delivered = []
-        return changed
 
     def next_wake(self) -> int | None:
         """The earliest tick at which an MP4 window runs out on a channel left waiting."""

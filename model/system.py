@@ -15,8 +15,7 @@ from array import array
 from collections import Counter, deque
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.model.controller import Request
-from hbfsim.model.controller_deep import DeepStackController
+from hbfsim.model.controller import Request, StackController
 from hbfsim.model.loop import run_cycles
 from hbfsim.model.mapping import Mapper
 
@@ -50,7 +49,7 @@ class HbfSystem:
         self.ports = cfg.host_ports == "channel"
         # the one timing contract, the registered pipeline (docs/timing-contract.md), in
         # both shapes and every mode
-        self.stacks = [DeepStackController(cfg, s, self.mapper, self.stats)
+        self.stacks = [StackController(cfg, s, self.mapper, self.stats)
                        for s in range(cfg.stacks)]
         for s in self.stacks:
             s.on_response = self._responded
@@ -215,7 +214,8 @@ class HbfSystem:
     def _describe(self, t: int) -> str:
         parts = [f"deadlock at tick {t}: {self.submitted - self.n_done} requests open"]
         for s in self.stacks:
-            parts.append(f"stack {s.stack}: M={s.m!r} inflight={s.inflight} "
+            ms = [port.m for port in s.ports]
+            parts.append(f"stack {s.stack}: M={ms!r} inflight={s.inflight} "
                          f"wb_used={s.wb_used} mshr_free={len(s.mshr_free)}")
         return "; ".join(parts)
 

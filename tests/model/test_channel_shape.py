@@ -45,17 +45,19 @@ def outcome(system):
 
 
 def frees(system):
-    """Wrap every stack's launch: return the list ``(first FREE cycle, kind, index)`` it
-    fills (an entry is FREE from the cycle after its last waiter's launch, v2 §4.3). The
-    wrapper is the controller's method, which the fused loop writes out: the system runs the
-    reference loop (the fused loop equals it: tests/model/test_engines_v2.py)."""
+    """Wrap every stack's launch stage K: return the list ``(first FREE cycle, kind, index)``
+    it fills (an entry is FREE from the cycle after its last waiter's launch, §4.3, DP4)."""
     out = []
     for s in system.stacks:
-        def launch(cur, i, req, t, orig=s._launch):
-            if i + 1 == len(cur.waiters):
-                out.append((t + 1, cur.kind, cur.idx))
-            return orig(cur, i, req, t)
-        s._launch = launch
+        def launch(port, t, orig=s._launch_port):
+            held = port.k_hold
+            launched = orig(port, t)
+            if launched:
+                cur, i = held
+                if i + 1 == len(cur.waiters):
+                    out.append((t + 1, cur.kind, cur.idx))
+            return launched
+        s._launch_port = launch
     return out
 
 
@@ -176,6 +178,7 @@ def test_pool_exhaustion_no_port_waits_more_than_P_frees(entries, n, demand):
     freed = frees(system)
     system.run_requests(make_reqs(spec, cfg))
     free_ticks = sorted(f for f, kind, _ in freed if kind == 0)
+    assert len(free_ticks) == len(spec)      # every read allocated and freed an entry
     last_map = {}
     for r in sorted(system.completed, key=lambda r: (r.ch, r.t_accept)):
         start = max(r.t_accept + 2, last_map.get(r.ch, -1) + 1)   # the cycle it is in M

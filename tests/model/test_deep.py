@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, SCHEDULERS, load_config
 from hbfsim.model.controller import Request
-from hbfsim.model.controller_deep import DeepStackController
+from hbfsim.model.controller import StackController
 from hbfsim.model.system import HbfSystem
 from tests.conftest import make_reqs
 
@@ -81,7 +81,7 @@ def allocs(log):
 def test_every_shape_runs_the_registered_pipeline():
     for shape in ("stack", "channel"):
         cfg = load_config(host_ports=shape)
-        assert all(isinstance(s, DeepStackController) for s in HbfSystem(cfg).stacks)
+        assert all(isinstance(s, StackController) for s in HbfSystem(cfg).stacks)
 
 
 # ------------------------------------------------------------------ worked timings

@@ -319,7 +319,7 @@ def test_keys_refused(kw, msg):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_channel_shape_megapage_per_channel(mode):
-    """The channel shape (v2 §14) shares the channel queues and issue: a megapage on each of
+    """The channel shape (§14) shares the channel queues and issue: a megapage on each of
     two channels, presented on both ports at once, enqueues on both from ``E`` and leaves
     as one command per channel in ``E + M + 1`` (``off``: one per page from ``E + 2``)."""
     M, C = 4, 2
