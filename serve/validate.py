@@ -34,7 +34,8 @@ __all__ = ["BOUNDS", "MAX_REQUESTS", "SETS", "METRICS", "load_points", "trace_re
 
 #: Requests per point at most (the published counts are kept in the data file).
 MAX_REQUESTS = 3000
-#: Batch limits of every point (docs/validation-serving.md, "Setup").
+#: Batch limits of every point whose source states none (docs/validation-serving.md,
+#: "Setup"); a source's ``max_batch`` / ``max_tokens`` replace them.
 MAX_BATCH, MAX_TOKENS = 2048, 8192
 #: Physical bounds of the fitted globals (serve/calibration.py FITTED).
 BOUNDS = {"fp8_compute_efficiency": (0.3, 0.95), "h100_mem_efficiency": (0.5, 1.0),
@@ -125,16 +126,18 @@ def prepare(data: dict, pt: dict, out: Path, max_requests: int = MAX_REQUESTS) -
     hbm, stack = _HBM[pt["gpu"]]
     src = data["sources"][pt["source"]]
     moe = shape.experts > 0
+    # The engine's batch limits where the source states them, else the page's defaults.
+    max_batch, max_tokens = src.get("max_batch", MAX_BATCH), src.get("max_tokens", MAX_TOKENS)
     s = {"model": str(model_file), "gpu": pt["gpu"], "gpus": pt["gpus"], "tp": pt["tp"],
          "hbm": hbm, "hbf": 0, "hbm_stack": stack, "dtype": src["dtype"],
-         "scheduler": "fcfs", "max_batch": MAX_BATCH, "max_tokens": MAX_TOKENS,
+         "scheduler": "fcfs", "max_batch": max_batch, "max_tokens": max_tokens,
          "workload": str(trace), "dpa": moe, "ep": pt["tp"] if moe else None,
          "cost_model": "calibrated", "reserve_output": src.get("reserve_output", False)}
     ep_dpa = f" --ep {pt['tp']} --dpa" if moe else ""
     cmd = (f"hbfsim serve --model {model_file} --gpu {pt['gpu']} --gpus {pt['gpus']} "
            f"--tp {pt['tp']}{ep_dpa} "
            f"--hbm {hbm} --hbf 0 --hbm-stack {stack} --dtype {src['dtype']} --scheduler fcfs "
-           f"--max-batch {MAX_BATCH} --max-tokens {MAX_TOKENS}"
+           f"--max-batch {max_batch} --max-tokens {max_tokens}"
            f"{' --reserve-output' if s['reserve_output'] else ''} --workload {trace}")
     return s, cmd
 
@@ -206,7 +209,8 @@ def format_table(data, rows) -> str:
         setup = (f"{pt['model']} {src['dtype'].upper()}, {pt['gpus']} x {pt['gpu'].upper()} "
                  f"TP{pt['tp']}, ISL/OSL {pt['isl']}/{pt['osl']}, "
                  f"{trace_requests(pt)} requests")
-        measured = f"{r['measured']:,.3f}".rstrip("0").rstrip(".")
+        m = r["measured"]       # as published: every digit, no trailing ".0"
+        measured = f"{m:,.0f}" if m == int(m) else f"{m:,}"
         out.append(f"| {r['id']} | {r['set']} | {where} | {setup} | {METRICS[r['metric']]} | "
                    f"{measured} | {r['simulated']:,.1f} | {r['ratio']:.3f} |")
     out.append("")

@@ -75,3 +75,15 @@ def test_fit_objective_reads_the_calibration_points_only(tmp_path, monkeypatch):
     data = load_points()
     assert validate._objective(data, tmp_path, {}) == 0.0
     assert seen == [p["id"] for p in data["points"] if p["set"] == "calibration"]
+
+
+def test_a_sources_batch_limits_reach_the_run_and_its_command(tmp_path):
+    """A source that states its engine's limits (the tuning guide's max batch size 512, max
+    num tokens 2048) runs with them; others with the page's defaults."""
+    data = load_points()
+    tuned = _point(data, "tune-l70b-h100-tp4-bf16-2048-2048")
+    s, cmd = prepare(data, tuned, tmp_path)
+    assert (s["max_batch"], s["max_tokens"], s["reserve_output"]) == (512, 2048, True)
+    assert "--max-batch 512 --max-tokens 2048 --reserve-output" in cmd
+    s, cmd = prepare(data, _point(data, "l8b-h100-tp1-128-128"), tmp_path)
+    assert (s["max_batch"], s["max_tokens"]) == (validate.MAX_BATCH, validate.MAX_TOKENS)
