@@ -75,6 +75,11 @@ def load_points(path=None) -> dict:
             raise ValueError(f"point {pt['id']}: unknown source {pt['source']!r}")
         if "published_requests" not in pt and "trace_requests" not in pt:
             raise ValueError(f"point {pt['id']}: needs published_requests or trace_requests")
+        c = pt.get("concurrency")
+        if c is not None and (not isinstance(c, int) or c < 1
+                              or trace_requests(pt) % c):
+            raise ValueError(f"point {pt['id']}: concurrency must be an integer >= 1 that "
+                             f"divides its {trace_requests(pt)} requests, not {c!r}")
         if "metric" in pt and pt["metric"] not in METRICS:
             raise ValueError(f"point {pt['id']}: metric must be one of {', '.join(METRICS)}, "
                              f"not {pt['metric']!r}")
@@ -115,14 +120,20 @@ def prepare(data: dict, pt: dict, out: Path, max_requests: int = MAX_REQUESTS) -
     model_file = out / f"{shape.name}.json"
     model_file.write_text(json.dumps(dataclasses.asdict(shape), indent=1) + "\n")
     n = trace_requests(pt, max_requests)
-    full = n == trace_requests(pt)
-    trace = out / f"{pt['id']}{'' if full else '-fit'}.jsonl"
-    blocks = -(-pt["isl"] // MOONCAKE_BLOCK_TOKENS)
-    with trace.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"timestamp": 0, "input_length": pt["isl"],
-                                "output_length": pt["osl"],
-                                "hash_ids": list(range(i * blocks, (i + 1) * blocks))}) + "\n")
+    if "concurrency" in pt:
+        # A fixed-concurrency client: the workload spec replaces a trace file.
+        trace = (f"closed-loop:users={pt['concurrency']},requests={n // pt['concurrency']},"
+                 f"input={pt['isl']},output={pt['osl']}")
+    else:
+        full = n == trace_requests(pt)
+        trace = out / f"{pt['id']}{'' if full else '-fit'}.jsonl"
+        blocks = -(-pt["isl"] // MOONCAKE_BLOCK_TOKENS)
+        with trace.open("w") as f:
+            for i in range(n):
+                f.write(json.dumps({"timestamp": 0, "input_length": pt["isl"],
+                                    "output_length": pt["osl"],
+                                    "hash_ids": list(range(i * blocks, (i + 1) * blocks)),
+                                    }) + "\n")
     hbm, stack = _HBM[pt["gpu"]]
     src = data["sources"][pt["source"]]
     moe = shape.experts > 0

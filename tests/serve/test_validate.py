@@ -87,3 +87,17 @@ def test_a_sources_batch_limits_reach_the_run_and_its_command(tmp_path):
     assert "--max-batch 512 --max-tokens 2048 --reserve-output" in cmd
     s, cmd = prepare(data, _point(data, "l8b-h100-tp1-128-128"), tmp_path)
     assert (s["max_batch"], s["max_tokens"]) == (validate.MAX_BATCH, validate.MAX_TOKENS)
+
+
+def test_a_concurrency_point_runs_the_closed_loop_client(tmp_path):
+    data = load_points()
+    pt = _point(data, "nim-l70b-h100-tp2-c25-5000-500-itl")
+    s, cmd = prepare(data, pt, tmp_path)
+    spec = "closed-loop:users=25,requests=10,input=5000,output=500"
+    assert s["workload"] == spec and cmd.endswith(f"--workload {spec}")
+    f = tmp_path / "v.toml"
+    f.write_text(GOOD.replace("published_requests = 4", "published_requests = 4\n"
+                              "concurrency = 3"))
+    with pytest.raises(ValueError, match="p1: concurrency must be an integer >= 1 that "
+                                         "divides its 4 requests, not 3"):
+        load_points(f)
