@@ -141,7 +141,10 @@ def register(subparsers):
                    help="a trace file (Mooncake JSONL, Azure or BurstGPT CSV), sample-mooncake"
                         " / sample-azure / sample-burstgpt, or a generator preset "
                         "PRESET[:key=value,...] (agentic-qwen32b, agentic-100k, agentic-500k;"
-                        f" docs/serving-workloads.md); default {DEFAULT_WORKLOAD}")
+                        " docs/serving-workloads.md), or closed-loop:users=N,requests=R,"
+                        "input=I,output=O (N users each sending R requests of I prompt and O "
+                        "output tokens back to back: a fixed-concurrency client); default "
+                        f"{DEFAULT_WORKLOAD}")
     w.add_argument("--format", choices=("mooncake", "azure", "burstgpt"),
                    help="trace format of a --workload file (default: sniffed)")
     o = p.add_argument_group("outputs")

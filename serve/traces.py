@@ -418,6 +418,30 @@ def _value(spec: str, key: str, text: str):
                         f"median/sigma or none, not {text!r}")
 
 
+def _closed_loop_params(spec: str, params: str, names) -> dict:
+    """``key=value`` pairs of a closed-loop spec: every name of ``names`` once, integers."""
+    kw = {}
+    for item in filter(None, (x.strip() for x in params.split(","))):
+        key, eq, val = (x.strip() for x in item.partition("="))
+        if not eq or not key:
+            raise WorkloadError(f"workload {spec!r}: parameter {item!r} must be key=value")
+        if key not in names:
+            raise WorkloadError(f"workload {spec!r}: unknown parameter {key!r}; expected "
+                                f"{', '.join(names)}")
+        try:
+            kw[key] = int(val)
+        except ValueError:
+            kw[key] = None
+        if kw[key] is None or kw[key] < 1:
+            raise WorkloadError(f"workload {spec!r}: parameter {key!r} must be an integer "
+                                f">= 1, not {val!r}")
+    missing = [k for k in names if k not in kw]
+    if missing:
+        raise WorkloadError(f"workload {spec!r}: missing parameter {missing[0]!r} "
+                            f"(needs {', '.join(names)})")
+    return kw
+
+
 def load_workload(spec, *, format: str | None = None) -> Workload:
     """The workload a CLI argument names: a trace file, a packaged sample or a preset.
 
@@ -430,7 +454,9 @@ def load_workload(spec, *, format: str | None = None) -> Workload:
           (``agentic-qwen32b``, ``agentic-100k``, ``agentic-500k``) with ``scale``, ``seed``
           and any :func:`~hbfsim.serve.agentic.generate` keyword; a (median, sigma) pair
           is written ``median/sigma``, ``None`` as ``none``. Example:
-          ``agentic-qwen32b:scale=0.01,seed=3,think_s=5/0.5``.
+          ``agentic-qwen32b:scale=0.01,seed=3,think_s=5/0.5``;
+        - ``closed-loop:users=N,requests=R,input=I,output=O``: a fixed-concurrency client
+          (:mod:`hbfsim.serve.closed_loop`), every parameter required.
     format : str or None
         Trace format for a path (ignored otherwise).
 
@@ -444,10 +470,13 @@ def load_workload(spec, *, format: str | None = None) -> Workload:
     WorkloadError
         One line naming the file and line, or the spec and its parameter.
     """
+    from hbfsim.serve import closed_loop as cl
     from hbfsim.serve.agentic import PRESETS, preset
 
     text = str(spec)
     name, _, params = text.partition(":")
+    if not isinstance(spec, Path) and name == cl.NAME:
+        return cl.closed_loop(**_closed_loop_params(text, params, cl.PARAMS))
     # Names first (a file called like a preset is reached as ./NAME), then files.
     if not isinstance(spec, Path) and name.startswith("sample-") and not params:
         with ExitStack() as stack:
@@ -457,7 +486,7 @@ def load_workload(spec, *, format: str | None = None) -> Workload:
         return read_trace(text, format).validate()
     if name not in PRESETS:
         raise WorkloadError(f"workload {text!r}: no such trace file, and not a preset "
-                            f"({', '.join(PRESETS)}) or sample "
+                            f"({', '.join(PRESETS)}), {cl.NAME}:... or sample "
                             f"({', '.join('sample-' + f for f in SAMPLES)})")
     kw = {}
     for item in filter(None, (x.strip() for x in params.split(","))):

@@ -5,14 +5,17 @@
     python -m hbfsim.serve.validate --write-doc     # regenerate docs/validation-serving.md's table
 
 Reads ``serve/data/validation.toml`` (each point: source, setup, published figure, and its
-set, calibration or held-out, fixed before any fit), writes for every point a Mooncake trace
+set, fixed before any fit: ``calibration``, ``held-out``, or ``held-out-2``, a second held-out
+group added after the fit and never seen by it), writes for every point a Mooncake trace
 of its requests (all at time 0, exactly ISL input and OSL output tokens, no shared prefix)
 and a model file (the preset's shape at the run's weight and KV dtype) under ``--out``
 (default ``build/validation``), runs the ``hbfsim serve`` command printed in the table, and
 compares the simulated figure with the published one. ``--fit`` minimizes the sum of squared
 log ratios over the calibration points only, by coordinate search within physical bounds,
 and writes serve/data/calibration.toml. Errors: geometric mean of ``|ratio - 1|`` and the
-worst point, per set.
+worst point, per set. Metrics (:data:`METRICS`): output tokens per second of the whole run,
+the median first-token latency, the mean time per output token, and the latency of the
+whole run (a batch of requests all at time 0, as ``benchmark_latency`` measures it).
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["BOUNDS", "MAX_REQUESTS", "load_points", "prepare", "simulate_point", "errors",
-           "format_table", "fit", "main"]
+__all__ = ["BOUNDS", "MAX_REQUESTS", "SETS", "METRICS", "load_points", "trace_requests",
+           "prepare", "simulate_point", "errors", "format_table", "fit", "main"]
 
 #: Requests per point at most (the published counts are kept in the data file).
 MAX_REQUESTS = 3000
-#: Batch limits of every point (docs/validation-serving.md, "Setup").
+#: Batch limits of every point whose source states none (docs/validation-serving.md,
+#: "Setup"); a source's ``max_batch`` / ``max_tokens`` replace them.
 MAX_BATCH, MAX_TOKENS = 2048, 8192
 #: Physical bounds of the fitted globals (serve/calibration.py FITTED).
 BOUNDS = {"fp8_compute_efficiency": (0.3, 0.95), "h100_mem_efficiency": (0.5, 1.0),
@@ -42,6 +46,12 @@ BOUNDS = {"fp8_compute_efficiency": (0.3, 0.95), "h100_mem_efficiency": (0.5, 1.
 #: table reports.
 FIT_REQUESTS = MAX_REQUESTS
 _HBM = {"h100": (5, "hbm3"), "h200": (6, "hbm3e")}
+#: The sets of points: the fit reads ``calibration`` only; ``held-out`` was split off before
+#: the first fit, ``held-out-2`` added after the last one (never seen by any fit).
+SETS = ("calibration", "held-out", "held-out-2")
+#: Metric name -> unit in the table.
+METRICS = {"output_tok_s": "out tok/s", "ttft_ms": "ms", "tpot_ms": "ms/token",
+           "latency_ms": "ms"}
 DOC = Path("docs/validation-serving.md")
 BEGIN, END = "<!-- validation table: begin -->", "<!-- validation table: end -->"
 
@@ -53,13 +63,39 @@ def load_points(path=None) -> dict:
     else:
         text = Path(path).read_text()
     data = tomllib.loads(text)
+    for name, src in data["sources"].items():
+        if src["metric"] not in METRICS:
+            raise ValueError(f"source {name}: metric must be one of {', '.join(METRICS)}, "
+                             f"not {src['metric']!r}")
     for pt in data["points"]:
-        if pt["set"] not in ("calibration", "held-out"):
-            raise ValueError(f"point {pt['id']}: set must be calibration or held-out, "
+        if pt["set"] not in SETS:
+            raise ValueError(f"point {pt['id']}: set must be one of {', '.join(SETS)}, "
                              f"not {pt['set']!r}")
         if pt["source"] not in data["sources"]:
             raise ValueError(f"point {pt['id']}: unknown source {pt['source']!r}")
+        if "published_requests" not in pt and "trace_requests" not in pt:
+            raise ValueError(f"point {pt['id']}: needs published_requests or trace_requests")
+        c = pt.get("concurrency")
+        if c is not None and (not isinstance(c, int) or c < 1
+                              or trace_requests(pt) % c):
+            raise ValueError(f"point {pt['id']}: concurrency must be an integer >= 1 that "
+                             f"divides its {trace_requests(pt)} requests, not {c!r}")
+        if "metric" in pt and pt["metric"] not in METRICS:
+            raise ValueError(f"point {pt['id']}: metric must be one of {', '.join(METRICS)}, "
+                             f"not {pt['metric']!r}")
     return data
+
+
+def metric_of(data, pt) -> str:
+    """The point's metric: its own ``metric`` key, else its source's."""
+    return pt.get("metric", data["sources"][pt["source"]]["metric"])
+
+
+def trace_requests(pt, max_requests: int = MAX_REQUESTS) -> int:
+    """Requests in the point's trace: ``trace_requests`` where the source publishes no count
+    (a concurrency-1 run: every request runs alone, so one stands for all), else the
+    published count, at most ``max_requests``."""
+    return min(pt.get("trace_requests", pt.get("published_requests")), max_requests)
 
 
 def _shape(data, pt):
@@ -83,43 +119,62 @@ def prepare(data: dict, pt: dict, out: Path, max_requests: int = MAX_REQUESTS) -
     shape = _shape(data, pt)
     model_file = out / f"{shape.name}.json"
     model_file.write_text(json.dumps(dataclasses.asdict(shape), indent=1) + "\n")
-    n = min(pt["published_requests"], max_requests)
-    full = n == min(pt["published_requests"], MAX_REQUESTS)
-    trace = out / f"{pt['id']}{'' if full else '-fit'}.jsonl"
-    blocks = -(-pt["isl"] // MOONCAKE_BLOCK_TOKENS)
-    with trace.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"timestamp": 0, "input_length": pt["isl"],
-                                "output_length": pt["osl"],
-                                "hash_ids": list(range(i * blocks, (i + 1) * blocks))}) + "\n")
+    n = trace_requests(pt, max_requests)
+    if "concurrency" in pt:
+        # A fixed-concurrency client: the workload spec replaces a trace file.
+        trace = (f"closed-loop:users={pt['concurrency']},requests={n // pt['concurrency']},"
+                 f"input={pt['isl']},output={pt['osl']}")
+    else:
+        full = n == trace_requests(pt)
+        trace = out / f"{pt['id']}{'' if full else '-fit'}.jsonl"
+        blocks = -(-pt["isl"] // MOONCAKE_BLOCK_TOKENS)
+        with trace.open("w") as f:
+            for i in range(n):
+                f.write(json.dumps({"timestamp": 0, "input_length": pt["isl"],
+                                    "output_length": pt["osl"],
+                                    "hash_ids": list(range(i * blocks, (i + 1) * blocks)),
+                                    }) + "\n")
     hbm, stack = _HBM[pt["gpu"]]
     src = data["sources"][pt["source"]]
     moe = shape.experts > 0
+    # The engine's batch limits where the source states them, else the page's defaults.
+    max_batch, max_tokens = src.get("max_batch", MAX_BATCH), src.get("max_tokens", MAX_TOKENS)
     s = {"model": str(model_file), "gpu": pt["gpu"], "gpus": pt["gpus"], "tp": pt["tp"],
          "hbm": hbm, "hbf": 0, "hbm_stack": stack, "dtype": src["dtype"],
-         "scheduler": "fcfs", "max_batch": MAX_BATCH, "max_tokens": MAX_TOKENS,
+         "scheduler": "fcfs", "max_batch": max_batch, "max_tokens": max_tokens,
          "workload": str(trace), "dpa": moe, "ep": pt["tp"] if moe else None,
          "cost_model": "calibrated", "reserve_output": src.get("reserve_output", False)}
     ep_dpa = f" --ep {pt['tp']} --dpa" if moe else ""
     cmd = (f"hbfsim serve --model {model_file} --gpu {pt['gpu']} --gpus {pt['gpus']} "
            f"--tp {pt['tp']}{ep_dpa} "
            f"--hbm {hbm} --hbf 0 --hbm-stack {stack} --dtype {src['dtype']} --scheduler fcfs "
-           f"--max-batch {MAX_BATCH} --max-tokens {MAX_TOKENS}"
+           f"--max-batch {max_batch} --max-tokens {max_tokens}"
            f"{' --reserve-output' if s['reserve_output'] else ''} --workload {trace}")
     return s, cmd
 
 
-def simulate_point(data, pt, settings, values=None) -> float:
-    """The simulated figure of the point's metric (``output_tok_s`` or ``ttft_ms``)."""
-    from hbfsim.serve.run import run_serving
-
-    r = run_serving(settings, cost_values=values)
-    metric = data["sources"][pt["source"]]["metric"]
+def metric_value(metric: str, r: dict) -> float:
+    """The figure ``metric`` (:data:`METRICS`) of a run's summary ``r``: ``output_tok_s``
+    (output tokens per second of the whole run), ``ttft_ms`` (median first-token latency),
+    ``tpot_ms`` (mean time per output token after the first, over requests: what
+    genai-perf and AIPerf call inter-token latency), ``latency_ms`` (the whole run, from
+    time 0 to the last completion: a batch's end-to-end latency)."""
     if metric == "output_tok_s":
         return r["output_tok_s"]
     if metric == "ttft_ms":
         return r["ttft_s"]["p50"] * 1e3
-    raise ValueError(f"point {pt['id']}: unknown metric {metric!r}")
+    if metric == "tpot_ms":
+        return r["tpot_ms"]["mean"]
+    if metric == "latency_ms":
+        return r["completion_s"] * 1e3
+    raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+
+
+def simulate_point(data, pt, settings, values=None) -> float:
+    """The simulated figure of the point's metric (:func:`metric_value`)."""
+    from hbfsim.serve.run import run_serving
+
+    return metric_value(metric_of(data, pt), run_serving(settings, cost_values=values))
 
 
 def errors(rows, which: str) -> dict:
@@ -147,7 +202,7 @@ def run_all(data, out: Path, values=None, only_set=None, progress=False,
         sim = simulate_point(data, pt, s, values)
         rows.append({"id": pt["id"], "set": pt["set"], "measured": float(pt["measured"]),
                      "simulated": sim, "ratio": sim / pt["measured"], "command": cmd,
-                     "metric": data["sources"][pt["source"]]["metric"], "pt": pt})
+                     "metric": metric_of(data, pt), "pt": pt})
         if progress:
             print(f"  {pt['id']:<30} {pt['measured']:>10,.0f} {sim:>12,.1f} "
                   f"{sim / pt['measured']:.3f}", file=sys.stderr)
@@ -164,12 +219,13 @@ def format_table(data, rows) -> str:
         where = f"[{pt['source']}]({src['url']}): {pt['table']} / {pt['row']} / {pt['column']}"
         setup = (f"{pt['model']} {src['dtype'].upper()}, {pt['gpus']} x {pt['gpu'].upper()} "
                  f"TP{pt['tp']}, ISL/OSL {pt['isl']}/{pt['osl']}, "
-                 f"{min(pt['published_requests'], MAX_REQUESTS)} requests")
-        unit = "out tok/s" if r["metric"] == "output_tok_s" else "ms"
-        out.append(f"| {r['id']} | {r['set']} | {where} | {setup} | {unit} | "
-                   f"{r['measured']:,.0f} | {r['simulated']:,.1f} | {r['ratio']:.3f} |")
+                 f"{trace_requests(pt)} requests")
+        m = r["measured"]       # as published: every digit, no trailing ".0"
+        measured = f"{m:,.0f}" if m == int(m) else f"{m:,}"
+        out.append(f"| {r['id']} | {r['set']} | {where} | {setup} | {METRICS[r['metric']]} | "
+                   f"{measured} | {r['simulated']:,.1f} | {r['ratio']:.3f} |")
     out.append("")
-    for which in ("calibration", "held-out"):
+    for which in SETS:
         e = errors(rows, which)
         out.append(f"- **{which}** ({e['n']} points): geometric-mean |ratio - 1| = "
                    f"{100 * e['geomean']:.1f} %, worst point {e['worst_id']} at ratio "

@@ -148,10 +148,12 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "validation-serving.md"
 
 
 def _doc_rows():
+    from hbfsim.serve.validate import SETS
+
     rows = {}
     for line in DOC.read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 8 and cells[1] in ("calibration", "held-out"):
+        if len(cells) == 8 and cells[1] in SETS:
             rows[cells[0]] = cells
     return rows
 
@@ -170,10 +172,12 @@ def test_validation_page_lists_every_point_of_the_data_file():
     assert sum(p["set"] == "held-out" for p in data["points"]) >= 8
 
 
-@pytest.mark.parametrize("pid", ["l2-7b-h100-tp1-ttft-128", "l2-70b-h100-tp4-ttft-2048"])
+@pytest.mark.parametrize("pid", ["l2-7b-h100-tp1-ttft-128", "l2-70b-h100-tp4-ttft-2048",
+                                 "vllm-l8b-h100-tp1-b8-32-128",
+                                 "nim-l70b-h100-tp2-c1-500-2000-itl"])
 def test_validation_page_is_reproduced_by_the_script(tmp_path, pid):
     """The page's simulated figure and ratio of a point are what the script computes now
-    (two one-request points: the whole table takes about a minute)."""
+    (small points: one request or a batch of 8; the whole table takes about a minute)."""
     from hbfsim.serve.validate import load_points, prepare, simulate_point
 
     data = load_points()
