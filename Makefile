@@ -9,7 +9,7 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
-ENGINE := setup.py $(wildcard engine/*.cpp engine/*.hpp)
+ENGINE := setup.py $(wildcard engine/*.cpp engine/*.hpp engine/*/*.cpp engine/*/*.hpp)
 
 .PHONY: run test bench bench-cosim clean
 

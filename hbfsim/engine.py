@@ -4,7 +4,10 @@
 setup.py; docs/engine.md). Today it holds the components that do not depend on the
 controller's contract: the NAND media (:func:`compiled_media`, the mirror of
 :class:`hbfsim.model.media.Media`) and the stepped GPU request injection
-(:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`). The
+(:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`); and the
+stack controller of the one timing contract with the system loop, run on an open-loop
+request stream (:func:`run_compiled`, the mirror of :class:`hbfsim.model.system.HbfSystem`
+stepped by :func:`hbfsim.model.system_v2.run_pipelined`). The
 extension is optional: :func:`engine_status` says in one line whether it is built and how
 to build it.
 """
@@ -17,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BUILD_COMMAND", "compiled_available", "compiled_gpu_port", "compiled_media",
-           "engine_status", "program_arrays", "require_compiled", "stale"]
+__all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
+           "compiled_media", "engine_status", "program_arrays", "require_compiled",
+           "run_compiled", "stale", "unsupported"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -38,13 +42,13 @@ _SOURCES = Path(__file__).resolve().parent.parent / "engine"
 
 
 def _source_hash() -> str | None:
-    """setup.py's hash of engine/*.[ch]pp, or None outside a source checkout."""
-    files = sorted(_SOURCES.glob("*.[ch]pp")) if _SOURCES.is_dir() else []
+    """setup.py's hash of engine/**/*.[ch]pp, or None outside a source checkout."""
+    files = sorted(_SOURCES.rglob("*.[ch]pp")) if _SOURCES.is_dir() else []
     if not files:
         return None
     h = hashlib.sha256()
     for p in files:
-        h.update(p.name.encode())
+        h.update(p.relative_to(_SOURCES).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -156,3 +160,83 @@ def compiled_gpu_port(cfg, program, gpu=None, start: int = 0):
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
     return eng.GpuPort(cfg, g, arrays, _channel_shape(cfg), start)
+
+
+# ------------------------------------------------------------------ the controller, open loop
+#: Per-request outputs of :func:`run_compiled`, in submission order (the golden model's
+#: Request fields: t_accept, t_map, t_done, depth; entry_info's tq, ti, tc and depth as
+#: tq, ti, tc, entry_depth; the mapping; the response flags).
+REQUEST_COLUMNS = ("t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth",
+                   "stack", "channel", "subarray", "mshr_hit", "buffer_hit", "cache_hit",
+                   "error")
+
+
+def unsupported(cfg) -> str | None:
+    """The one line that names the key and value the compiled controller does not run, or
+    None. It runs the one timing contract (docs/timing-contract.md) in every shape and mode;
+    while the retired contracts are still selectable (``contract``, ``pipeline``), it
+    refuses them rather than run another controller."""
+    contract = getattr(cfg, "contract", 2)
+    if contract != 2:
+        return (f"contract = {contract!r} is not implemented by the compiled engine (it runs "
+                f"the one timing contract, docs/timing-contract.md)")
+    pipeline = getattr(cfg, "pipeline", "deep")
+    if pipeline != "deep":
+        return (f"pipeline = {pipeline!r} is not implemented by the compiled engine (it runs "
+                f"the one timing contract, pipeline = 'deep')")
+    return None
+
+
+class CompiledRun(dict):
+    """What :func:`run_compiled` returns: a dict of numpy arrays (:data:`REQUEST_COLUMNS`,
+    one row per submitted request), ``order`` (request indices in response order) and
+    ``counters`` (the statistics' counters summed over the stacks, and ``per_channel`` rows
+    ``(stack, channel, requests, media_ops, link_stall_ticks)``)."""
+
+
+def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
+    """Run an open-loop request stream through the compiled controller to completion.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration (the one timing contract; see :func:`unsupported`).
+    arrival, addr, nbytes : array of int
+        Per request, in submission order (arrival ticks non-decreasing).
+    op : array
+        ``"R"`` / ``"W"`` strings, or 0 (read) / 1 (write).
+    ids : array of int, optional
+        Request ids (default ``0 .. n-1``), used in error messages.
+
+    Returns
+    -------
+    CompiledRun
+
+    Raises
+    ------
+    ValueError
+        A configuration the compiled engine does not run (one line naming the key and
+        value), or a bad request (named by its id).
+    ImportError
+        The extension is not built or is stale (:func:`engine_status`'s line).
+    """
+    why = unsupported(cfg)
+    if why:
+        raise ValueError(why)
+    eng = require_compiled()
+    arrival = np.ascontiguousarray(arrival, dtype=np.int64)
+    n = arrival.size
+    op = np.asarray(op)
+    if op.dtype.kind in "US":
+        codes = np.full(n, -1, np.int8)
+        codes[op == "R"] = 0
+        codes[op == "W"] = 1
+    else:
+        codes = op.astype(np.int8)
+    bad = np.nonzero((codes != 0) & (codes != 1))[0]
+    if bad.size:
+        raise ValueError(f"request {bad[0]}: op must be R or W, not {op[bad[0]]!r}")
+    ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
+    out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
+                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
+    return CompiledRun(out)

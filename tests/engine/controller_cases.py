@@ -1,0 +1,201 @@
+"""Random cases for the differential tests of the compiled controller (tests/engine/).
+
+A case is a configuration of the one timing contract (docs/timing-contract.md) and an
+open-loop request stream. :func:`check_controller` runs it through the golden model
+(:class:`hbfsim.model.system.HbfSystem`, whose reference loop steps the contract's
+controller) and through the compiled engine (:func:`hbfsim.engine.run_compiled`), and asserts
+every request's event ticks and flags, the response order and every counter equal.
+test_mutants.py reuses the strategies and the check to show that broken variants fail them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import strategies as st
+
+from hbfsim.config import PAGE_BYTES, HbfConfig, load_config
+from hbfsim.engine import REQUEST_COLUMNS, run_compiled
+from hbfsim.model.controller import Request
+from hbfsim.model.system import HbfSystem
+
+#: ``pipeline`` selects the one contract while HbfConfig still has the key (its §18 step 2
+#: removes it: the contract is then the default and the key is refused).
+_HAS_PIPELINE = "pipeline" in {f.name for f in dataclasses.fields(HbfConfig)}
+
+#: the admission rule of §4.1 with free >= P for every port (commit "admission: ..."); until
+#: the golden model has it, channel-shape cases keep the free slots at or above P
+NEW_ADMISSION_IN_MODEL = False
+
+
+def contract_config(**kw) -> HbfConfig:
+    """``load_config(**kw)`` on the one timing contract, whichever way it is selected."""
+    if _HAS_PIPELINE:
+        kw.setdefault("pipeline", "deep")
+    return load_config(**kw)
+
+
+# ------------------------------------------------------------------------------ cases
+@st.composite
+def controller_configs(draw, multiplane=None):
+    """A small configuration of the one contract: every shape and mode, tables small enough
+    that stalls, pressure flushes, credit stalls and queue-full cycles happen."""
+    shape = draw(st.sampled_from(["stack", "channel"]))
+    stacks = draw(st.sampled_from([1, 1, 2, 4]))
+    channels = draw(st.sampled_from([1, 2, 4]))
+    subs = draw(st.sampled_from([1, 2, 4]))
+    mp = multiplane or draw(st.sampled_from(["off", "off", "off", "page", "megaplane"]))
+    kw = {}
+    if mp != "off":
+        subs = draw(st.sampled_from([2, 4]))
+        kw.update(megaplane_planes=draw(st.sampled_from([1, 2] if subs == 2 else [2, 4])))
+        if mp == "megaplane":
+            kw.update(hyperpage_window_ticks=draw(st.sampled_from([-1, 0, 3, 30])))
+    scheds = ["fcfs", "read-priority", "write-drain"]
+    if channels == 4:
+        scheds += ["partition-1r3w", "partition-2r2w"]
+    sched = draw(st.sampled_from(scheds))
+    if sched == "write-drain":
+        kw.update(write_drain_high_water=draw(st.integers(1, 4)),
+                  write_drain_window_ticks=draw(st.sampled_from([5, 40, 400])))
+    read_mode = draw(st.sampled_from(["demand", "demand", "aggregation"]))
+    if read_mode == "aggregation":
+        kw.update(read_agg_window_ticks=draw(st.sampled_from([0, 1, 2, 5, 40])),
+                  read_agg_threshold_bytes=draw(st.sampled_from([32, 128, 4096])))
+    pc = draw(st.sampled_from([0, 0, 0, 1, 4]))
+    if pc:
+        kw.update(page_cache_pages=pc, cache_hit_ticks=draw(st.integers(1, 20)))
+    t_read, t_prog, t_erase = draw(st.sampled_from([(0.05, 0.1, 0.2), (0.02, 0.2, 0.05),
+                                                    (0.2, 0.05, 0.1)]))
+    return contract_config(
+        host_ports=shape, stacks=stacks, channels=channels, subarrays_per_channel=subs,
+        active_per_channel=draw(st.integers(1, subs)),
+        active_total=draw(st.sampled_from([0, 0, 1, 3])),
+        admission=draw(st.sampled_from([1, 2, 3, 8, 256])),
+        mshr_entries=draw(st.sampled_from([1, 2, 3, 16])),
+        write_buffer_entries=draw(st.sampled_from([1, 2, 3, 8])),
+        queue_depth=draw(st.sampled_from([1, 2, 64])),
+        mshr_merge=draw(st.booleans()), read_mode=read_mode, scheduler=sched,
+        placement=draw(st.sampled_from(["interleave", "grouped"])),
+        stack_select=draw(st.sampled_from(["interleave", "contiguous"])),
+        page_buffers=draw(st.integers(0, 2)), buffer_hit_ticks=draw(st.integers(1, 12)),
+        write_deadline_ticks=draw(st.sampled_from([1, 2, 5, 60, 1000])),
+        write_timeout_policy=draw(st.sampled_from(["strict", "partial"])),
+        channel_bw_gbps=draw(st.sampled_from([192.0, 20.0, 2.0])),
+        media_mode=draw(st.sampled_from(["hbf", "hbf", "ssd"])),
+        multiplane=mp, t_read_us=t_read, t_prog_us=t_prog, t_erase_us=t_erase,
+        pages_per_block=draw(st.sampled_from([4, 256])), **kw)
+
+
+@st.composite
+def streams(draw, cfg, max_requests=48):
+    """``(arrival, op, addr, nbytes)``: bursty or spaced arrivals, a few pages hammered or
+    many spread, reads, writes or both, sector to whole-page sizes."""
+    n = draw(st.integers(1, max_requests))
+    npages = draw(st.sampled_from([1, 2, 5, 40]))
+    stride = draw(st.sampled_from([1, 1, 3, cfg.channels * cfg.stacks]))
+    wfrac = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+    gaps = draw(st.sampled_from(["burst", "mixed", "spaced"]))
+    t = 0
+    arrival, op, addr, nbytes = [], [], [], []
+    for _ in range(n):
+        if gaps == "spaced" or (gaps == "mixed" and draw(st.booleans())):
+            t += draw(st.integers(0, 60))
+        page = draw(st.integers(0, npages - 1)) * stride
+        size = draw(st.sampled_from([32, 32, 128, 1024, PAGE_BYTES]))
+        off = draw(st.integers(0, (PAGE_BYTES - size) // 32)) * 32
+        arrival.append(t)
+        op.append(1 if draw(st.floats(0, 1)) < wfrac else 0)
+        addr.append(cfg.base_address + page * PAGE_BYTES + off)
+        nbytes.append(size)
+    return (np.array(arrival, np.int64), np.array(op, np.int8), np.array(addr, np.int64),
+            np.array(nbytes, np.int64))
+
+
+@st.composite
+def controller_cases(draw, multiplane=None, max_requests=48):
+    """``(cfg, stream)``. While the golden model has the old admission rank (§4.1), a
+    channel-shape case keeps ``admission`` at least the requests plus the ports, so that the
+    free slots never drop below P (where the two rules differ)."""
+    cfg = draw(controller_configs(multiplane))
+    s = draw(streams(cfg, max_requests))
+    if cfg.host_ports == "channel" and not NEW_ADMISSION_IN_MODEL \
+            and cfg.admission < len(s[0]) + cfg.channels:
+        cfg = dataclasses.replace(cfg, admission=len(s[0]) + cfg.channels)
+    return cfg, s
+
+
+# ------------------------------------------------------------------------------ runs
+def golden_run(cfg, stream) -> dict:
+    """The golden model on ``stream``: the compiled run's columns, order and counters."""
+    arrival, op, addr, nbytes = stream
+    system = HbfSystem(cfg)
+    reqs = [Request(i, "W" if op[i] else "R", int(addr[i]), int(nbytes[i]),
+                    arrival=int(arrival[i])) for i in range(len(arrival))]
+    for r in reqs:
+        system.submit(r)
+    system.close_input()
+    end = system.run()
+    out = {}
+    for col in REQUEST_COLUMNS:
+        if col in ("tq", "ti", "tc", "entry_depth"):
+            k = ("tq", "ti", "tc", "entry_depth").index(col)
+            out[col] = np.array([r.entry_info[k] if r.entry_info else -1 for r in reqs])
+        else:
+            attr = {"stack": "stack", "channel": "ch", "subarray": "sub"}.get(col, col)
+            out[col] = np.array([getattr(r, attr) for r in reqs])
+    out["order"] = np.array([r.id for r in system.completed])
+    st_ = system.stats
+    c = {k: st_[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
+                             "padding_bytes", "strict_errors", "media_errors",
+                             "coverage_new_bytes", "page_programs_ok")}
+    for cause in ("full", "raw", "pressure", "deadline", "drain"):
+        c["flush_" + cause] = st_["flush_" + cause]
+    stacks = system.stacks
+    media = [s.media for s in stacks]
+    c["mshr_hits"] = sum(s.mshr_hits for s in stacks)
+    c["aggregation_wait_ticks"] = sum(s.agg_wait for s in stacks)
+    c["mp_commands"] = sum(s.mp.commands for s in stacks if s.mp is not None)
+    c["mp_grouped"] = sum(s.mp.grouped for s in stacks if s.mp is not None)
+    for k in ("page_reads", "buffer_hits", "page_programs", "block_erases", "gc_relocations",
+              "capacity_errors", "busy_ticks"):
+        c[k] = sum(getattr(m, k) for m in media)
+    c["valid_pages"] = sum(m.valid_pages() for m in media)
+    c["completions"] = system.n_done
+    c["last_completion_tick"] = system.last_completion
+    c["first_arrival_tick"] = system.first_arrival or 0
+    c["errors"] = system.errors
+    c["steps"] = system.steps
+    c["end_tick"] = end
+    c["per_channel"] = [(s.stack, ch, s.ch_requests[ch], s.ch_ops[ch], s.ch_link_stall[ch])
+                        for s in stacks for ch in range(cfg.channels)]
+    out["counters"] = c
+    return out
+
+
+def compare_runs(want: dict, got: dict) -> None:
+    """Assert two runs equal; the message names the first request or counter that differs."""
+    for col in REQUEST_COLUMNS:
+        w, g = np.asarray(want[col]).astype(np.int64), np.asarray(got[col]).astype(np.int64)
+        diff = np.nonzero(w != g)[0]
+        if len(diff):
+            i = int(diff[0])
+            raise AssertionError(f"request {i}: {col} golden {w[i]}, compiled {g[i]} "
+                                 f"({len(diff)} requests differ)")
+    w, g = np.asarray(want["order"]), np.asarray(got["order"])
+    assert len(w) == len(g), f"{len(w)} golden responses, {len(g)} compiled"
+    diff = np.nonzero(w != g)[0]
+    if len(diff):
+        i = int(diff[0])
+        raise AssertionError(f"response {i}: golden request {w[i]}, compiled {g[i]}")
+    wc, gc = want["counters"], dict(got["counters"])
+    gc["per_channel"] = [tuple(r) for r in gc["per_channel"]]
+    for k in wc:
+        assert wc[k] == gc[k], f"counter {k}: golden {wc[k]}, compiled {gc[k]}"
+
+
+def check_controller(case) -> None:
+    """The golden model and the compiled engine on one case: every event equal."""
+    cfg, stream = case
+    compare_runs(golden_run(cfg, stream), run_compiled(cfg, *stream))
