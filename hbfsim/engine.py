@@ -233,10 +233,11 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
         codes[op == "W"] = 1
     else:
         codes = op.astype(np.int8)
+    ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
     bad = np.nonzero((codes != 0) & (codes != 1))[0]
     if bad.size:
-        raise ValueError(f"request {bad[0]}: op must be R or W, not {op[bad[0]]!r}")
-    ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
+        i = int(bad[0])
+        raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
     out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
                             np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
     return CompiledRun(out)

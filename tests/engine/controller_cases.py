@@ -199,3 +199,83 @@ def check_controller(case) -> None:
     """The golden model and the compiled engine on one case: every event equal."""
     cfg, stream = case
     compare_runs(golden_run(cfg, stream), run_compiled(cfg, *stream))
+
+
+@st.composite
+def port_race_cases(draw, max_requests=32):
+    """``(cfg, stream)`` in the channel shape where the ports race for shared state in one
+    cycle: bursts over pages of different channels (one page per channel, or one page read
+    and written under a partition scheduler), pools of 1-3 entries, so that several ports
+    allocate, stall, choose a pressure victim among entries allocated in one cycle, and free
+    entries in one cycle (§4.2.3, §4.2.4, DP4, DP5)."""
+    channels = draw(st.sampled_from([2, 4]))
+    sched = draw(st.sampled_from(["fcfs", "read-priority"] + (
+        ["partition-2r2w", "partition-1r3w"] if channels == 4 else [])))
+    read_mode = draw(st.sampled_from(["demand", "aggregation"]))
+    cfg = contract_config(
+        host_ports="channel", stacks=1, channels=channels,
+        subarrays_per_channel=draw(st.sampled_from([1, 2])), active_per_channel=2,
+        admission=256, mshr_entries=draw(st.integers(1, 3)),
+        write_buffer_entries=draw(st.integers(1, 3)), scheduler=sched, read_mode=read_mode,
+        read_agg_window_ticks=draw(st.sampled_from([0, 3, 10])),
+        read_agg_threshold_bytes=draw(st.sampled_from([64, 4096])),
+        mshr_merge=draw(st.booleans()), page_buffers=draw(st.integers(0, 1)),
+        write_deadline_ticks=draw(st.sampled_from([1, 8, 1000])),
+        write_timeout_policy=draw(st.sampled_from(["strict", "partial"])),
+        t_read_us=0.02, t_prog_us=0.05, t_erase_us=0.05)
+    n = draw(st.integers(2, max_requests))
+    pages = draw(st.integers(1, 2 * channels))
+    ops = draw(st.sampled_from([[0, 1], [0, 0, 1], [1]]))
+    t = 0
+    arrival, op, addr, nbytes = [], [], [], []
+    for _ in range(n):
+        if draw(st.integers(0, 3)) == 0:
+            t += draw(st.integers(1, 30))
+        arrival.append(t)
+        op.append(draw(st.sampled_from(ops)))
+        size = draw(st.sampled_from([32, 1024, PAGE_BYTES]))
+        addr.append(cfg.base_address + draw(st.integers(0, pages - 1)) * PAGE_BYTES
+                    + draw(st.integers(0, (PAGE_BYTES - size) // 1024)) * 1024)
+        nbytes.append(size)
+    return cfg, (np.array(arrival, np.int64), np.array(op, np.int8),
+                 np.array(addr, np.int64), np.array(nbytes, np.int64))
+
+
+# ------------------------------------------------------------------------------ directed
+def _stream(cfg, requests):
+    """``(op, logical page, offset, bytes, arrival)`` rows (the conformance suite's form) as
+    a stream."""
+    op = np.array([0 if r[0] == "R" else 1 for r in requests], np.int8)
+    addr = np.array([cfg.base_address + r[1] * PAGE_BYTES + r[2] for r in requests], np.int64)
+    return (np.array([r[4] for r in requests], np.int64), op, addr,
+            np.array([r[3] for r in requests], np.int64))
+
+
+#: Directed cases for orders that random streams rarely reach: (name, rule, configuration,
+#: requests as (op, logical page, offset, bytes, arrival)).
+DIRECTED = [
+    ("frees-of-one-cycle-in-port-order", "DP4: ascending response port; DP2a: OR_c lowest index",
+     dict(host_ports="channel", channels=2, subarrays_per_channel=1, mshr_entries=2,
+          read_mode="aggregation", read_agg_window_ticks=3, read_agg_threshold_bytes=4096,
+          t_read_us=0.02),
+     (("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 200), ("R", 4, 0, 4096, 201))),
+    ("same-page-read-and-write-in-one-cycle", "§4.2.4: reads dispatch before writes",
+     dict(host_ports="channel", channels=4, scheduler="partition-2r2w", t_read_us=0.02,
+          t_prog_us=0.05),
+     (("R", 0, 0, 32, 0), ("W", 0, 0, 32, 0), ("R", 0, 64, 32, 1), ("W", 0, 64, 32, 1))),
+    ("victim-among-entries-of-one-cycle", "DP5: the entry allocated first is the older",
+     dict(host_ports="channel", channels=4, write_buffer_entries=2, t_prog_us=0.05),
+     (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 2, 0, 32, 0), ("W", 3, 0, 32, 0))),
+]
+
+
+def directed_case(i: int):
+    """``(cfg, stream)`` of :data:`DIRECTED` entry ``i``."""
+    _name, _rule, kw, requests = DIRECTED[i]
+    cfg = contract_config(**kw)
+    return cfg, _stream(cfg, requests)
+
+
+def directed_cases():
+    """The directed cases as a strategy (for test_mutants.py's search)."""
+    return st.sampled_from(range(len(DIRECTED))).map(directed_case)
