@@ -6,21 +6,22 @@
 Replays ``bench_contract2.py``'s read stream (ocp-grade3, open loop, the reference loop)
 in the stack shape and in the channel shape, and prints for each run the end tick, the
 cycles in which a slot was free, a port's head had arrived and its Q had room and no port
-accepted (timing-contract.md §19 question 3: the rotating rank ``(p - t) mod P`` leaves
-such slots unused), the unused slot-cycles, the range of per-port acceptances per sample
+accepted (timing-contract.md §19 question 3: the retired rotating rank ``(p - t) mod P`` left
+such slots unused, and ``free >= P`` leaves fewer than ``P`` free slots unused), the unused slot-cycles, the range of per-port acceptances per sample
 window, and the MSHR entries QUEUED and ISSUED at each sample tick (an entry QUEUED holds
 its requests' slots while its subarray is busy).
 
 ``--order`` chooses how the channel shape hands out free admission slots:
 
-* ``contract``: §4.1's rotating rank (what the model implements);
+* ``contract``: §4.1's rule, every port ready while ``admission - inflight >= P`` (what the
+  model implements since 2026-12-03; before, the rotating rank);
+* ``rank``: the rotating rank ``(p - t) mod P < free`` alone, the rule §4.1 had before §19
+  question 3 was decided (and keeps for ``admission < P``);
 * ``filled``: the same rotation, but every free slot is taken (ports from ``t mod P``
   while slots remain);
 * ``random``: ports in a random order each cycle (seeded) take every free slot;
 * ``arrival``: the arrived heads in arrival order across the ports (the stack shape's
   order);
-* ``free-ge-p``: §19 question 3's alternative, every port ready while at least ``P`` slots
-  are free (none otherwise).
 
 The last four are **counterfactuals, not the contract**: for the duration of a run they
 replace the ingress phase of the reference loop (``model/system_v2.py``,
@@ -42,7 +43,7 @@ from hbfsim.model.controller import ISSUED, QUEUED, Request
 from hbfsim.model.controller_v2 import INGRESS_DEPTH
 from hbfsim.model.system import HbfSystem
 
-ORDERS = ("contract", "filled", "random", "arrival", "free-ge-p")
+ORDERS = ("contract", "rank", "filled", "random", "arrival")
 #: the reference loop's channel-shape ingress phase (restored after every run)
 _ORIGINAL = system_v2._ingress_ports
 
@@ -67,8 +68,9 @@ def counterfactual(order: str, seed: int = 1):
         s = system.stacks[0]
         free = s.admission - s.inflight
         ports = _waiting(system, s, t)
-        if order == "free-ge-p":
-            ports = ports if free >= len(system.port_in) else []
+        if order == "rank":
+            P = len(system.port_in)
+            ports = [p for p in ports if (p - t) % P < free]
         elif order == "filled":
             P = len(system.port_in)
             ports = sorted(ports, key=lambda p: (p - t) % P)

@@ -309,20 +309,20 @@ def pool_fairness(rtl: str):
     return make_one
 
 
-def admission_rank(rtl: str):
+def admission_full(rtl: str):
     def make_one(seed: int, n: int = 48) -> Scenario:
         cfg = config(rtl)
         rng = random.Random(seed)
         spec = [(op, page, 0, 256, 0) for _ in range(max(1, n // cfg.channels))
                 for op, page in (_on_port(cfg, p, rng.randrange(4), rng.choice("RW"))
                                  for p in range(cfg.channels))]
-        return Scenario(f"admission-rank-{rtl}", cfg.as_dict(), _rows(cfg, spec),
+        return Scenario(f"admission-full-{rtl}", cfg.as_dict(), _rows(cfg, spec),
                         resp_ready=0.6, seed=seed,
                         expect={"responses": len(spec), "answered_once": 1})
-    make_one.__doc__ = (f"Admission full with the rotating rank on RTL set {rtl!r} (v2 "
-                        "§4.1): every port keeps presenting requests of its pages against "
-                        "fewer admission slots; ``req[p].ready`` follows ``rank_p(t) = "
-                        "(p - t) mod P < free``, with backpressure on every response port.")
+    make_one.__doc__ = (f"Admission full on RTL set {rtl!r} (§4.1): every port keeps "
+                        "presenting requests of its pages against fewer admission slots; "
+                        "``req[p].ready`` follows ``free >= P`` (the rotating rank below P "
+                        "slots), with backpressure on every response port.")
     return make_one
 
 
@@ -739,7 +739,7 @@ for _set, _p in (("rich", 0.8), ("m4", 1.0), ("2stacks", 0.7), ("tiny-page", 0.5
 for _set in ("ports", "ports-partition"):   # the channel shape's directed scenarios
     SCENARIOS[f"ports-same-cycle-{_set}"] = ports_same_cycle(_set)
     SCENARIOS[f"pool-fairness-{_set}"] = pool_fairness(_set)
-    SCENARIOS[f"admission-rank-{_set}"] = admission_rank(_set)
+    SCENARIOS[f"admission-full-{_set}"] = admission_full(_set)
 for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 

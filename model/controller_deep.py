@@ -183,11 +183,12 @@ class DeepStackController(PipelinedStackController):
         completion had been delivered in ``tc``.
     """
 
-    # The per-port request side of §4.1 (the admission rank, the ready test, Q -> M and
+    # The per-port request side of §4.1 (the admission term, the ready test, Q -> M and
     # m_valid) is the standard pipeline's channel shape's, on the same per-port ``inp``
     # (its methods move here when that class is deleted, timing-contract.md §18).
     ready_ports = ChannelStackController.ready_ports
     rank_tick = ChannelStackController.rank_tick
+    room = ChannelStackController.room
     advance = ChannelStackController.advance
     holds_requests = ChannelStackController.holds_requests
     # and E's handshake per port (``outp`` is ``inp``: each _Port holds both sides)

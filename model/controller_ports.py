@@ -7,8 +7,8 @@ buffer (docs/timing-contract.md §1, §4.1, §4.2.3, §4.2.4, §8, §14; impleme
 :class:`~hbfsim.model.controller_v2.PipelinedStackController` per port: port ``p`` has its
 ingress queue ``Q_p`` and dispatch register ``M_p`` (request side) and its stages ``R_p``,
 ``K_p`` and ``E_p`` (response side) and serves the entries of channel ``p``. What the ports
-share is ordered by the contract's tie-breaks (§14): the admission count by the rotating
-rank ``(p - t) mod P`` (§4.1), each pool by its allocation pointer (§4.2.3), and a page held
+share is ordered by the contract's tie-breaks (§14): the admission count by "every port
+or none" (``free >= P``; the rotating rank ``(p - t) mod P`` below ``P`` slots, §4.1), each pool by its allocation pointer (§4.2.3), and a page held
 by two Ms in one cycle by reads before writes (§4.2.4). The channel queues, issue, media
 side and write-buffer triggers are the stack shape's, unchanged.
 """
@@ -85,25 +85,33 @@ class ChannelStackController(PipelinedStackController):
         self._raw_more: list = []   # raw flushes of this cycle beyond the first (§4.2.4)
 
     # ============================================================ v2 §4.1 ingress, Q, M
+    def room(self, p: int, t: int, free: int) -> bool:
+        """§4.1's admission term of ``req[p].ready`` in cycle ``t`` with ``free`` slots free
+        at its start: every port while ``free >= P`` (when ``admission >= P``); the rotating
+        rank ``(p - t) mod P < free`` only when ``admission < P``."""
+        P = self.P
+        if self.admission >= P:
+            return free >= P
+        return (p - t) % P < free
+
     def ready_ports(self, t: int) -> list[bool]:
         """``req[p].ready`` of cycle ``t`` for every port, from start-of-cycle state: Q's
-        occupancy below 2 and ``rank_p(t) = (p - t) mod P`` below the free admission slots
-        (v2 §4.1). Call it before any :meth:`accept` of the cycle."""
+        occupancy below 2 and the admission term :meth:`room` (§4.1). Call it before any
+        :meth:`accept` of the cycle."""
         free = self.admission - self.inflight
-        P = self.P
-        return [len(port.qin) < INGRESS_DEPTH and (p - t) % P < free
+        return [len(port.qin) < INGRESS_DEPTH and self.room(p, t, free)
                 for p, port in enumerate(self.inp)]
 
     def rank_tick(self, t: int, p: int) -> int | None:
-        """After cycle ``t``: the first cycle in which port ``p``'s admission rank is below
-        the free slots (v2 §4.1), if Q has room and a slot is free; else None (then an
-        accept or a handshake, a busy cycle, must come first)."""
+        """After cycle ``t``: the first cycle in which port ``p``'s admission term holds
+        (§4.1), if Q has room and it can hold without an accept or a handshake; else None
+        (then an accept or a handshake, a busy cycle, must come first)."""
         free = self.admission - self.inflight
         if free <= 0 or len(self.inp[p].qin) >= INGRESS_DEPTH:
             return None
         P = self.P
         for u in range(t + 1, t + 1 + P):
-            if (p - u) % P < free:
+            if self.room(p, u, free):
                 return u
         return None
 

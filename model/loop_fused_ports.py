@@ -363,7 +363,7 @@ def run_channel(system, until: int | None) -> int:
                     for p in held_ports:
                         if inp[p].m is None:
                             ms.discard(p)
-            # (g) accepts from start-of-cycle occupancy and the admission rank (v2 §4.1),
+            # (g) accepts from start-of-cycle occupancy and the admission term (v2 §4.1),
             # then queue heads into M
             holds = False
             for sp in shape:
@@ -374,12 +374,17 @@ def run_channel(system, until: int | None) -> int:
                 if not ps:
                     continue
                 s = sp.s
-                # the free slots at the start of the phase; a port takes one only while
-                # its rank (p - t) mod C is below them
+                # the free slots at the start of the phase: every port takes one while
+                # free >= C; below C admission slots, a port only while its rank
+                # (p - t) mod C is below them
                 free = s.admission - s.inflight
                 if free <= 0:
                     continue
-                if len(ps) == 1:
+                if s.admission >= C:
+                    if free < C:        # every port or none (v2 §4.1)
+                        continue
+                    cand = sorted(ps)
+                elif len(ps) == 1:
                     for p in ps:
                         break
                     cand = (p,) if (p - t) % C < free else ()

@@ -164,7 +164,7 @@ def _ingress_ports(system, t: int) -> bool:
                 # are taken before the first accept of the cycle
                 free = s.admission - s.inflight
                 inp = s.inp
-            if len(inp[p].qin) < INGRESS_DEPTH and (p - t) % C < free:
+            if len(inp[p].qin) < INGRESS_DEPTH and s.room(p, t, free):
                 req = q.popleft()
                 req.t_accept = t
                 s.accept(req, t, p)

@@ -6,9 +6,10 @@ released by the response handshake, usable again from the next cycle, so ``alloc
 source, size, and the ``mshr_hit`` flag recorded at dispatch.
 
 In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract.md §4.1) the
-count is shared by ``P`` request ports: port ``p`` is ready while ``rank_p(t) = (p - t) mod
-P`` is below the free slots, and every port has its own accept, release, ``mshr_hit`` and
-read port.
+count is shared by ``P`` request ports: every port is ready while at least ``P`` slots are
+free (with fewer than ``P`` slots in all, port ``p`` while ``rank_p(t) = (p - t) mod P`` is
+below the free slots), and every port has its own accept, release, ``mshr_hit`` and read
+port.
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ class Admission(wiring.Component):
         return m
 
     def _elaborate_ports(self):
-        """The channel shape (v2 §4.1): ``P`` ports over one count, the rotating rank."""
+        """The channel shape (§4.1): ``P`` ports over one count, every port or none
+        (``free >= P``; the rotating rank when ``admission < P``)."""
         m = Module()
         n, P, w = self._cfg.admission, self._ports, self._w
         checks = self._checks
@@ -206,8 +208,9 @@ class Admission(wiring.Component):
         wrs = [store.write_port() for _ in range(P)]
         rds = [store.read_port() for _ in range(P)]
 
-        # The k-th accepting port (in port order) takes the k-th lowest free slot: accepted
-        # ports have distinct ranks below the free count, so there are enough (v2 §4.1).
+        # The k-th accepting port (in port order) takes the k-th lowest free slot: at most
+        # the free count of ports accept (all P only while free >= P; below P slots the
+        # accepted ports have distinct ranks below the free count, §4.1).
         avail = [~u for u in used]
         kth = []
         for k in range(P):
@@ -228,25 +231,36 @@ class Admission(wiring.Component):
             take = named(m, self.alloc[p], f"take_p{p}")
             takes.append(take)
             count = count + take
-        # v2 §0, §4.1: ready_p(t) = rank_p(t) < admission - inflight(t), registered from the
-        # next-state count and the next cycle's phase t + 1 mod P
-        phase = Signal(range(P), name="phase")
-        phase_next = Signal(range(P), name="phase_next")
-        m.d.comb += phase_next.eq(Mux(phase == P - 1, 0, phase + 1))
-        m.d.sync += phase.eq(phase_next)
+        # §0, §4.1: the admission term of ready_p(t), registered from the next-state count:
+        # with admission >= P every port while admission - inflight(t) >= P (one comparator);
+        # below P slots the rotating rank (p - t) mod P < admission - inflight(t), from the
+        # next cycle's phase t + 1 mod P
         after = Signal(range(n + P + 1), name="inflight_next")
         m.d.comb += after.eq(tree_sum(used) + tree_sum(takes)
                              - tree_sum([r.valid for r in self.release]))
-        room = Signal(P, init=sum(1 << p for p in range(P) if p < n), name="room")
-        for p in range(P):
-            m.d.sync += room[p].eq(_rank(p, P, phase_next) + after < n)
-        m.d.comb += [self.alloc_ready.eq(room), self.inflight.eq(tree_sum(used))]
-        if checks:
-            now = tree_sum(used)
+        now = tree_sum(used)
+        if n >= P:
+            room_all = Signal(init=1, name="room_all")
+            m.d.sync += room_all.eq(after + P <= n)
+            m.d.comb += self.alloc_ready.eq(room_all.replicate(P))
+            if checks:
+                invariant(m, checks, room_all == (now + P <= n),
+                          "the registered admission room differs from free >= P (§4.1)")
+        else:
+            phase = Signal(range(P), name="phase")
+            phase_next = Signal(range(P), name="phase_next")
+            m.d.comb += phase_next.eq(Mux(phase == P - 1, 0, phase + 1))
+            m.d.sync += phase.eq(phase_next)
+            room = Signal(P, init=sum(1 << p for p in range(P) if p < n), name="room")
             for p in range(P):
-                invariant(m, checks, room[p] == (_rank(p, P, phase) + now < n),
-                          f"port {p}: the registered admission room differs from the rank "
-                          "rule (v2 §4.1)")
+                m.d.sync += room[p].eq(_rank(p, P, phase_next) + after < n)
+            m.d.comb += self.alloc_ready.eq(room)
+            if checks:
+                for p in range(P):
+                    invariant(m, checks, room[p] == (_rank(p, P, phase) + now < n),
+                              f"port {p}: the registered admission room differs from the "
+                              "rank rule (§4.1, admission < P)")
+        m.d.comb += self.inflight.eq(now)
         for p in range(P):
             m.d.comb += [self.alloc_slot[p].eq(slots[p]),
                          wrs[p].addr.eq(slots[p]),

@@ -155,14 +155,16 @@ BLOCKS = {b.name: b for b in (
     # vectors (asserted equal to a fresh lookup), command register, R / K / E and credit.
     FormalBlock("controller_v2", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
                                       contract=2, channel_bw_gbps=1.0), 12, 8, False, 11),
-    # The channel shape's admission (v2 §4.1, §18 step 6): two ports over one count, the
-    # rotating rank rule (registered), distinct slots per cycle. The tables' channel-shape
+    # The channel shape's admission (§4.1, §18 step 6): two ports over one count, the
+    # free >= P rule (registered), distinct slots per cycle. The tables' channel-shape
     # forms take M's match vectors as inputs; they are checked inside controller_ports.
     FormalBlock("admission_ports", dict(contract=2, admission=4, channels=2), 16, 10, True),
     # The channel shape (v2 §18 step 6), two ports: per-port Q / L / X / M over the shared
-    # pools (one-hot grants, the k-th-free rule, one pressure victim), the admission rank
-    # rule, a response port and a credit per channel; host and media assumed as above.
-    FormalBlock("controller_ports", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
+    # pools (one-hot grants, the k-th-free rule, one pressure victim), the admission
+    # term, a response port and a credit per channel; host and media assumed as above.
+    # admission 3: with free >= P (§4.1) two slots would admit a second request only after
+    # a response, and a merged read's cover would lie beyond the CI depth
+    FormalBlock("controller_ports", dict(admission=3, queue_depth=2, subarrays_per_channel=2,
                                          channels=2, contract=2, host_ports="channel",
                                          channel_bw_gbps=1.0), 11, 8, False, 11),
     # Amendment A (docs/timing-contract.md, pipeline = "deep"), stack shape: W and its

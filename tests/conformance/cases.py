@@ -159,6 +159,17 @@ CASES = [
          config=dict(host_ports="channel", mshr_entries=1),
          accept={0: "0", 1: "0"}, tags=(("m", 0), ("m", 0), ("m", 0)),
          commands=("6", "c0 + tR + 11", "c1 + tR + 11")),
+    Case("channel-admission-every-port-or-none", "§4.1: every port ready while free >= P",
+         tuple(("R", p, 0, 32, 0) for p in range(4)),
+         config=dict(host_ports="channel", admission=3),
+         # cycle 0: 3 slots free, both ports accept; then 1 < P free: neither port is ready
+         # until a response handshake frees a slot (usable from the next cycle)
+         accept={0: "0", 1: "0", 2: "min(d0, d1) + 1", 3: "min(d0, d1) + 1"}),
+    Case("channel-admission-rank-below-p", "§4.1: the rotating rank when admission < P",
+         (("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0)),
+         config=dict(host_ports="channel", admission=1),
+         # one slot: port p only in cycles with (p - t) mod 2 < 1, i.e. t = p mod 2
+         accept={0: "0", 1: "d0 + 1 + d0 % 2"}),
     Case("aggregation-window", "DP2a: ready at alloc + window, enqueued two later",
          (("R", 0, 0, 32, 3),), config=dict(read_mode="aggregation", read_agg_window_ticks=20,
                                             read_agg_threshold_bytes=P),

@@ -64,10 +64,10 @@ FULL_V2 = FAST_V2 + _V2_FORMER_CI + [f"{k}-v2" for k in (
 #: ``mix-2stacks-ch`` in CI (one more build), ``gpu-3stacks-ch`` with HBFSIM_COSIM_FULL=1.
 #: Multi-plane commands in the channel shape: ``mp-mix-megaplane-ch`` in CI (one more
 #: build), the directed ``mp-*-megaplane-ch`` and ``mp-mix-page-ch`` with the full suite.
-FAST_CH = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports",
+FAST_CH = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-full-ports",
            "pressure-raw", "mix-ports", "gpu-ports"]
 FULL_CH = FAST_CH + ["mix-2stacks-ch", "mp-mix-megaplane-ch"] + [f"{k}-ports-partition" for k in ("ports-same-cycle", "pool-fairness",
-                                                      "admission-rank")] + \
+                                                      "admission-full")] + \
     ["partition-same-page", "mix-ports-partition", "mix-ports-fcfs"] + \
     [f"{k}-ch" for k in ("gpu-mshr-grid", "gpu-rw-isolation", "gpu-backpressure",
                          "gpu-aggregation", "gpu-16ch", "gpu-sectors", "gpu-mix@1",
@@ -103,11 +103,11 @@ FULL_DEEP = FAST_DEEP + [f"{k}-deep" for k in (
 #: channel shape (``<name>-deep-ch``), the smallest tables, two stacks (S * C ports),
 #: aggregation reads, merging off and multi-plane commands.
 FAST_DEEP_CH = [f"{k}-deep" for k in (
-    "ports-same-cycle-ports", "pool-fairness-ports", "admission-rank-ports", "pressure-raw",
+    "ports-same-cycle-ports", "pool-fairness-ports", "admission-full-ports", "pressure-raw",
     "mix-ports", "gpu-ports")] + [f"{k}-deep-ch" for k in ("mix-2stacks", "mp-mix-megaplane")]
 FULL_DEEP_CH = FAST_DEEP_CH + [f"{k}-deep" for k in (
     "ports-same-cycle-ports-partition", "pool-fairness-ports-partition",
-    "admission-rank-ports-partition", "partition-same-page", "mix-ports-partition",
+    "admission-full-ports-partition", "partition-same-page", "mix-ports-partition",
     "mix-ports-fcfs")] + [f"{k}-deep-ch" for k in (
         "conservation", "coverage", "strict", "read-after-write", "saturation", "sched-fcfs",
         "mix-backpressure", "gpu-backpressure", "mix-tiny", "mix-aggregation",
