@@ -24,10 +24,6 @@ from hbfsim.model.system import HbfSystem
 #: removes it: the contract is then the default and the key is refused).
 _HAS_PIPELINE = "pipeline" in {f.name for f in dataclasses.fields(HbfConfig)}
 
-#: the admission rule of §4.1 with free >= P for every port (commit "admission: ..."); until
-#: the golden model has it, channel-shape cases keep the free slots at or above P
-NEW_ADMISSION_IN_MODEL = False
-
 
 def contract_config(**kw) -> HbfConfig:
     """``load_config(**kw)`` on the one timing contract, whichever way it is selected."""
@@ -115,15 +111,9 @@ def streams(draw, cfg, max_requests=48):
 
 @st.composite
 def controller_cases(draw, multiplane=None, max_requests=48):
-    """``(cfg, stream)``. While the golden model has the old admission rank (§4.1), a
-    channel-shape case keeps ``admission`` at least the requests plus the ports, so that the
-    free slots never drop below P (where the two rules differ)."""
+    """``(cfg, stream)``: a configuration and a stream on it."""
     cfg = draw(controller_configs(multiplane))
-    s = draw(streams(cfg, max_requests))
-    if cfg.host_ports == "channel" and not NEW_ADMISSION_IN_MODEL \
-            and cfg.admission < len(s[0]) + cfg.channels:
-        cfg = dataclasses.replace(cfg, admission=len(s[0]) + cfg.channels)
-    return cfg, s
+    return cfg, draw(streams(cfg, max_requests))
 
 
 # ------------------------------------------------------------------------------ runs
@@ -263,6 +253,11 @@ DIRECTED = [
      dict(host_ports="channel", channels=4, scheduler="partition-2r2w", t_read_us=0.02,
           t_prog_us=0.05),
      (("R", 0, 0, 32, 0), ("W", 0, 0, 32, 0), ("R", 0, 64, 32, 1), ("W", 0, 64, 32, 1))),
+    ("return-order-by-lowest-index", "DP7: C1 takes the lowest-index entry in RETURN",
+     dict(host_ports="stack", channels=1, subarrays_per_channel=1, admission=8,
+          mshr_entries=16, mshr_merge=False, queue_depth=1, page_buffers=0,
+          channel_bw_gbps=2.0, t_read_us=0.05),
+     (("R", 0, 0, 1024, 0),) + (("R", 0, 0, 32, 0),) * 6),
     ("victim-among-entries-of-one-cycle", "DP5: the entry allocated first is the older",
      dict(host_ports="channel", channels=4, write_buffer_entries=2, t_prog_us=0.05),
      (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 2, 0, 32, 0), ("W", 3, 0, 32, 0))),
@@ -279,3 +274,16 @@ def directed_case(i: int):
 def directed_cases():
     """The directed cases as a strategy (for test_mutants.py's search)."""
     return st.sampled_from(range(len(DIRECTED))).map(directed_case)
+
+
+def conformance_case(case):
+    """``(cfg, stream)`` of a conformance case (tests/conformance/cases.py)."""
+    cfg = case.cfg()
+    return cfg, _stream(cfg, case.requests)
+
+
+def conformance_cases():
+    """The conformance suite's cases as a strategy (for test_mutants.py's search)."""
+    from tests.conformance.cases import CASES
+
+    return st.sampled_from(CASES).map(conformance_case)

@@ -13,8 +13,9 @@ from hbfsim.config import HbfConfig
 from hbfsim.engine import run_compiled, unsupported
 from tests.conformance.cases import CASES
 
-from .controller_cases import (DIRECTED, _stream, check_controller, contract_config,
-                               controller_cases, directed_case, port_race_cases)
+from .controller_cases import (DIRECTED, check_controller, conformance_case,
+                               contract_config, controller_cases, directed_case,
+                               port_race_cases)
 
 
 @settings(max_examples=120, deadline=None)
@@ -31,8 +32,7 @@ def test_channel_shape_port_races_equal(case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_conformance_cases_equal(case):
-    cfg = case.cfg()
-    check_controller((cfg, _stream(cfg, case.requests)))
+    check_controller(conformance_case(case))
 
 
 @pytest.mark.parametrize("i", range(len(DIRECTED)), ids=lambda i: DIRECTED[i][0])
