@@ -206,14 +206,6 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-template <class T, class F>
-py::array_t<T> column(const std::vector<Req>& reqs, F f) {
-    py::array_t<T> a(static_cast<py::ssize_t>(reqs.size()));
-    auto w = a.template mutable_unchecked<1>();
-    for (size_t i = 0; i < reqs.size(); ++i) w(i) = static_cast<T>(f(reqs[i]));
-    return a;
-}
-
 // The open-loop run (hbfsim/engine.py run_compiled): the per-request outputs in submission
 // order, the response order and the counters.
 py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
@@ -232,23 +224,47 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
         py::gil_scoped_release nogil;
         sys.run();
     }
+    // the per-request columns, filled in one pass over the requests
     auto& R = sys.reqs;
+    auto nr = static_cast<py::ssize_t>(R.size());
+    const char* i64_names[] = {"t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc",
+                               "entry_depth", "stack", "channel", "subarray"};
+    const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
+    std::vector<py::array_t<int64_t>> i64;
+    std::vector<py::array_t<bool>> b8;
+    std::vector<int64_t*> ip;
+    std::vector<bool*> bp;
+    for (auto* nm : i64_names) {
+        (void)nm;
+        i64.emplace_back(nr);
+        ip.push_back(i64.back().mutable_data());
+    }
+    for (auto* nm : bool_names) {
+        (void)nm;
+        b8.emplace_back(nr);
+        bp.push_back(b8.back().mutable_data());
+    }
+    for (py::ssize_t i = 0; i < nr; ++i) {
+        const Req& r = R[static_cast<size_t>(i)];
+        ip[0][i] = r.t_accept;
+        ip[1][i] = r.t_map;
+        ip[2][i] = r.t_done;
+        ip[3][i] = r.depth;
+        ip[4][i] = r.tq;
+        ip[5][i] = r.ti;
+        ip[6][i] = r.tc;
+        ip[7][i] = r.edepth;
+        ip[8][i] = r.stack;
+        ip[9][i] = r.ch;
+        ip[10][i] = r.sub;
+        bp[0][i] = r.mshr_hit;
+        bp[1][i] = r.buffer_hit;
+        bp[2][i] = r.cache_hit;
+        bp[3][i] = r.error;
+    }
     py::dict d;
-    d["t_accept"] = column<int64_t>(R, [](const Req& r) { return r.t_accept; });
-    d["t_map"] = column<int64_t>(R, [](const Req& r) { return r.t_map; });
-    d["t_done"] = column<int64_t>(R, [](const Req& r) { return r.t_done; });
-    d["depth"] = column<int64_t>(R, [](const Req& r) { return r.depth; });
-    d["tq"] = column<int64_t>(R, [](const Req& r) { return r.tq; });
-    d["ti"] = column<int64_t>(R, [](const Req& r) { return r.ti; });
-    d["tc"] = column<int64_t>(R, [](const Req& r) { return r.tc; });
-    d["entry_depth"] = column<int64_t>(R, [](const Req& r) { return r.edepth; });
-    d["stack"] = column<int64_t>(R, [](const Req& r) { return r.stack; });
-    d["channel"] = column<int64_t>(R, [](const Req& r) { return r.ch; });
-    d["subarray"] = column<int64_t>(R, [](const Req& r) { return r.sub; });
-    d["mshr_hit"] = column<bool>(R, [](const Req& r) { return r.mshr_hit; });
-    d["buffer_hit"] = column<bool>(R, [](const Req& r) { return r.buffer_hit; });
-    d["cache_hit"] = column<bool>(R, [](const Req& r) { return r.cache_hit; });
-    d["error"] = column<bool>(R, [](const Req& r) { return r.error; });
+    for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
+    for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
     py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
     auto ow = order.mutable_unchecked<1>();
     for (size_t i = 0; i < sys.order.size(); ++i) ow(i) = sys.order[i];

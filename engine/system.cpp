@@ -21,19 +21,19 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
 }
 
 void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival) {
-    std::string who = "request " + std::to_string(id) + ": ";
-    if (op != OP_R && op != OP_W) throw std::invalid_argument(who + "op must be R or W");
+    auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
+    if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
     int64_t rel = addr - cfg.base_address;
     int64_t page = floordiv(rel, PAGE_BYTES), off = floormod(rel, PAGE_BYTES);
     if (!(0 <= rel && rel < cfg.capacity_bytes))
-        throw std::invalid_argument(who + "address " + std::to_string(addr)
+        throw std::invalid_argument(who() + "address " + std::to_string(addr)
                                     + " is outside the HBF range");
     if (!(1 <= nbytes && nbytes <= PAGE_BYTES - off))
-        throw std::invalid_argument(who + "size " + std::to_string(nbytes)
+        throw std::invalid_argument(who() + "size " + std::to_string(nbytes)
                                     + " is not 1.." + std::to_string(PAGE_BYTES - off)
                                     + " bytes inside its page");
     if (arrival < last_arrival)
-        throw std::invalid_argument(who + "arrival tick " + std::to_string(arrival)
+        throw std::invalid_argument(who() + "arrival tick " + std::to_string(arrival)
                                     + " is earlier than the previous request's "
                                     + std::to_string(last_arrival));
     if (inputs_done) throw std::invalid_argument("submit() after close_input()");
@@ -41,16 +41,16 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     r.id = id;
     r.op = op;
     r.addr = addr;
-    r.nbytes = nbytes;
+    r.nbytes = static_cast<int32_t>(nbytes);
     r.arrival = arrival;
-    r.off = off;
+    r.off = static_cast<int32_t>(off);
     auto [stack, q] = mapper.stack_of(page);
     auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
-    r.stack = stack;
+    r.stack = static_cast<int32_t>(stack);
     r.q = q;
-    r.ch = ch;
+    r.ch = static_cast<int32_t>(ch);
     r.local = local;
-    r.sub = sub;
+    r.sub = static_cast<int32_t>(sub);
     last_arrival = arrival;
     if (first_arrival < 0) first_arrival = arrival;
     ++stacks[stack]->ch_requests[ch];

@@ -22,7 +22,8 @@ bool StackController::dispatch(int64_t t, bool /*drain*/) {
         if (port.m >= 0) { any = true; break; }
     if (!any) return false;
     // the requests held at the start of the phase: a port whose M empties does not refill
-    std::vector<int8_t> held(P, -1);
+    auto& held = held_;
+    held.assign(P, -1);
     for (int64_t p = 0; p < P; ++p)
         if (inp[p].m >= 0) held[p] = reqs[inp[p].m].op;
     bool wf = mutant(CTRL_WRITES_FIRST);

@@ -12,10 +12,11 @@ namespace hbf {
 bool StackController::enqueue(int64_t t) {
     bool changed = false;
     // per channel the write-buffer candidates of t, in wb_flush order
-    std::vector<std::pair<int64_t, int>> cands;
+    auto& cands = cands_;
+    cands.clear();
     if (!wb_flush.empty()) {
-        std::vector<int> keep;
-        keep.reserve(wb_flush.size());
+        auto& keep = keep_;
+        keep.clear();
         for (int idx : wb_flush) {
             Entry& e = wb[idx];
             if (e.te < 0) {

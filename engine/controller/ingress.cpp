@@ -36,7 +36,7 @@ int64_t StackController::rank_tick(int64_t t, int64_t p) const {
 // Accept request r on port `port` in cycle t; it is in that port's Q from t + 1. The
 // admission slot is the stack's (one count for all ports).
 void StackController::accept(int64_t r, int64_t t, int64_t port) {
-    reqs[r].depth = inflight;
+    reqs[r].depth = static_cast<int32_t>(inflight);
     ++inflight;
     inp[port].qin.emplace_back(r, t);
 }

@@ -160,7 +160,7 @@ void StackController::form_response(Entry& e, int64_t i, Req& req, Port& port) {
     req.tq = e.tq;
     req.ti = e.ti;
     req.tc = e.tc;
-    req.edepth = e.depth;
+    req.edepth = static_cast<int32_t>(e.depth);
     port.egress.push_back(e.waiters[i]);
     if (i + 1 == static_cast<int64_t>(e.waiters.size())) {
         if (e.kind == 0) free_r.push_back(e.idx);

@@ -59,12 +59,13 @@ struct ControllerConfig {
 
 // One request and what happened to it (controller.py Request): the per-request outputs.
 struct Req {
-    int64_t id, arrival, addr, nbytes;
-    int8_t op;
-    int64_t stack, q, ch, sub, local, off;
+    int64_t id, arrival, addr, q, local;
     int64_t t_accept = -1, t_map = -1, t_done = -1;
-    int64_t depth = 0;                          // requests inside the stack at its accept
-    int64_t tq = -1, ti = -1, tc = -1, edepth = 0;   // entry_info
+    int64_t tq = -1, ti = -1, tc = -1;           // entry_info: the entry's tq, ti, tc
+    int32_t nbytes, stack, ch, sub, off;
+    int32_t depth = 0;                           // requests inside the stack at its accept
+    int32_t edepth = 0;                          // entry_info: the entry's queue depth
+    int8_t op;
     bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
 };
 
@@ -215,6 +216,10 @@ public:
     // model-only page cache (R4): LRU, oldest first
     std::list<int64_t> pc_order;
     std::unordered_map<int64_t, std::list<int64_t>::iterator> pc_map;
+    // scratch space reused every cycle (no allocation per cycle)
+    std::vector<int8_t> held_;
+    std::vector<std::pair<int64_t, int>> cands_;
+    std::vector<int> keep_;
     // C3
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> wake;
 
