@@ -105,7 +105,7 @@ int64_t System::run() {
         for (auto& s : stacks) {
             busy |= s->wb_triggers(t, drain);
             busy |= s->complete_entries(t);
-            s->end_cycle();
+            s->end_cycle(t);
         }
         if (busy) {
             ++t;

@@ -17,27 +17,29 @@ bool StackController::dispatch(int64_t t, bool /*drain*/) {
         Port& port = inp[0];
         return port.m >= 0 && dispatch_one(port, t);
     }
-    bool changed = false, any = false;
-    for (auto& port : inp)
-        if (port.m >= 0) { any = true; break; }
-    if (!any) return false;
-    // the requests held at the start of the phase: a port whose M empties does not refill
-    auto& held = held_;
-    held.assign(P, -1);
-    for (int64_t p = 0; p < P; ++p)
-        if (inp[p].m >= 0) held[p] = reqs[inp[p].m].op;
+    // the kinds held at the start of the phase: a port's M only empties here (its Q head
+    // moves in later, phase 4), so a port holds the kind it held at the start or nothing
+    bool reads = false, writes = false;
+    for (auto& port : inp) {
+        if (port.m < 0) continue;
+        if (reqs[port.m].op == OP_R) reads = true;
+        else writes = true;
+    }
+    bool changed = false;
     bool wf = mutant(CTRL_WRITES_FIRST);
     for (int k = 0; k < 2; ++k) {
         int8_t kind = (k == 0) != wf ? OP_R : OP_W;
         bool read = kind == OP_R;
+        if (!(read ? reads : writes)) continue;
         int64_t ap = read ? ap_r : ap_w;
         auto& free = read ? mshr_free : wb_free;
         int64_t last = -1;
         for (int64_t j = 0; j < P; ++j) {
-            int64_t p = (ap + j) % P;
-            if (held[p] != kind) continue;
+            int64_t p = ap + j < P ? ap + j : ap + j - P;
+            Port& port = inp[p];
+            if (port.m < 0 || reqs[port.m].op != kind) continue;
             size_t n_free = free.size();
-            changed |= dispatch_one(inp[p], t);
+            changed |= dispatch_one(port, t);
             if (free.size() < n_free) last = p;
         }
         if (last >= 0) (read ? ap_r : ap_w) = (last + 1) % P;

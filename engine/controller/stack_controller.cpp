@@ -38,13 +38,20 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
     issued_k.assign(C, 1);
     resp_live_flag.assign(P, 0);
     if (cfg.multiplane != Multiplane::Off) mp = std::make_unique<Megaplanes>(*this);
+    // the page-keyed tables hold at most one key per entry: no rehash while running
+    mshr_open.reserve(mshr.size());
+    mshr_pend.reserve(mshr.size());
+    wb_open.reserve(wb.size());
+    wb_page.reserve(wb.size());
 }
 
 StackController::~StackController() = default;
 
 // Admission releases and frees of this cycle; a freed entry joins its pool's free list at
 // the tail (DP4), allocatable from the next cycle, in the order the ports launched.
-void StackController::end_cycle() {
+void StackController::end_cycle(int64_t t) {
+    // delayed effects that have landed: next_timer drops them too (the heap stays small)
+    while (!wake.empty() && wake.top() <= t) wake.pop();
     if (!released && free_r.empty() && free_w.empty()) return;
     inflight -= released;
     released = 0;

@@ -142,7 +142,7 @@ public:
     std::vector<int64_t> egress_heads() const;
     int64_t handshake(int64_t t, int64_t port);
     // ---- stack_controller.cpp (DP4 end of cycle, C3 timers)
-    void end_cycle();
+    void end_cycle(int64_t t);
     int64_t next_timer(int64_t t);                 // -1: none
 
     // state read by the system and the statistics
@@ -217,7 +217,6 @@ public:
     std::list<int64_t> pc_order;
     std::unordered_map<int64_t, std::list<int64_t>::iterator> pc_map;
     // scratch space reused every cycle (no allocation per cycle)
-    std::vector<int8_t> held_;
     std::vector<std::pair<int64_t, int>> cands_;
     std::vector<int> keep_;
     // C3
