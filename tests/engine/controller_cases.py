@@ -73,7 +73,7 @@ def controller_configs(draw, multiplane=None):
         write_buffer_entries=draw(st.sampled_from([1, 2, 3, 8])),
         queue_depth=draw(st.sampled_from([1, 2, 64])),
         mshr_merge=draw(st.booleans()), read_mode=read_mode, scheduler=sched,
-        placement=draw(st.sampled_from(["interleave", "grouped"])),
+        placement=draw(st.sampled_from(["interleave", "grouped", "contiguous"])),
         stack_select=draw(st.sampled_from(["interleave", "contiguous"])),
         page_buffers=draw(st.integers(0, 2)), buffer_hit_ticks=draw(st.integers(1, 12)),
         write_deadline_ticks=draw(st.sampled_from([1, 2, 5, 60, 1000])),
