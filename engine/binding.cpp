@@ -13,6 +13,7 @@
 #include "gpu_port.hpp"
 #include "media.hpp"
 #include "mutants.hpp"
+#include "closed_loop.hpp"
 #include "system.hpp"
 
 #ifndef HBF_SOURCE_HASH
@@ -206,24 +207,9 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// The open-loop run (hbfsim/engine.py run_compiled): the per-request outputs in submission
-// order, the response order and the counters.
-py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
-                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival) {
-    py::ssize_t n = id.size();
-    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
-        throw std::invalid_argument("the request arrays must have one length");
-    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
-               mapper_config(cfg));
-    sys.reqs.reserve(static_cast<size_t>(n));
-    for (py::ssize_t i = 0; i < n; ++i)
-        sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
-                   arrival.data()[i]);
-    sys.close_input();
-    {
-        py::gil_scoped_release nogil;
-        sys.run();
-    }
+// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
+// per-request columns in submission order, the response order and the counters.
+py::dict system_outputs(System& sys) {
     // the per-request columns, filled in one pass over the requests
     auto& R = sys.reqs;
     auto nr = static_cast<py::ssize_t>(R.size());
@@ -339,6 +325,43 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
     return d;
 }
 
+// The open-loop run (hbfsim/engine.py run_compiled).
+py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    sys.reqs.reserve(static_cast<size_t>(n));
+    for (py::ssize_t i = 0; i < n; ++i)
+        sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
+                   arrival.data()[i]);
+    sys.close_input();
+    {
+        py::gil_scoped_release nogil;
+        sys.run();
+    }
+    return system_outputs(sys);
+}
+
+// The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
+// system's outputs and the GPU's result figures.
+py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py::dict& arrays,
+                         bool channel_shape, int64_t start) {
+    GpuPort port(gpu_config(cfg, gpu), program_from_arrays(arrays), channel_shape,
+                 mapper_config(cfg), start);
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    {
+        py::gil_scoped_release nogil;
+        run_stepped(sys, port);
+    }
+    py::dict d = system_outputs(sys);
+    d["gpu"] = result_dict(port.result());
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
@@ -372,6 +395,11 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
           "contract) to completion: per-request arrays, the response order, the counters.");
+    m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
+          py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
+          "Run a GPU program (program_arrays) closed loop against the compiled system, one "
+          "tick at a time (model/gpu_port.py run_stepped): the run_open_loop outputs and "
+          "the GPU's result figures under 'gpu'.");
 
     // ---- media (model/media.py)
     py::class_<Media>(m, "Media", "The NAND side of one stack (model/media.py's Media).")

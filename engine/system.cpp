@@ -20,7 +20,8 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     if (cfg.channel_ports) port_in_.resize(cfg.stacks * cfg.channels);
 }
 
-void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival) {
+void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                    int64_t port) {
     auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
     if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
     int64_t rel = addr - cfg.base_address;
@@ -51,6 +52,17 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     r.ch = static_cast<int32_t>(ch);
     r.local = local;
     r.sub = static_cast<int32_t>(sub);
+    if (cfg.channel_ports) {
+        int64_t k = stack * cfg.channels + ch;
+        if (port >= 0 && port != k)
+            throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
+                                        + ", but its page maps to port " + std::to_string(k)
+                                        + " (stack " + std::to_string(stack) + ", channel "
+                                        + std::to_string(ch) + ")");
+    } else if (port > 0) {
+        throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
+                                    + " of a system with one request port");
+    }
     last_arrival = arrival;
     if (first_arrival < 0) first_arrival = arrival;
     ++stacks[stack]->ch_requests[ch];
@@ -70,12 +82,14 @@ void System::responded(int64_t r, int64_t tk) {
     if (tk > last_completion) last_completion = tk;
     if (reqs[r].error) ++errors;
     order.push_back(r);
+    if (user_cb) user_cb(r, tk);
 }
 
 // run_pipelined: one cycle in §16's order; a cycle in which nothing changed is followed by
 // the next tick at which something can (C3).
-int64_t System::run() {
+int64_t System::run(int64_t until) {
     while (true) {
+        if (until >= 0 && t > until) break;
         ++steps;
         // 1. E handshakes, one per system response port
         bool busy = egress(t);
@@ -113,6 +127,12 @@ int64_t System::run() {
         }
         int64_t nxt = next_tick(t);
         if (nxt < 0) break;
+        if (until >= 0 && nxt > until) {
+            // the cycles until + 1 .. nxt - 1 are no-ops (C3): a stepped driver resumes at
+            // until + 1 (model/system_v2.py run_pipelined)
+            t = until + 1;
+            break;
+        }
         t = nxt;
     }
     return t;

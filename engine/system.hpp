@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -31,10 +32,15 @@ public:
     System(const SystemConfig& scfg, const ControllerConfig& ccfg, const MediaConfig& mcfg,
            const MapperConfig& mapcfg);
 
-    // Queue request i of the stream (arrival order); std::invalid_argument names it if bad.
-    void submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival);
+    // Queue a request (arrival order); std::invalid_argument names it if bad. In the
+    // channel shape a port >= 0 given is checked against the request's mapped port.
+    void submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                int64_t port = -1);
     void close_input() { inputs_done = true; }
-    int64_t run();               // to completion; returns the tick it stopped at
+    // to completion, or through tick `until` (>= 0); returns the tick it stopped at
+    int64_t run(int64_t until = -1);
+    // called with (request index, tick) after each response (HbfSystem's on_response)
+    std::function<void(int64_t, int64_t)> user_cb;
 
     SystemConfig cfg;
     Mapper mapper;

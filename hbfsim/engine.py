@@ -22,7 +22,7 @@ import numpy as np
 
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
-           "run_compiled", "stale", "unsupported"]
+           "run_compiled", "run_compiled_closed_loop", "stale", "unsupported"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -241,3 +241,44 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
     out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
                             np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
     return CompiledRun(out)
+
+
+def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0) -> CompiledRun:
+    """Run a GPU program closed loop against the compiled controller, one tick at a time:
+    the compiled mirror of :func:`hbfsim.model.gpu_port.run_stepped` (the reference
+    ``ClosedLoop`` equals it, docs/gpu.md).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration (the one timing contract; see :func:`unsupported`).
+    program : GpuProgram, iterable of Kernel, or dict
+        What the GPU runs (materialised through :func:`program_arrays`), or its arrays.
+    gpu : GpuConfig, optional
+        Default ``program.gpu`` or ``GpuConfig()``, as GpuPort's.
+    start : int
+        The GPU's first tick.
+
+    Returns
+    -------
+    CompiledRun
+        :func:`run_compiled`'s arrays and counters (rows in submission order: the GPU's
+        grant order; ``id`` the GPU request id) and ``gpu``: the compiled port's result
+        figures (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
+
+    Raises
+    ------
+    ValueError
+        A configuration the compiled engine does not run (one line naming it).
+    GpuError
+        A bad program, or a GPU waiting for a response no event brings.
+    """
+    from hbfsim.model.gpu_config import GpuConfig
+
+    why = unsupported(cfg)
+    if why:
+        raise ValueError(why)
+    eng = require_compiled()
+    g = gpu or getattr(program, "gpu", None) or GpuConfig()
+    arrays = program if isinstance(program, dict) else program_arrays(program)
+    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start))

@@ -126,7 +126,18 @@ def golden_run(cfg, stream) -> dict:
     for r in reqs:
         system.submit(r)
     system.close_input()
-    end = system.run()
+    system.run()
+    return _system_outputs(system, reqs)
+
+
+def _system_outputs(system, reqs=None) -> dict:
+    """A finished golden system's outputs in the compiled run's form; ``reqs`` in
+    submission order (default: the completed requests in a closed loop's submission order:
+    by grant tick, then port, at most one grant per port per tick, G5 / G5')."""
+    cfg = system.cfg
+    end = system.t
+    if reqs is None:
+        reqs = sorted(system.completed, key=lambda r: (r.arrival, r.stack, r.ch))
     out = {}
     for col in REQUEST_COLUMNS:
         if col in ("tq", "ti", "tc", "entry_depth"):
@@ -135,7 +146,8 @@ def golden_run(cfg, stream) -> dict:
         else:
             attr = {"stack": "stack", "channel": "ch", "subarray": "sub"}.get(col, col)
             out[col] = np.array([getattr(r, attr) for r in reqs])
-    out["order"] = np.array([r.id for r in system.completed])
+    index = {id(r): i for i, r in enumerate(reqs)}
+    out["order"] = np.array([index[id(r)] for r in system.completed])
     st_ = system.stats
     c = {k: st_[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
                              "padding_bytes", "strict_errors", "media_errors",
@@ -287,3 +299,42 @@ def conformance_cases():
     from tests.conformance.cases import CASES
 
     return st.sampled_from(CASES).map(conformance_case)
+
+
+# ------------------------------------------------------------------------------ closed loop
+@st.composite
+def closed_loop_cases(draw):
+    """``(cfg, gpu, make)``: test_gpu_port.py's GPU programs and configurations (both
+    shapes, 1-2 stacks, every placement, the partition schedulers) on the one contract, with
+    small tables and slow links so that the controller's stalls feed back into the GPU."""
+    from .cases import gpu_cases
+
+    cfg, gpu, make, _delays = draw(gpu_cases())
+    kw = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(HbfConfig)}
+    kw.update(admission=draw(st.sampled_from([1, 2, 4, 256])),
+              mshr_entries=draw(st.sampled_from([1, 2, 16])),
+              write_buffer_entries=draw(st.sampled_from([1, 2, 8])),
+              write_deadline_ticks=draw(st.sampled_from([2, 40, 1000])),
+              channel_bw_gbps=draw(st.sampled_from([192.0, 4.0])),
+              read_mode=draw(st.sampled_from(["demand", "aggregation"])),
+              read_agg_window_ticks=draw(st.sampled_from([0, 5])),
+              t_read_us=0.05, t_prog_us=0.1, t_erase_us=0.2)
+    kw.pop("pipeline", None)
+    return contract_config(**kw), gpu, make
+
+
+def check_closed_loop(case) -> None:
+    """The golden closed loop stepped tick by tick (``run_stepped``) and the compiled one:
+    every request (in grant order) equal, the response order, the counters and the GPU's
+    result figures."""
+    from hbfsim.engine import run_compiled_closed_loop
+    from hbfsim.engine_standin import gpu_figures
+    from hbfsim.model.gpu import GpuProgram
+    from hbfsim.model.gpu_port import run_stepped
+
+    cfg, gpu, make = case
+    result = run_stepped(cfg, GpuProgram(make), gpu, keep=True)
+    got = run_compiled_closed_loop(cfg, GpuProgram(make), gpu)
+    want = _system_outputs(result.system)
+    compare_runs(want, got)
+    assert gpu_figures(result) == got["gpu"], "GPU result figures"
