@@ -348,14 +348,14 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
 // The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
 // system's outputs and the GPU's result figures.
 py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py::dict& arrays,
-                         bool channel_shape, int64_t start) {
+                         bool channel_shape, int64_t start, bool skip) {
     GpuPort port(gpu_config(cfg, gpu), program_from_arrays(arrays), channel_shape,
                  mapper_config(cfg), start);
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
     {
         py::gil_scoped_release nogil;
-        run_stepped(sys, port);
+        run_stepped(sys, port, skip);
     }
     py::dict d = system_outputs(sys);
     d["gpu"] = result_dict(port.result());
@@ -397,6 +397,7 @@ PYBIND11_MODULE(_engine, m) {
           "contract) to completion: per-request arrays, the response order, the counters.");
     m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
           py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
+          py::arg("skip") = true,
           "Run a GPU program (program_arrays) closed loop against the compiled system, one "
           "tick at a time (model/gpu_port.py run_stepped): the run_open_loop outputs and "
           "the GPU's result figures under 'gpu'.");

@@ -1,11 +1,11 @@
-// model/gpu_port.py run_stepped, line for line.
+// model/gpu_port.py run_stepped, line for line, and the skip of idle ticks (C3).
 #include "closed_loop.hpp"
 
 #include <string>
 
 namespace hbf {
 
-void run_stepped(System& sys, GpuPort& port) {
+void run_stepped(System& sys, GpuPort& port, bool skip) {
     sys.user_cb = [&](int64_t r, int64_t t) { port.respond(sys.reqs[r].id, t); };
     const GpuProgram& prog = port.program();
     std::vector<std::pair<int64_t, int64_t>> grants;
@@ -23,11 +23,19 @@ void run_stepped(System& sys, GpuPort& port) {
             sys.run();
             break;
         }
+        int64_t done = sys.n_done;
         sys.run(t);
-        if (port.next_tick() == NO_TICK && sys.n_done == static_cast<int64_t>(sys.reqs.size()))
+        int64_t nt = port.next_tick();
+        if (nt == NO_TICK && sys.n_done == static_cast<int64_t>(sys.reqs.size()))
             throw GpuError("closed loop: the GPU waits at tick " + std::to_string(t)
                            + " for a response that no request in the controller will bring");
-        ++t;
+        if (!skip || sys.n_done != done) {
+            ++t;
+            continue;
+        }
+        int64_t next = nt;
+        if (sys.t_resume >= 0 && (next == NO_TICK || sys.t_resume < next)) next = sys.t_resume;
+        t = next > t + 1 ? next : t + 1;
     }
     sys.user_cb = nullptr;
 }

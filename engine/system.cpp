@@ -88,8 +88,12 @@ void System::responded(int64_t r, int64_t tk) {
 // run_pipelined: one cycle in §16's order; a cycle in which nothing changed is followed by
 // the next tick at which something can (C3).
 int64_t System::run(int64_t until) {
+    t_resume = -1;
     while (true) {
-        if (until >= 0 && t > until) break;
+        if (until >= 0 && t > until) {
+            t_resume = t;                // busy through until: resume in the next cycle
+            break;
+        }
         ++steps;
         // 1. E handshakes, one per system response port
         bool busy = egress(t);
@@ -128,9 +132,10 @@ int64_t System::run(int64_t until) {
         int64_t nxt = next_tick(t);
         if (nxt < 0) break;
         if (until >= 0 && nxt > until) {
-            // the cycles until + 1 .. nxt - 1 are no-ops (C3): a stepped driver resumes at
-            // until + 1 (model/system_v2.py run_pipelined)
+            // the cycles until + 1 .. nxt - 1 are no-ops (C3): a driver resumes at until + 1,
+            // or at nxt unless an event of its own comes first (model/system_v2.py)
             t = until + 1;
+            t_resume = nxt;
             break;
         }
         t = nxt;

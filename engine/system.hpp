@@ -47,6 +47,8 @@ public:
     std::vector<Req> reqs;
     std::vector<std::unique_ptr<StackController>> stacks;
     std::vector<int64_t> order;  // request indices in response order
+    // after run(until): the next cycle that can change state (-1: none); HbfSystem.t_resume
+    int64_t t_resume = -1;
     int64_t t = 0, rr = 0, drain_at = -1, last_arrival = 0, first_arrival = -1;
     int64_t n_done = 0, last_completion = 0, errors = 0, steps = 0;
     bool inputs_done = false;

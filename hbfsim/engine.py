@@ -243,7 +243,8 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
     return CompiledRun(out)
 
 
-def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0) -> CompiledRun:
+def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
+                             skip: bool = True) -> CompiledRun:
     """Run a GPU program closed loop against the compiled controller, one tick at a time:
     the compiled mirror of :func:`hbfsim.model.gpu_port.run_stepped` (the reference
     ``ClosedLoop`` equals it, docs/gpu.md).
@@ -258,6 +259,9 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0) -> Compiled
         Default ``program.gpu`` or ``GpuConfig()``, as GpuPort's.
     start : int
         The GPU's first tick.
+    skip : bool
+        Skip the ticks in which neither the GPU nor the controller has an event (C3; every
+        event is the same, only ``counters["steps"]`` differs from ``run_stepped``'s).
 
     Returns
     -------
@@ -281,4 +285,4 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0) -> Compiled
     eng = require_compiled()
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
-    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start))
+    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip))

@@ -324,8 +324,9 @@ def closed_loop_cases(draw):
 
 
 def check_closed_loop(case) -> None:
-    """The golden closed loop stepped tick by tick (``run_stepped``) and the compiled one:
-    every request (in grant order) equal, the response order, the counters and the GPU's
+    """The golden closed loop stepped tick by tick (``run_stepped``) and the compiled one,
+    stepped tick by tick and skipping idle ticks: every request (in grant order) equal, the
+    response order, the counters (the skipping run's evaluated cycles aside) and the GPU's
     result figures."""
     from hbfsim.engine import run_compiled_closed_loop
     from hbfsim.engine_standin import gpu_figures
@@ -334,7 +335,10 @@ def check_closed_loop(case) -> None:
 
     cfg, gpu, make = case
     result = run_stepped(cfg, GpuProgram(make), gpu, keep=True)
-    got = run_compiled_closed_loop(cfg, GpuProgram(make), gpu)
     want = _system_outputs(result.system)
-    compare_runs(want, got)
-    assert gpu_figures(result) == got["gpu"], "GPU result figures"
+    for skip in (False, True):
+        got = run_compiled_closed_loop(cfg, GpuProgram(make), gpu, skip=skip)
+        if skip:
+            got["counters"]["steps"] = want["counters"]["steps"]
+        compare_runs(want, got)
+        assert gpu_figures(result) == got["gpu"], f"GPU result figures (skip {skip})"
