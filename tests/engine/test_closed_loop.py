@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from .controller_cases import check_closed_loop, closed_loop_cases
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(closed_loop_cases())
 def test_closed_loop_equal_event_for_event(case):
     check_closed_loop(case)

@@ -18,13 +18,13 @@ from .controller_cases import (DIRECTED, check_controller, conformance_case,
                                port_race_cases)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(controller_cases())
 def test_controller_equal_event_for_event(case):
     check_controller(case)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(port_race_cases())
 def test_channel_shape_port_races_equal(case):
     check_controller(case)
