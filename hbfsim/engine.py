@@ -22,7 +22,8 @@ import numpy as np
 
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
-           "run_compiled", "run_compiled_closed_loop", "stale", "unsupported"]
+           "run_compiled", "run_compiled_closed_loop", "stale", "trace_compiled",
+           "unsupported"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -286,3 +287,44 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
     return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip))
+
+
+def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids=None,
+                   source=None) -> None:
+    """Write a compiled open-loop run's hbf-trace-v1 rows through the golden model's
+    :class:`hbfsim.model.trace.TraceWriter` (one writer, so the two engines' traces are
+    byte for byte the same when their events are): every request in response order, as
+    ``HbfSystem`` writes them when each completes.
+
+    Parameters
+    ----------
+    writer : TraceWriter
+        The open writer (its level decides the rows); the caller closes it.
+    cfg : HbfConfig
+        The run's configuration.
+    run : CompiledRun
+        What :func:`run_compiled` returned for this stream.
+    op, addr, nbytes, arrival, ids, source : array
+        The stream as given to :func:`run_compiled` (``ids`` default ``0 .. n-1``,
+        ``source`` default 0).
+    """
+    from types import SimpleNamespace
+
+    op = np.asarray(op)
+    ops = np.where((op == "W") | (op == 1), "W", "R") if op.dtype.kind not in "US" else op
+    n = len(ops)
+    ids = range(n) if ids is None else ids
+    source = [0] * n if source is None else source
+    cols = {k: run[k].tolist() for k in REQUEST_COLUMNS}
+    arrival, addr, nbytes = (np.asarray(x).tolist() for x in (arrival, addr, nbytes))
+    ids, source = list(ids), list(source)
+    for i in run["order"].tolist():
+        r = SimpleNamespace(
+            id=int(ids[i]), source=int(source[i]), op=str(ops[i]), addr=addr[i],
+            nbytes=nbytes[i], arrival=arrival[i], stack=cols["stack"][i],
+            ch=cols["channel"][i], sub=cols["subarray"][i], t_accept=cols["t_accept"][i],
+            t_map=cols["t_map"][i], t_done=cols["t_done"][i], depth=cols["depth"][i],
+            entry_info=(cols["tq"][i], cols["ti"][i], cols["tc"][i], cols["entry_depth"][i]),
+            cache_hit=cols["cache_hit"][i], mshr_hit=cols["mshr_hit"][i],
+            error=cols["error"][i])
+        writer.request(r, cfg)
