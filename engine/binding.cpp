@@ -261,7 +261,7 @@ py::dict system_outputs(System& sys) {
     StackCounters tot;
     int64_t mshr_hits = 0, agg_wait = 0, commands = 0, grouped = 0;
     int64_t reads = 0, hits = 0, progs = 0, erases = 0, gc = 0, cap_err = 0, busy = 0, valid = 0;
-    py::list per_channel;
+    py::list per_channel, per_stack;
     for (auto& s : sys.stacks) {
         auto& st = s->st;
         tot.page_cache_hits += st.page_cache_hits;
@@ -291,6 +291,23 @@ py::dict system_outputs(System& sys) {
         for (int64_t ch = 0; ch < s->C; ++ch)
             per_channel.append(py::make_tuple(s->stack, ch, s->ch_requests[ch], s->ch_ops[ch],
                                               s->ch_link_stall[ch]));
+        // per stack, what model/stats.py reads from each stack and its media
+        py::dict sd;
+        sd["mshr_hits"] = s->mshr_hits;
+        sd["agg_wait"] = s->agg_wait;
+        sd["page_reads"] = md.page_reads;
+        sd["buffer_hits"] = md.buffer_hits;
+        sd["page_programs"] = md.page_programs;
+        sd["block_erases"] = md.block_erases;
+        sd["busy_ticks"] = md.busy_ticks;
+        sd["gc_relocations"] = md.gc_relocations;
+        sd["valid_pages"] = md.valid_pages();
+        sd["blocks"] = md.blocks();
+        py::dict zone;
+        for (auto& [k, v] : md.zone_pec())
+            zone[py::make_tuple(std::get<0>(k), std::get<1>(k), std::get<2>(k))] = v;
+        sd["zone_pec"] = zone;
+        per_stack.append(sd);
     }
     c["page_cache_hits"] = tot.page_cache_hits;
     c["raw_events"] = tot.raw_events;
@@ -321,6 +338,7 @@ py::dict system_outputs(System& sys) {
     c["steps"] = sys.steps;
     c["end_tick"] = sys.t;
     c["per_channel"] = per_channel;
+    c["per_stack"] = per_stack;
     d["counters"] = c;
     return d;
 }

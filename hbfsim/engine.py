@@ -22,8 +22,8 @@ import numpy as np
 
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
-           "run_compiled", "run_compiled_closed_loop", "stale", "trace_compiled",
-           "unsupported"]
+           "compiled_stats", "run_compiled", "run_compiled_closed_loop", "stale",
+           "trace_compiled", "unsupported"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -328,3 +328,62 @@ def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids
             cache_hit=cols["cache_hit"][i], mshr_hit=cols["mshr_hit"][i],
             error=cols["error"][i])
         writer.request(r, cfg)
+
+
+def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
+    """The statistics of a compiled open-loop run, computed by the golden model's
+    :func:`hbfsim.model.stats.collect_stats` (one definition of every figure) from the run's
+    arrays and counters, presented as the finished ``HbfSystem`` it reads.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The run's configuration.
+    run : CompiledRun
+        What :func:`run_compiled` returned for this stream.
+    op, nbytes, arrival : array
+        The stream as given to :func:`run_compiled`.
+    """
+    from array import array
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from hbfsim.model.stats import collect_stats
+
+    c = run["counters"]
+    op = np.asarray(op)
+    write = (op == "W") if op.dtype.kind in "US" else (op == 1)
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    arrival = np.asarray(arrival, dtype=np.int64)
+    order = run["order"]
+    lat = (run["t_done"] - arrival)[order]
+    w = write[order]
+    first = ~w & ~run["mshr_hit"][order]
+    st = Counter({k: c[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
+                                    "padding_bytes", "strict_errors", "media_errors")})
+    for cause in ("full", "raw", "pressure", "deadline", "drain"):
+        st["flush_" + cause] = c["flush_" + cause]
+    stacks = []
+    rows = c["per_channel"]
+    for s, sd in enumerate(c["per_stack"]):
+        mine = [r for r in rows if r[0] == s]
+        media = SimpleNamespace(
+            page_reads=sd["page_reads"], buffer_hits=sd["buffer_hits"],
+            page_programs=sd["page_programs"], block_erases=sd["block_erases"],
+            busy_ticks=sd["busy_ticks"], gc_relocations=sd["gc_relocations"],
+            blocks=sd["blocks"], zone_pec=lambda z=sd["zone_pec"]: dict(z),
+            valid_pages=lambda v=sd["valid_pages"]: v)
+        stacks.append(SimpleNamespace(
+            stack=s, media=media, mshr_hits=sd["mshr_hits"], agg_wait=sd["agg_wait"],
+            ch_requests=[r[2] for r in mine], ch_ops=[r[3] for r in mine],
+            ch_link_stall=[r[4] for r in mine]))
+    n = len(arrival)
+    system = SimpleNamespace(
+        cfg=cfg, stats=st, stacks=stacks,
+        first_arrival=int(arrival[0]) if n else None,
+        last_completion=c["last_completion_tick"], n_done=c["completions"], submitted=n,
+        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
+        n_req={"R": int((~write).sum()), "W": int(write.sum())},
+        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
+        lat_first=array("q", lat[first].tolist()), errors=c["errors"])
+    return collect_stats(system)

@@ -1,5 +1,6 @@
-"""hbf-trace-v1 from a compiled run (hbfsim.engine.trace_compiled, through the golden
-TraceWriter) is byte for byte the golden model's, at levels 1 and 2."""
+"""A compiled open-loop run's outputs as the golden model's: hbf-trace-v1 at levels 1 and 2
+byte for byte (hbfsim.engine.trace_compiled, through the golden TraceWriter) and the
+statistics dict (hbfsim.engine.compiled_stats, through the golden collect_stats)."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,3 +35,22 @@ def test_trace_byte_for_byte(tmp_path, level, case):
                    arrival, source=[i % 3 for i in range(len(arrival))])
     tw.close()
     assert compiled.read_bytes() == golden.read_bytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=controller_cases(max_requests=24))
+def test_statistics_equal(case):
+    """collect_stats of a compiled run (hbfsim.engine.compiled_stats) is the golden model's
+    dict, every figure and per-channel row."""
+    from hbfsim.engine import compiled_stats
+    from hbfsim.model.stats import collect_stats
+
+    cfg, (arrival, op, addr, nbytes) = case
+    system = HbfSystem(cfg)
+    for i in range(len(arrival)):
+        system.submit(Request(i, "W" if op[i] else "R", int(addr[i]), int(nbytes[i]),
+                              arrival=int(arrival[i])))
+    system.close_input()
+    system.run()
+    run = run_compiled(cfg, arrival, op, addr, nbytes)
+    assert compiled_stats(cfg, run, op, nbytes, arrival) == collect_stats(system)
