@@ -3,13 +3,13 @@
 #   make test   build .venv on first use, then run the whole test suite
 # The venv has the synth and formal extras (the formal CI set needs z3); `hbfsim rtl timing`
 # needs the timing extra as well: .venv/bin/pip install -e '.[timing]'.
-# The install also builds the compiled engine, hbfsim._engine (setup.py, engine/*.cpp,
+# The install also builds the compiled engine, hbfsim._engine (setup.py, engine/**/*.cpp,
 # docs/engine.md); an edit there re-runs it. Without a C++ compiler the install still
 # succeeds, the engine's tests skip, and the line printed after the install says so.
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
-ENGINE := setup.py $(wildcard engine/*.cpp engine/*.hpp)
+ENGINE := setup.py $(wildcard engine/*.cpp engine/*.hpp engine/*/*.cpp engine/*/*.hpp)
 
 .PHONY: run test bench bench-cosim clean
 

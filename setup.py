@@ -18,10 +18,10 @@ ENGINE = ROOT / "engine"
 
 
 def source_hash() -> str:
-    """Hash of engine/*.cpp and *.hpp (names and contents): hbfsim/engine.py compares it."""
+    """Hash of engine/**/*.cpp and *.hpp (paths and contents): hbfsim/engine.py compares it."""
     h = hashlib.sha256()
-    for p in sorted(ENGINE.glob("*.[ch]pp")):
-        h.update(p.name.encode())
+    for p in sorted(ENGINE.rglob("*.[ch]pp")):
+        h.update(p.relative_to(ENGINE).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -31,11 +31,12 @@ ParallelCompile("HBFSIM_BUILD_JOBS", default=0).install()
 
 engine = Pybind11Extension(
     "hbfsim._engine",
-    sorted(str(p.relative_to(ROOT)) for p in ENGINE.glob("*.cpp")),
+    sorted(str(p.relative_to(ROOT)) for p in ENGINE.rglob("*.cpp")),
     include_dirs=[str(ENGINE.relative_to(ROOT))],
     cxx_std=17,
     define_macros=[("HBF_SOURCE_HASH", f'"{source_hash()}"')],
-    extra_compile_args=["-g0"],   # no debug information: a smaller module, a faster build
+    extra_compile_args=["-g0", "-flto"],   # no debug information; link-time inlining
+    extra_link_args=["-flto"],
     optional=True,            # no compiler: install without it (hbfsim.engine says so)
 )
 

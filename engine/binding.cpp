@@ -13,6 +13,8 @@
 #include "gpu_port.hpp"
 #include "media.hpp"
 #include "mutants.hpp"
+#include "closed_loop.hpp"
+#include "system.hpp"
 
 #ifndef HBF_SOURCE_HASH
 #define HBF_SOURCE_HASH "unknown"
@@ -153,11 +155,236 @@ py::dict result_dict(const GpuResultFigures& r) {
     return d;
 }
 
+
+ControllerConfig controller_config(const py::object& cfg) {
+    ControllerConfig c;
+    c.channels = attr<int64_t>(cfg, "channels");
+    c.ports = attr<std::string>(cfg, "host_ports") == "channel" ? c.channels : 1;
+    c.admission = attr<int64_t>(cfg, "admission");
+    c.mshr_entries = attr<int64_t>(cfg, "mshr_entries");
+    c.write_buffer_entries = attr<int64_t>(cfg, "write_buffer_entries");
+    c.mshr_merge = attr<bool>(cfg, "mshr_merge");
+    c.demand = attr<std::string>(cfg, "read_mode") == "demand";
+    c.strict = attr<std::string>(cfg, "write_timeout_policy") == "strict";
+    c.agg_window = attr<int64_t>(cfg, "read_agg_window_ticks");
+    c.agg_threshold = attr<int64_t>(cfg, "read_agg_threshold_bytes");
+    c.write_deadline = attr<int64_t>(cfg, "write_deadline_ticks");
+    c.queue_depth = attr<int64_t>(cfg, "queue_depth");
+    c.active_per_channel = attr<int64_t>(cfg, "active_per_channel");
+    c.active_total = attr<int64_t>(cfg, "active_total");
+    auto sch = attr<std::string>(cfg, "scheduler");
+    if (sch == "fcfs") c.scheduler = Scheduler::Fcfs;
+    else if (sch == "write-drain") c.scheduler = Scheduler::WriteDrain;
+    else if (sch == "read-priority" || sch.rfind("partition-", 0) == 0)
+        c.scheduler = Scheduler::ReadPriority;
+    else throw std::invalid_argument("scheduler = '" + sch + "' is not known to the compiled "
+                                     "engine");
+    c.drain_high_water = attr<int64_t>(cfg, "write_drain_high_water");
+    c.drain_window = attr<int64_t>(cfg, "write_drain_window_ticks");
+    c.page_cache_pages = attr<int64_t>(cfg, "page_cache_pages");
+    c.cache_hit_ticks = attr<int64_t>(cfg, "cache_hit_ticks");
+    c.link_byte_cost = attr<int64_t>(cfg, "link_byte_cost");
+    c.link_gain = attr<int64_t>(cfg, "link_gain");
+    auto mp = attr<std::string>(cfg, "multiplane");
+    c.multiplane = mp == "off" ? Multiplane::Off : mp == "page" ? Multiplane::Page
+                                                                : Multiplane::Megaplane;
+    c.megaplane_planes = attr<int64_t>(cfg, "megaplane_planes");
+    c.subarrays_per_channel = attr<int64_t>(cfg, "subarrays_per_channel");
+    c.hyperpage_window = attr<int64_t>(cfg, "hyperpage_window");
+    return c;
+}
+
+SystemConfig system_config(const py::object& cfg) {
+    SystemConfig s;
+    s.stacks = attr<int64_t>(cfg, "stacks");
+    s.channels = attr<int64_t>(cfg, "channels");
+    s.capacity_bytes = attr<int64_t>(cfg, "capacity_bytes");
+    s.base_address = attr<int64_t>(cfg, "base_address");
+    s.channel_ports = attr<std::string>(cfg, "host_ports") == "channel";
+    return s;
+}
+
+template <class T>
+using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
+// per-request columns in submission order, the response order and the counters.
+py::dict system_outputs(System& sys) {
+    // the per-request columns, filled in one pass over the requests
+    auto& R = sys.reqs;
+    auto nr = static_cast<py::ssize_t>(R.size());
+    const char* i64_names[] = {"t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc",
+                               "entry_depth", "stack", "channel", "subarray"};
+    const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
+    std::vector<py::array_t<int64_t>> i64;
+    std::vector<py::array_t<bool>> b8;
+    std::vector<int64_t*> ip;
+    std::vector<bool*> bp;
+    for (auto* nm : i64_names) {
+        (void)nm;
+        i64.emplace_back(nr);
+        ip.push_back(i64.back().mutable_data());
+    }
+    for (auto* nm : bool_names) {
+        (void)nm;
+        b8.emplace_back(nr);
+        bp.push_back(b8.back().mutable_data());
+    }
+    for (py::ssize_t i = 0; i < nr; ++i) {
+        const Req& r = R[static_cast<size_t>(i)];
+        ip[0][i] = r.t_accept;
+        ip[1][i] = r.t_map;
+        ip[2][i] = r.t_done;
+        ip[3][i] = r.depth;
+        ip[4][i] = r.tq;
+        ip[5][i] = r.ti;
+        ip[6][i] = r.tc;
+        ip[7][i] = r.edepth;
+        ip[8][i] = r.stack;
+        ip[9][i] = r.ch;
+        ip[10][i] = r.sub;
+        bp[0][i] = r.mshr_hit;
+        bp[1][i] = r.buffer_hit;
+        bp[2][i] = r.cache_hit;
+        bp[3][i] = r.error;
+    }
+    py::dict d;
+    for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
+    for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
+    py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
+    auto ow = order.mutable_unchecked<1>();
+    for (size_t i = 0; i < sys.order.size(); ++i) ow(i) = sys.order[i];
+    d["order"] = order;
+    // the counters (model/stats.py reads them from the system, the stacks and the media)
+    py::dict c;
+    const char* causes[] = {"full", "raw", "pressure", "deadline", "drain"};
+    StackCounters tot;
+    int64_t mshr_hits = 0, agg_wait = 0, commands = 0, grouped = 0;
+    int64_t reads = 0, hits = 0, progs = 0, erases = 0, gc = 0, cap_err = 0, busy = 0, valid = 0;
+    py::list per_channel, per_stack;
+    for (auto& s : sys.stacks) {
+        auto& st = s->st;
+        tot.page_cache_hits += st.page_cache_hits;
+        tot.raw_events += st.raw_events;
+        for (int k = 0; k < N_CAUSES; ++k) tot.flushes[k] += st.flushes[k];
+        tot.partial_programs += st.partial_programs;
+        tot.padding_bytes += st.padding_bytes;
+        tot.strict_errors += st.strict_errors;
+        tot.media_errors += st.media_errors;
+        tot.coverage_new_bytes += st.coverage_new_bytes;
+        tot.page_programs_ok += st.page_programs_ok;
+        mshr_hits += s->mshr_hits;
+        agg_wait += s->agg_wait;
+        if (s->mp) {
+            commands += s->mp->commands;
+            grouped += s->mp->grouped;
+        }
+        auto& md = s->media;
+        reads += md.page_reads;
+        hits += md.buffer_hits;
+        progs += md.page_programs;
+        erases += md.block_erases;
+        gc += md.gc_relocations;
+        cap_err += md.capacity_errors;
+        busy += md.busy_ticks;
+        valid += md.valid_pages();
+        for (int64_t ch = 0; ch < s->C; ++ch)
+            per_channel.append(py::make_tuple(s->stack, ch, s->ch_requests[ch], s->ch_ops[ch],
+                                              s->ch_link_stall[ch]));
+        // per stack, what model/stats.py reads from each stack and its media
+        py::dict sd;
+        sd["mshr_hits"] = s->mshr_hits;
+        sd["agg_wait"] = s->agg_wait;
+        sd["page_reads"] = md.page_reads;
+        sd["buffer_hits"] = md.buffer_hits;
+        sd["page_programs"] = md.page_programs;
+        sd["block_erases"] = md.block_erases;
+        sd["busy_ticks"] = md.busy_ticks;
+        sd["gc_relocations"] = md.gc_relocations;
+        sd["valid_pages"] = md.valid_pages();
+        sd["blocks"] = md.blocks();
+        py::dict zone;
+        for (auto& [k, v] : md.zone_pec())
+            zone[py::make_tuple(std::get<0>(k), std::get<1>(k), std::get<2>(k))] = v;
+        sd["zone_pec"] = zone;
+        per_stack.append(sd);
+    }
+    c["page_cache_hits"] = tot.page_cache_hits;
+    c["raw_events"] = tot.raw_events;
+    for (int k = 0; k < N_CAUSES; ++k) c[(std::string("flush_") + causes[k]).c_str()] =
+        tot.flushes[k];
+    c["partial_programs"] = tot.partial_programs;
+    c["padding_bytes"] = tot.padding_bytes;
+    c["strict_errors"] = tot.strict_errors;
+    c["media_errors"] = tot.media_errors;
+    c["coverage_new_bytes"] = tot.coverage_new_bytes;
+    c["page_programs_ok"] = tot.page_programs_ok;
+    c["mshr_hits"] = mshr_hits;
+    c["aggregation_wait_ticks"] = agg_wait;
+    c["mp_commands"] = commands;
+    c["mp_grouped"] = grouped;
+    c["page_reads"] = reads;
+    c["buffer_hits"] = hits;
+    c["page_programs"] = progs;
+    c["block_erases"] = erases;
+    c["gc_relocations"] = gc;
+    c["capacity_errors"] = cap_err;
+    c["busy_ticks"] = busy;
+    c["valid_pages"] = valid;
+    c["completions"] = sys.n_done;
+    c["last_completion_tick"] = sys.last_completion;
+    c["first_arrival_tick"] = sys.first_arrival < 0 ? 0 : sys.first_arrival;
+    c["errors"] = sys.errors;
+    c["steps"] = sys.steps;
+    c["end_tick"] = sys.t;
+    c["per_channel"] = per_channel;
+    c["per_stack"] = per_stack;
+    d["counters"] = c;
+    return d;
+}
+
+// The open-loop run (hbfsim/engine.py run_compiled).
+py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    sys.reqs.reserve(static_cast<size_t>(n));
+    for (py::ssize_t i = 0; i < n; ++i)
+        sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
+                   arrival.data()[i]);
+    sys.close_input();
+    {
+        py::gil_scoped_release nogil;
+        sys.run();
+    }
+    return system_outputs(sys);
+}
+
+// The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
+// system's outputs and the GPU's result figures.
+py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py::dict& arrays,
+                         bool channel_shape, int64_t start, bool skip) {
+    GpuPort port(gpu_config(cfg, gpu), program_from_arrays(arrays), channel_shape,
+                 mapper_config(cfg), start);
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    {
+        py::gil_scoped_release nogil;
+        run_stepped(sys, port, skip);
+    }
+    py::dict d = system_outputs(sys);
+    d["gpu"] = result_dict(port.result());
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
-    m.doc() = "hbfsim's compiled engine: NAND media and GPU request injection in C++, "
-              "mirrors of model/media.py and model/gpu_port.py (docs/engine.md)";
+    m.doc() = "hbfsim's compiled engine: the stack controller and system loop, NAND media and "
+              "GPU request injection in C++, mirrors of model/ (docs/engine.md)";
     m.attr("SOURCE_HASH") = HBF_SOURCE_HASH;
     m.attr("N_MUTANTS") = static_cast<int>(N_MUTANTS);
 
@@ -179,6 +406,19 @@ PYBIND11_MODULE(_engine, m) {
         g_mutant = k;
     }, "Select a deliberately broken variant (0: none); for the differential tests only.");
     m.def("_get_mutant", []() { return g_mutant; });
+
+    // ---- the controller and the system loop (engine/controller/, engine/system.cpp)
+    static py::exception<DeadlockError> deadlock(m, "DeadlockError", PyExc_RuntimeError);
+    m.def("run_open_loop", &run_open_loop, py::arg("cfg"), py::arg("id"), py::arg("op"),
+          py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          "Run an open-loop request stream through the compiled HbfSystem (the one timing "
+          "contract) to completion: per-request arrays, the response order, the counters.");
+    m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
+          py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
+          py::arg("skip") = true,
+          "Run a GPU program (program_arrays) closed loop against the compiled system, one "
+          "tick at a time (model/gpu_port.py run_stepped): the run_open_loop outputs and "
+          "the GPU's result figures under 'gpu'.");
 
     // ---- media (model/media.py)
     py::class_<Media>(m, "Media", "The NAND side of one stack (model/media.py's Media).")

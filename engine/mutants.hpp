@@ -27,7 +27,18 @@ enum Mutant : int {
     GPU_LAUNCH_EARLY = 14,       // G2: the next kernel launches one tick early
     GPU_PORT_PTR_STAYS = 15,     // G5': a port's pointer does not move past its grant
     GPU_LATENCY_FROM_GRANT = 16, // statistics: latency from the grant, not the creation
-    N_MUTANTS = 17,
+    // the controller (docs/timing-contract.md), engine/controller/
+    CTRL_W_FORWARD_OFF = 17,     // DP1: M does not see the Ms' allocations of tm - 1 (no W forwarding)
+    CTRL_VICTIM_TIE_REVERSED = 18,  // DP5: of OPEN entries allocated in one cycle the later is the victim
+    CTRL_AGG_WINDOW_PLUS1 = 19,  // DP2a: the aggregation window one tick longer
+    CTRL_CREDIT_LATE = 20,       // §8: the credit is charged one tick late
+    CTRL_ADMISSION_OLD_RANK = 21,   // §4.1: the rotating rank whenever free < P (the old rule)
+    CTRL_RESP_PORTS_REVERSED = 22,  // DP4/DP7: response ports stepped in descending order
+    CTRL_RETURN_TC_PLUS1 = 23,   // DP6: an MSHR entry in RETURN from tc + 1, not tc + 2
+    CTRL_WRITES_FIRST = 24,      // §4.2.4: writes dispatch before reads in one cycle
+    CTRL_C1_HIGHEST = 25,        // DP7: C1 takes the highest-index entry in RETURN
+    CTRL_STRICT_IN_W = 26,       // §4.4: a strict error taken while a merge is in W
+    N_MUTANTS = 27,
 };
 
 inline bool mutant(int m) { return g_mutant == m; }

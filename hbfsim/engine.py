@@ -4,7 +4,10 @@
 setup.py; docs/engine.md). Today it holds the components that do not depend on the
 controller's contract: the NAND media (:func:`compiled_media`, the mirror of
 :class:`hbfsim.model.media.Media`) and the stepped GPU request injection
-(:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`). The
+(:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`); and the
+stack controller of the one timing contract with the system loop, run on an open-loop
+request stream (:func:`run_compiled`, the mirror of :class:`hbfsim.model.system.HbfSystem`
+stepped by :func:`hbfsim.model.system_v2.run_pipelined`). The
 extension is optional: :func:`engine_status` says in one line whether it is built and how
 to build it.
 """
@@ -17,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BUILD_COMMAND", "compiled_available", "compiled_gpu_port", "compiled_media",
-           "engine_status", "program_arrays", "require_compiled", "stale"]
+__all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
+           "compiled_media", "engine_status", "program_arrays", "require_compiled",
+           "compiled_stats", "run_compiled", "run_compiled_closed_loop", "stale",
+           "trace_compiled", "unsupported"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -38,13 +43,13 @@ _SOURCES = Path(__file__).resolve().parent.parent / "engine"
 
 
 def _source_hash() -> str | None:
-    """setup.py's hash of engine/*.[ch]pp, or None outside a source checkout."""
-    files = sorted(_SOURCES.glob("*.[ch]pp")) if _SOURCES.is_dir() else []
+    """setup.py's hash of engine/**/*.[ch]pp, or None outside a source checkout."""
+    files = sorted(_SOURCES.rglob("*.[ch]pp")) if _SOURCES.is_dir() else []
     if not files:
         return None
     h = hashlib.sha256()
     for p in files:
-        h.update(p.name.encode())
+        h.update(p.relative_to(_SOURCES).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -156,3 +161,229 @@ def compiled_gpu_port(cfg, program, gpu=None, start: int = 0):
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
     return eng.GpuPort(cfg, g, arrays, _channel_shape(cfg), start)
+
+
+# ------------------------------------------------------------------ the controller, open loop
+#: Per-request outputs of :func:`run_compiled`, in submission order (the golden model's
+#: Request fields: t_accept, t_map, t_done, depth; entry_info's tq, ti, tc and depth as
+#: tq, ti, tc, entry_depth; the mapping; the response flags).
+REQUEST_COLUMNS = ("t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth",
+                   "stack", "channel", "subarray", "mshr_hit", "buffer_hit", "cache_hit",
+                   "error")
+
+
+def unsupported(cfg) -> str | None:
+    """The one line that names the key and value the compiled controller does not run, or
+    None. It runs the one timing contract (docs/timing-contract.md) in every shape and mode;
+    while the retired contracts are still selectable (``contract``, ``pipeline``), it
+    refuses them rather than run another controller."""
+    contract = getattr(cfg, "contract", 2)
+    if contract != 2:
+        return (f"contract = {contract!r} is not implemented by the compiled engine (it runs "
+                f"the one timing contract, docs/timing-contract.md)")
+    pipeline = getattr(cfg, "pipeline", "deep")
+    if pipeline != "deep":
+        return (f"pipeline = {pipeline!r} is not implemented by the compiled engine (it runs "
+                f"the one timing contract, pipeline = 'deep')")
+    return None
+
+
+class CompiledRun(dict):
+    """What :func:`run_compiled` returns: a dict of numpy arrays (:data:`REQUEST_COLUMNS`,
+    one row per submitted request), ``order`` (request indices in response order) and
+    ``counters`` (the statistics' counters summed over the stacks, and ``per_channel`` rows
+    ``(stack, channel, requests, media_ops, link_stall_ticks)``)."""
+
+
+def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
+    """Run an open-loop request stream through the compiled controller to completion.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration (the one timing contract; see :func:`unsupported`).
+    arrival, addr, nbytes : array of int
+        Per request, in submission order (arrival ticks non-decreasing).
+    op : array
+        ``"R"`` / ``"W"`` strings, or 0 (read) / 1 (write).
+    ids : array of int, optional
+        Request ids (default ``0 .. n-1``), used in error messages.
+
+    Returns
+    -------
+    CompiledRun
+
+    Raises
+    ------
+    ValueError
+        A configuration the compiled engine does not run (one line naming the key and
+        value), or a bad request (named by its id).
+    ImportError
+        The extension is not built or is stale (:func:`engine_status`'s line).
+    """
+    why = unsupported(cfg)
+    if why:
+        raise ValueError(why)
+    eng = require_compiled()
+    arrival = np.ascontiguousarray(arrival, dtype=np.int64)
+    n = arrival.size
+    op = np.asarray(op)
+    if op.dtype.kind in "US":
+        codes = np.full(n, -1, np.int8)
+        codes[op == "R"] = 0
+        codes[op == "W"] = 1
+    else:
+        codes = op.astype(np.int8)
+    ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
+    bad = np.nonzero((codes != 0) & (codes != 1))[0]
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
+    out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
+                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
+    return CompiledRun(out)
+
+
+def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
+                             skip: bool = True) -> CompiledRun:
+    """Run a GPU program closed loop against the compiled controller, one tick at a time:
+    the compiled mirror of :func:`hbfsim.model.gpu_port.run_stepped` (the reference
+    ``ClosedLoop`` equals it, docs/gpu.md).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The configuration (the one timing contract; see :func:`unsupported`).
+    program : GpuProgram, iterable of Kernel, or dict
+        What the GPU runs (materialised through :func:`program_arrays`), or its arrays.
+    gpu : GpuConfig, optional
+        Default ``program.gpu`` or ``GpuConfig()``, as GpuPort's.
+    start : int
+        The GPU's first tick.
+    skip : bool
+        Skip the ticks in which neither the GPU nor the controller has an event (C3; every
+        event is the same, only ``counters["steps"]`` differs from ``run_stepped``'s).
+
+    Returns
+    -------
+    CompiledRun
+        :func:`run_compiled`'s arrays and counters (rows in submission order: the GPU's
+        grant order; ``id`` the GPU request id) and ``gpu``: the compiled port's result
+        figures (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
+
+    Raises
+    ------
+    ValueError
+        A configuration the compiled engine does not run (one line naming it).
+    GpuError
+        A bad program, or a GPU waiting for a response no event brings.
+    """
+    from hbfsim.model.gpu_config import GpuConfig
+
+    why = unsupported(cfg)
+    if why:
+        raise ValueError(why)
+    eng = require_compiled()
+    g = gpu or getattr(program, "gpu", None) or GpuConfig()
+    arrays = program if isinstance(program, dict) else program_arrays(program)
+    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip))
+
+
+def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids=None,
+                   source=None) -> None:
+    """Write a compiled open-loop run's hbf-trace-v1 rows through the golden model's
+    :class:`hbfsim.model.trace.TraceWriter` (one writer, so the two engines' traces are
+    byte for byte the same when their events are): every request in response order, as
+    ``HbfSystem`` writes them when each completes.
+
+    Parameters
+    ----------
+    writer : TraceWriter
+        The open writer (its level decides the rows); the caller closes it.
+    cfg : HbfConfig
+        The run's configuration.
+    run : CompiledRun
+        What :func:`run_compiled` returned for this stream.
+    op, addr, nbytes, arrival, ids, source : array
+        The stream as given to :func:`run_compiled` (``ids`` default ``0 .. n-1``,
+        ``source`` default 0).
+    """
+    from types import SimpleNamespace
+
+    op = np.asarray(op)
+    ops = np.where((op == "W") | (op == 1), "W", "R") if op.dtype.kind not in "US" else op
+    n = len(ops)
+    ids = range(n) if ids is None else ids
+    source = [0] * n if source is None else source
+    cols = {k: run[k].tolist() for k in REQUEST_COLUMNS}
+    arrival, addr, nbytes = (np.asarray(x).tolist() for x in (arrival, addr, nbytes))
+    ids, source = list(ids), list(source)
+    for i in run["order"].tolist():
+        r = SimpleNamespace(
+            id=int(ids[i]), source=int(source[i]), op=str(ops[i]), addr=addr[i],
+            nbytes=nbytes[i], arrival=arrival[i], stack=cols["stack"][i],
+            ch=cols["channel"][i], sub=cols["subarray"][i], t_accept=cols["t_accept"][i],
+            t_map=cols["t_map"][i], t_done=cols["t_done"][i], depth=cols["depth"][i],
+            entry_info=(cols["tq"][i], cols["ti"][i], cols["tc"][i], cols["entry_depth"][i]),
+            cache_hit=cols["cache_hit"][i], mshr_hit=cols["mshr_hit"][i],
+            error=cols["error"][i])
+        writer.request(r, cfg)
+
+
+def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
+    """The statistics of a compiled open-loop run, computed by the golden model's
+    :func:`hbfsim.model.stats.collect_stats` (one definition of every figure) from the run's
+    arrays and counters, presented as the finished ``HbfSystem`` it reads.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+        The run's configuration.
+    run : CompiledRun
+        What :func:`run_compiled` returned for this stream.
+    op, nbytes, arrival : array
+        The stream as given to :func:`run_compiled`.
+    """
+    from array import array
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from hbfsim.model.stats import collect_stats
+
+    c = run["counters"]
+    op = np.asarray(op)
+    write = (op == "W") if op.dtype.kind in "US" else (op == 1)
+    nbytes = np.asarray(nbytes, dtype=np.int64)
+    arrival = np.asarray(arrival, dtype=np.int64)
+    order = run["order"]
+    lat = (run["t_done"] - arrival)[order]
+    w = write[order]
+    first = ~w & ~run["mshr_hit"][order]
+    st = Counter({k: c[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
+                                    "padding_bytes", "strict_errors", "media_errors")})
+    for cause in ("full", "raw", "pressure", "deadline", "drain"):
+        st["flush_" + cause] = c["flush_" + cause]
+    stacks = []
+    rows = c["per_channel"]
+    for s, sd in enumerate(c["per_stack"]):
+        mine = [r for r in rows if r[0] == s]
+        media = SimpleNamespace(
+            page_reads=sd["page_reads"], buffer_hits=sd["buffer_hits"],
+            page_programs=sd["page_programs"], block_erases=sd["block_erases"],
+            busy_ticks=sd["busy_ticks"], gc_relocations=sd["gc_relocations"],
+            blocks=sd["blocks"], zone_pec=lambda z=sd["zone_pec"]: dict(z),
+            valid_pages=lambda v=sd["valid_pages"]: v)
+        stacks.append(SimpleNamespace(
+            stack=s, media=media, mshr_hits=sd["mshr_hits"], agg_wait=sd["agg_wait"],
+            ch_requests=[r[2] for r in mine], ch_ops=[r[3] for r in mine],
+            ch_link_stall=[r[4] for r in mine]))
+    n = len(arrival)
+    system = SimpleNamespace(
+        cfg=cfg, stats=st, stacks=stacks,
+        first_arrival=int(arrival[0]) if n else None,
+        last_completion=c["last_completion_tick"], n_done=c["completions"], submitted=n,
+        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
+        n_req={"R": int((~write).sum()), "W": int(write.sum())},
+        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
+        lat_first=array("q", lat[first].tolist()), errors=c["errors"])
+    return collect_stats(system)

@@ -14,10 +14,16 @@ from hbfsim.engine import require_compiled
 
 from .cases import check_gpu, check_media, check_media_groups, gpu_cases, media_cases, \
     media_group_cases
+from .controller_cases import check_controller, conformance_cases, controller_cases, \
+    directed_cases, port_race_cases
 
 MEDIA = [(check_media, media_cases), (check_media_groups, media_group_cases)]
 GROUPS = MEDIA[::-1]      # a rule of multi-plane commands: their check first
 GPU = [(check_gpu, gpu_cases)]
+# the controller: the conformance suite's and the directed cases first (a few dozen), then
+# the port races, then every mode
+CONTROLLER = [(check_controller, conformance_cases), (check_controller, directed_cases),
+              (check_controller, port_race_cases), (check_controller, controller_cases)]
 
 #: engine/mutants.hpp's variants and the checks of the component each one breaks
 MUTANTS = {
@@ -37,6 +43,16 @@ MUTANTS = {
     14: ("G2 next kernel launches one tick early", GPU),
     15: ("G5' port pointer stays on its grant", GPU),
     16: ("latency counted from the grant", GPU),
+    17: ("DP1 no W forwarding: M misses the allocations of tm - 1", CONTROLLER),
+    18: ("DP5 victim tie: the later of two entries allocated in one cycle", CONTROLLER),
+    19: ("DP2a aggregation window one tick longer", CONTROLLER),
+    20: ("§8 link credit charged one tick late", CONTROLLER),
+    21: ("§4.1 admission by the rotating rank whenever free < P (the old rule)", CONTROLLER),
+    22: ("DP4 frees of one cycle in descending response port", CONTROLLER),
+    23: ("DP6 MSHR entry in RETURN from tc + 1", CONTROLLER),
+    24: ("§4.2.4 writes dispatch before reads", CONTROLLER),
+    25: ("DP7 C1 takes the highest-index entry in RETURN", CONTROLLER),
+    26: ("§4.4 strict error taken while a merge is in W", CONTROLLER),
 }
 
 

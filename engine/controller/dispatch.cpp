@@ -1,0 +1,231 @@
+// DP1 dispatch from M with W's write seen a cycle later, §4.2's read and write rules, DP4's
+// free lists with one head per allocating port and §4.2.4's reads-before-writes order
+// (docs/timing-contract.md; controller_deep.py dispatch, _dispatch_one, _agg_ready,
+// _pressure and controller.py's _new_read_entry, _new_write_entry).
+#include <algorithm>
+
+#include "controller/stack_controller.hpp"
+#include "mutants.hpp"
+
+namespace hbf {
+
+// Every port's M decides in cycle t by §4.2 from M's view (DP1): the reads first, then the
+// writes (§4.2.4), each kind's ports in order from its pool's pointer (§4.2.3: the k-th
+// allocating port takes the k-th head of the free list).
+bool StackController::dispatch(int64_t t, bool /*drain*/) {
+    if (P == 1) {
+        Port& port = inp[0];
+        return port.m >= 0 && dispatch_one(port, t);
+    }
+    // the kinds held at the start of the phase: a port's M only empties here (its Q head
+    // moves in later, phase 4), so a port holds the kind it held at the start or nothing
+    bool reads = false, writes = false;
+    for (auto& port : inp) {
+        if (port.m < 0) continue;
+        if (reqs[port.m].op == OP_R) reads = true;
+        else writes = true;
+    }
+    bool changed = false;
+    bool wf = mutant(CTRL_WRITES_FIRST);
+    for (int k = 0; k < 2; ++k) {
+        int8_t kind = (k == 0) != wf ? OP_R : OP_W;
+        bool read = kind == OP_R;
+        if (!(read ? reads : writes)) continue;
+        int64_t ap = read ? ap_r : ap_w;
+        auto& free = read ? mshr_free : wb_free;
+        int64_t last = -1;
+        for (int64_t j = 0; j < P; ++j) {
+            int64_t p = ap + j < P ? ap + j : ap + j - P;
+            Port& port = inp[p];
+            if (port.m < 0 || reqs[port.m].op != kind) continue;
+            size_t n_free = free.size();
+            changed |= dispatch_one(port, t);
+            if (free.size() < n_free) last = p;
+        }
+        if (last >= 0) (read ? ap_r : ap_w) = (last + 1) % P;
+    }
+    return changed;
+}
+
+// M of `port` in cycle t (§4.2, DP1); W's write is seen by every other rule from t + 2.
+bool StackController::dispatch_one(Port& port, int64_t t) {
+    Req& m = reqs[port.m];
+    if (m.t_accept >= t) return false;
+    int64_t q = m.q;
+    m.t_map = t;
+    if (m.op == OP_R) {
+        auto wp = wb_page.find(q);
+        if (wp != wb_page.end() && !wp->second.empty()) {
+            // read-after-write ordering: stall (§4.2 read step 1); DP5 raw only for an entry
+            // OPEN for the decisions with none pending (reading 1)
+            auto o = wb_open.find(q);
+            if (o != wb_open.end()) {
+                Entry& oe = wb[o->second];
+                if (oe.cause == NO_CAUSE && oe.alloc <= t - W_DELAY
+                        && std::find(raw_.begin(), raw_.end(), oe.idx) == raw_.end()) {
+                    raw_.push_back(oe.idx);
+                    ++st.raw_events;
+                    return true;
+                }
+            }
+            return false;
+        }
+        int ei = -1;
+        if (cfg.mshr_merge) {
+            auto it = mshr_open.find(q);
+            if (it != mshr_open.end()) ei = it->second;
+            if (ei >= 0 && mutant(CTRL_W_FORWARD_OFF) && mshr[ei].alloc == t - 1) ei = -1;
+        }
+        if (ei >= 0) {
+            Entry& e = mshr[ei];
+            m.mshr_hit = true;
+            e.waiters.push_back(port.m);
+            e.bytes += m.nbytes;
+            ++mshr_hits;
+            if (!cfg.demand && e.state == WAIT && e.bytes >= cfg.agg_threshold
+                    && t + W_DELAY < e.ready_at)
+                agg_ready(e, t + W_DELAY);                  // DP2a, reading 11
+        } else {
+            if (mshr_free.empty()) return false;
+            Entry& e = mshr[mshr_free.front()];            // DP4: the next head
+            mshr_free.pop_front();
+            new_read_entry(e, m, t);
+            e.waiters.push_back(port.m);
+            if (cfg.mshr_merge) mshr_open[q] = e.idx;
+            ++mshr_pend[q];
+            auto pc = cfg.page_cache_pages ? pc_map.find(q) : pc_map.end();
+            if (pc != pc_map.end()) {
+                pc_order.splice(pc_order.end(), pc_order, pc->second);   // move to end
+                e.state = ISSUED;
+                e.cache = true;
+                e.tq = e.ti = t;
+                ++st.page_cache_hits;
+                cache_due.emplace(t + cfg.cache_hit_ticks, e.idx);
+            } else if (cfg.demand) {
+                // DP2: joins its channel's offer queue at the end of t + 1 (W's write)
+                e.state = WAIT;
+                e.ready_at = t + W_DELAY;
+                offer_q[e.ch].push_back(e.idx);
+                add_busy_ch(e.ch);
+                wake_at(t + W_DELAY);
+            } else {
+                // DP2a: ready by its bytes from t + 2, else by the window (reading 11)
+                e.state = WAIT;
+                int64_t window = cfg.agg_window + (mutant(CTRL_AGG_WINDOW_PLUS1) ? 1 : 0);
+                agg_ready(e, e.bytes >= cfg.agg_threshold ? t + W_DELAY
+                                                          : t + std::max(window, W_DELAY));
+            }
+        }
+    } else {
+        auto it = wb_open.find(q);
+        Entry* ep;
+        if (it == wb_open.end()) {
+            if (wb_free.empty()) return pressure(t);
+            Entry& e = wb[wb_free.front()];                // DP4: the next head
+            wb_free.pop_front();
+            new_write_entry(e, m, t);
+            e.w_merge = -1;
+            e.te = -1;
+            e.open_seq = open_seq++;
+            wb_open[q] = e.idx;
+            wb_open_order[e.open_seq] = e.idx;
+            wb_page[q].push_back(e.idx);
+            ++wb_used;
+            if (wb_alloc_t == t) {
+                ++wb_alloc_k;
+            } else {
+                wb_alloc_t = t;
+                wb_alloc_k = 1;
+            }
+            // DP5: OPEN for the decisions (deadline, drain, raw, victim) from t + 2
+            wb_deadlines.emplace(std::max(e.deadline, t + W_DELAY), t, e.idx);
+            wake_at(t + W_DELAY);
+            ep = &e;
+        } else {
+            ep = &wb[it->second];
+            ep->w_merge = t;                               // in W during t + 1 (DP3, DP5)
+            wake_at(t + W_DELAY);
+        }
+        Entry& e = *ep;
+        e.waiters.push_back(port.m);
+        bool was_full = e.cov_count == PAGE_BYTES;
+        int64_t added = 0;
+        for (int64_t b = m.off; b < m.off + m.nbytes; ++b) {
+            if (!e.cov[b]) {
+                e.cov[b] = true;
+                ++added;
+            }
+        }
+        e.cov_count += added;
+        st.coverage_new_bytes += added;
+        if (e.cov_count == PAGE_BYTES && !was_full) {
+            e.full_at = t + W_DELAY;                       // DP5 full: merges up to t - 2
+            full_pending.push_back(e.idx);
+        }
+    }
+    port.m = -1;
+    return true;
+}
+
+// DP2a: entry e is ready from ready_at (reading 11), a candidate for OR_c from ready_at + 1.
+void StackController::agg_ready(Entry& e, int64_t ready_at) {
+    e.ready_at = ready_at;
+    agg_timer.emplace(ready_at, e.idx, e.alloc);
+    wake_at(ready_at + 1);
+}
+
+// A write stalls for want of a free entry in t: DP5's pressure victim is the oldest entry
+// OPEN at the start of t (reading 3); one per cycle, and none while a victim is pending.
+bool StackController::pressure(int64_t t) {
+    if (pressure_live || wb_open_order.empty()) return false;
+    auto it = wb_open_order.begin();
+    if (mutant(CTRL_VICTIM_TIE_REVERSED)) {
+        auto nx = std::next(it);
+        if (nx != wb_open_order.end() && wb[nx->second].alloc == wb[it->second].alloc) it = nx;
+    }
+    Entry& o = wb[it->second];                             // smallest alloc (M's view)
+    if (o.alloc > t - W_DELAY) return false;               // still in W
+    o.pressure = true;
+    pressure_live = true;
+    if (o.cause == NO_CAUSE) pressure_now = o.idx;         // decided in wb_triggers of t
+    return true;
+}
+
+// Fill MSHR entry e, allocated in t for read m (§4.2 read step 3); the caller sets its
+// state and readiness and appends m as its first waiter.
+void StackController::new_read_entry(Entry& e, const Req& m, int64_t t) {
+    e.q = m.q;
+    e.ch = m.ch;
+    e.sub = m.sub;
+    e.local = m.local;
+    e.waiters.clear();
+    e.bytes = m.nbytes;
+    e.alloc = t;
+    e.flags = 0;
+    e.cache = false;
+    e.tq = e.ti = e.tc = -1;
+    e.depth = 0;
+}
+
+// Fill write-buffer entry e, allocated OPEN in t for write m (§4.2 write step 2, W1); the
+// caller merges m into it.
+void StackController::new_write_entry(Entry& e, const Req& m, int64_t t) {
+    e.q = m.q;
+    e.ch = m.ch;
+    e.sub = m.sub;
+    e.local = m.local;
+    e.state = OPEN;
+    e.waiters.clear();
+    e.cov.reset();
+    e.cov_count = 0;
+    e.alloc = t;
+    e.deadline = t + cfg.write_deadline;
+    e.cause = NO_CAUSE;
+    e.pressure = false;
+    e.full_at = -1;
+    e.flags = 0;
+    e.tq = e.ti = e.tc = -1;
+    e.depth = 0;
+}
+
+}  // namespace hbf

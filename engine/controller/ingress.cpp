@@ -1,0 +1,64 @@
+// §4.1 ingress and admission, the ingress queue Q and the dispatch register M
+// (docs/timing-contract.md; controller_ports.py's ready_ports, rank_tick, advance,
+// holds_requests and controller_deep.py's accept, per port).
+#include "controller/stack_controller.hpp"
+
+#include "mapping.hpp"
+#include "mutants.hpp"
+
+namespace hbf {
+
+// req.ready of the stack shape (P = 1): Q below 2 and inflight below admission.
+bool StackController::ready() const {
+    return inp[0].qin.size() < INGRESS_DEPTH && inflight < cfg.admission;
+}
+
+// req[p].ready in cycle t from start-of-cycle state (§4.1), given the free admission slots
+// at the start of t: every port while admission - inflight >= P (admission >= P), else the
+// ports whose rotating rank (p - t) mod P is below the free slots.
+bool StackController::ready_port(int64_t p, int64_t t, int64_t free) const {
+    if (inp[p].qin.size() >= INGRESS_DEPTH) return false;
+    if (cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK)) return free >= P;
+    return floormod(p - t, P) < free;
+}
+
+// After cycle t: the first cycle in which port p is ready by its admission term, if Q has
+// room and a slot is free; -1 otherwise (an accept or a handshake, a busy cycle, comes first).
+int64_t StackController::rank_tick(int64_t t, int64_t p) const {
+    int64_t free = cfg.admission - inflight;
+    if (free <= 0 || inp[p].qin.size() >= INGRESS_DEPTH) return -1;
+    if (cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK)) return free >= P ? t + 1 : -1;
+    for (int64_t u = t + 1; u < t + 1 + P; ++u)
+        if (floormod(p - u, P) < free) return u;
+    return -1;
+}
+
+// Accept request r on port `port` in cycle t; it is in that port's Q from t + 1. The
+// admission slot is the stack's (one count for all ports).
+void StackController::accept(int64_t r, int64_t t, int64_t port) {
+    reqs[r].depth = static_cast<int32_t>(inflight);
+    ++inflight;
+    inp[port].qin.emplace_back(r, t);
+}
+
+// Move each port's Q head into its M at the end of cycle t if that M is free.
+bool StackController::advance(int64_t t) {
+    bool changed = false;
+    for (auto& port : inp) {
+        if (port.m < 0 && !port.qin.empty() && port.qin.front().second < t) {
+            port.m = port.qin.front().first;
+            port.qin.pop_front();
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+// m_valid: some port's Q or M holds a request (§1, for drain).
+bool StackController::holds_requests() const {
+    for (auto& port : inp)
+        if (port.m >= 0 || !port.qin.empty()) return true;
+    return false;
+}
+
+}  // namespace hbf

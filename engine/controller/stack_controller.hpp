@@ -1,0 +1,250 @@
+// The HBF stack controller under the one timing contract, the registered pipeline
+// (docs/timing-contract.md, DP1-DP7, MP1-MP9), P request/response ports per stack: the C++
+// mirror of model/controller_deep.py's DeepStackController (with what it borrows from
+// controller_ports.py, controller_v2.py and controller.py). The class's state is declared
+// here; its phases are defined one stage per file, as the golden model's package splits
+// them (ingress.cpp, dispatch.cpp, write_buffer.cpp, enqueue.cpp, issue.cpp,
+// completion.cpp, response.cpp; stack_controller.cpp: construction, end of cycle, the
+// timers). engine/system.cpp steps them in §16's order.
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/link.hpp"
+#include "mapping.hpp"
+#include "media.hpp"
+
+namespace hbf {
+
+// Entry states (contract §4.3, §4.4; controller.py's FREE .. FLUSH).
+enum EntryState : int8_t { FREE, WAIT, QUEUED, ISSUED, RETURN, OPEN, FLUSH };
+// Flush causes in §4.4's priority order (controller.py CAUSES); -1 = no decision.
+enum Cause : int8_t { NO_CAUSE = -1, CAUSE_FULL, CAUSE_RAW, CAUSE_PRESSURE, CAUSE_DEADLINE,
+                      CAUSE_DRAIN, N_CAUSES };
+// Request ops.
+constexpr int8_t OP_R = 0, OP_W = 1;
+// Cycles from M's decision to the cycle every rule but M sees it (DP1).
+constexpr int64_t W_DELAY = 2;
+// Entries of a port's ingress queue Q and egress queue E (§4.1, §8).
+constexpr size_t INGRESS_DEPTH = 2, EGRESS_DEPTH = 2;
+// DP7's tables, in R's priority order.
+constexpr int MSHR_T = 0, WB_T = 1;
+
+enum class Scheduler { Fcfs, ReadPriority, WriteDrain };
+enum class Multiplane { Off, Page, Megaplane };
+
+// What the controller needs of HbfConfig (binding.cpp reads it).
+struct ControllerConfig {
+    int64_t channels, ports;                   // C; P = C (channel shape) or 1 (stack)
+    int64_t admission, mshr_entries, write_buffer_entries;
+    bool mshr_merge, demand, strict;
+    int64_t agg_window, agg_threshold, write_deadline;
+    int64_t queue_depth, active_per_channel, active_total;
+    Scheduler scheduler;
+    int64_t drain_high_water, drain_window;
+    int64_t page_cache_pages, cache_hit_ticks;
+    int64_t link_byte_cost, link_gain;
+    Multiplane multiplane;
+    int64_t megaplane_planes, subarrays_per_channel, hyperpage_window;
+};
+
+// One request and what happened to it (controller.py Request): the per-request outputs.
+struct Req {
+    int64_t id, arrival, addr, q, local;
+    int64_t t_accept = -1, t_map = -1, t_done = -1;
+    int64_t tq = -1, ti = -1, tc = -1;           // entry_info: the entry's tq, ti, tc
+    int32_t nbytes, stack, ch, sub, off;
+    int32_t depth = 0;                           // requests inside the stack at its accept
+    int32_t edepth = 0;                          // entry_info: the entry's queue depth
+    int8_t op;
+    bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
+};
+
+// One MSHR (kind 0) or write-buffer (kind 1) entry (controller.py _Entry, _DeepEntry).
+struct Entry {
+    int kind = 0, idx = 0;
+    EntryState state = FREE;
+    int64_t q = 0, ch = 0, sub = 0, local = 0;
+    std::vector<int64_t> waiters;               // request indices, in list order
+    int64_t bytes = 0, alloc = 0, ready_at = 0, deadline = 0;
+    std::bitset<4096> cov;                      // write coverage
+    int64_t cov_count = 0;
+    Cause cause = NO_CAUSE;
+    int64_t tq = -1, ti = -1, tc = -1, flags = 0, full_at = -1, depth = 0;
+    bool pressure = false, cache = false;
+    int64_t w_merge = -1, te = -1;              // DP3, DP5 (write buffer)
+    int64_t open_seq = 0;                       // wb_open's insertion order
+};
+
+// One request port and its response port (controller_deep.py _Port).
+struct Port {
+    std::deque<std::pair<int64_t, int64_t>> qin;   // Q: (request, accept cycle)
+    int64_t m = -1;                                // M: a request or -1
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ret[2];
+    int c1[2] = {-1, -1}, c2[2] = {-1, -1};
+    int cur_e[2] = {-1, -1}, cur_i[2] = {0, 0};    // the drain cursor: (entry, next waiter)
+    // R and K: (entry code, waiter index); entry codes as StackController::entry
+    bool r_has = false, k_has = false;
+    int r_e = 0, r_i = 0, k_e = 0, k_i = 0;
+    std::deque<int64_t> egress;                    // E: launched responses
+    int64_t hs_t = -1, blocked = -1;
+    bool idle() const {
+        return c1[0] < 0 && c1[1] < 0 && c2[0] < 0 && c2[1] < 0 && cur_e[0] < 0
+               && cur_e[1] < 0 && ret[0].empty() && ret[1].empty();
+    }
+};
+
+// Counters the system sums into the statistics (model/stats.py's st Counter).
+struct StackCounters {
+    int64_t page_cache_hits = 0, raw_events = 0, flushes[N_CAUSES] = {0, 0, 0, 0, 0};
+    int64_t partial_programs = 0, padding_bytes = 0, strict_errors = 0, media_errors = 0;
+    int64_t coverage_new_bytes = 0, page_programs_ok = 0;
+};
+
+class Megaplanes;
+
+class StackController {
+public:
+    using Respond = std::function<void(int64_t req, int64_t t)>;
+    StackController(const ControllerConfig& cfg, const MediaConfig& mcfg, int stack,
+                    std::vector<Req>& reqs);
+    ~StackController();
+
+    // ---- ingress.cpp (§4.1, Q, M)
+    bool ready() const;                            // stack shape (P = 1)
+    bool ready_port(int64_t p, int64_t t, int64_t free) const;
+    int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
+    void accept(int64_t r, int64_t t, int64_t port);
+    bool advance(int64_t t);
+    bool holds_requests() const;
+    // ---- dispatch.cpp (DP1, §4.2, DP4 allocation)
+    bool dispatch(int64_t t, bool drain);
+    // ---- write_buffer.cpp (DP5)
+    bool wb_triggers(int64_t t, bool drain);
+    // ---- enqueue.cpp (DP2, DP2a, DP3, §6)
+    bool enqueue(int64_t t);
+    // ---- issue.cpp (§7, and MP1-MP5 through Megaplanes)
+    bool release_media(int64_t t);
+    bool issue(int64_t t);
+    // ---- completion.cpp (DP6)
+    bool complete_entries(int64_t t);
+    // ---- response.cpp (DP7, §8)
+    bool respond_stages(int64_t t);
+    std::vector<int64_t> egress_heads() const;
+    int64_t handshake(int64_t t, int64_t port);
+    // ---- stack_controller.cpp (DP4 end of cycle, C3 timers)
+    void end_cycle(int64_t t);
+    int64_t next_timer(int64_t t);                 // -1: none
+
+    // state read by the system and the statistics
+    ControllerConfig cfg;
+    int stack;
+    int64_t C, P;
+    std::vector<Req>& reqs;
+    Media media;
+    std::vector<Port> inp;
+    int64_t inflight = 0, released = 0;
+    bool drain_in = false;
+    StackCounters st;
+    int64_t mshr_hits = 0, agg_wait = 0;
+    std::vector<int64_t> ch_requests, ch_ops, ch_link_stall;
+    std::unique_ptr<Megaplanes> mp;
+    Respond on_response;
+
+    // ---- the tables (controller.py, controller_deep.py)
+    std::vector<Entry> mshr, wb;
+    std::deque<int> mshr_free, wb_free;
+    int64_t ap_r = 0, ap_w = 0;
+    std::unordered_map<int64_t, int> mshr_open;          // page -> mergeable entry
+    std::unordered_map<int64_t, int64_t> mshr_pend;      // page -> entries before completion
+    std::unordered_map<int64_t, int> wb_open;            // page -> OPEN entry
+    std::map<int64_t, int> wb_open_order;                // open_seq -> entry (by age)
+    int64_t open_seq = 0;
+    std::unordered_map<int64_t, std::vector<int>> wb_page;   // page -> non-FREE, by age
+    int64_t wb_used = 0;
+    std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
+                        std::vector<std::tuple<int64_t, int64_t, int64_t>>,
+                        std::greater<>> wb_deadlines;    // (tick, alloc, idx)
+    std::vector<int> wb_flush;                           // entries in FLUSH, in order
+    std::vector<int> full_pending;
+    int pressure_now = -1;
+    bool pressure_live = false;
+    std::vector<int> raw_, decided_;                     // DP5
+    // DP2, DP2a, DP3
+    std::vector<std::deque<int>> offer_q;
+    std::vector<int> offer_r, offer_wb;
+    std::vector<char> busy_ch_flag;
+    std::vector<int> busy_ch;                            // sorted on use
+    std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
+                        std::vector<std::tuple<int64_t, int64_t, int64_t>>,
+                        std::greater<>> agg_timer;       // (ready_at, idx, alloc)
+    std::vector<std::priority_queue<int, std::vector<int>, std::greater<int>>> agg_cand;
+    // DP6
+    struct Late { int64_t at; int idx; int64_t tc, flags; };
+    std::deque<Late> late_;
+    std::priority_queue<std::pair<int64_t, int64_t>,
+                        std::vector<std::pair<int64_t, int64_t>>,
+                        std::greater<>> cache_due;       // (tick, idx)
+    // §7 write drain, with DP1's visibility (reading 10)
+    int64_t wb_alloc_t = -1, wb_alloc_k = 0;
+    // channels, queues, subarrays (§6, §7)
+    std::vector<std::vector<int>> queue;                 // write-buffer entries as ~idx
+    std::vector<std::vector<char>> busy;                 // per channel per subarray
+    std::vector<int64_t> active;
+    int64_t active_sum = 0, total_cap;
+    std::vector<char> issue_check_flag;
+    std::vector<int64_t> issued_at, issued_k;
+    int64_t queued_programs = 0;
+    bool drain_open = false;
+    int64_t drain_start = 0, drain_cooldown = 0;
+    std::vector<Delivered> delivered;
+    // responses (§8)
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ret_r, ret_w;
+    std::vector<char> resp_live_flag;
+    int64_t credit_wait = -1;
+    DeficitCredit link;
+    std::vector<int> free_r, free_w;
+    // model-only page cache (R4): LRU, oldest first
+    std::list<int64_t> pc_order;
+    std::unordered_map<int64_t, std::list<int64_t>::iterator> pc_map;
+    // scratch space reused every cycle (no allocation per cycle)
+    std::vector<std::pair<int64_t, int>> cands_;
+    std::vector<int> keep_;
+    // C3
+    std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> wake;
+
+    // helpers
+    Entry& entry(int code) { return code >= 0 ? mshr[code] : wb[~code]; }
+    void wake_at(int64_t t) { wake.push(t); }
+    void add_issue_check(int64_t ch) { issue_check_flag[ch] = 1; }
+    void add_busy_ch(int64_t ch) { busy_ch_flag[ch] = 1; }
+    bool drain_fsm(int64_t t);
+    bool drain_fsm_base(int64_t t);
+    bool issue_plain(int64_t t);
+
+private:
+    bool dispatch_one(Port& port, int64_t t);
+    bool pressure(int64_t t);
+    void agg_ready(Entry& e, int64_t ready_at);
+    void new_read_entry(Entry& e, const Req& m, int64_t t);
+    void new_write_entry(Entry& e, const Req& m, int64_t t);
+    void flush(Entry& e, Cause cause);
+    void enqueue_one(Entry& e, int64_t t);
+    void complete_tag(int64_t t, int64_t tag, int64_t flags);
+    void cpl_entry(int64_t t, int64_t tag, int64_t flags);
+    void read_done(Entry& e, int64_t tc, int64_t flags);
+    bool port_stages(Port& port, int64_t t);
+    bool launch_port(Port& port, int64_t t);
+    void form_response(Entry& e, int64_t i, Req& req, Port& port);
+};
+
+}  // namespace hbf

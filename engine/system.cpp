@@ -1,0 +1,266 @@
+// The system layer and the reference loop of the one timing contract (§2, §16, C3):
+// model/system.py and model/system_v2.py, function for function.
+#include "system.hpp"
+
+#include <string>
+
+#include "mutants.hpp"
+
+namespace hbf {
+
+constexpr size_t ROUTE_DEPTH = 2;   // the system's ingress queue in front of the route stage
+
+System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const MediaConfig& mcfg,
+               const MapperConfig& mapcfg)
+    : cfg(scfg), mapper(mapcfg) {
+    for (int s = 0; s < cfg.stacks; ++s) {
+        stacks.push_back(std::make_unique<StackController>(ccfg, mcfg, s, reqs));
+        stacks.back()->on_response = [this](int64_t r, int64_t tk) { responded(r, tk); };
+    }
+    if (cfg.channel_ports) port_in_.resize(cfg.stacks * cfg.channels);
+}
+
+void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                    int64_t port) {
+    auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
+    if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
+    int64_t rel = addr - cfg.base_address;
+    int64_t page = floordiv(rel, PAGE_BYTES), off = floormod(rel, PAGE_BYTES);
+    if (!(0 <= rel && rel < cfg.capacity_bytes))
+        throw std::invalid_argument(who() + "address " + std::to_string(addr)
+                                    + " is outside the HBF range");
+    if (!(1 <= nbytes && nbytes <= PAGE_BYTES - off))
+        throw std::invalid_argument(who() + "size " + std::to_string(nbytes)
+                                    + " is not 1.." + std::to_string(PAGE_BYTES - off)
+                                    + " bytes inside its page");
+    if (arrival < last_arrival)
+        throw std::invalid_argument(who() + "arrival tick " + std::to_string(arrival)
+                                    + " is earlier than the previous request's "
+                                    + std::to_string(last_arrival));
+    if (inputs_done) throw std::invalid_argument("submit() after close_input()");
+    Req r;
+    r.id = id;
+    r.op = op;
+    r.addr = addr;
+    r.nbytes = static_cast<int32_t>(nbytes);
+    r.arrival = arrival;
+    r.off = static_cast<int32_t>(off);
+    auto [stack, q] = mapper.stack_of(page);
+    auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
+    r.stack = static_cast<int32_t>(stack);
+    r.q = q;
+    r.ch = static_cast<int32_t>(ch);
+    r.local = local;
+    r.sub = static_cast<int32_t>(sub);
+    if (cfg.channel_ports) {
+        int64_t k = stack * cfg.channels + ch;
+        if (port >= 0 && port != k)
+            throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
+                                        + ", but its page maps to port " + std::to_string(k)
+                                        + " (stack " + std::to_string(stack) + ", channel "
+                                        + std::to_string(ch) + ")");
+    } else if (port > 0) {
+        throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
+                                    + " of a system with one request port");
+    }
+    last_arrival = arrival;
+    if (first_arrival < 0) first_arrival = arrival;
+    ++stacks[stack]->ch_requests[ch];
+    int64_t i = static_cast<int64_t>(reqs.size());
+    reqs.push_back(r);
+    if (cfg.channel_ports) {
+        port_in_[stack * cfg.channels + ch].push_back(i);
+        ++port_in_count_;
+    } else {
+        ingress_.push_back(i);
+    }
+}
+
+// HbfSystem._responded: the response order and the latency bookkeeping.
+void System::responded(int64_t r, int64_t tk) {
+    ++n_done;
+    if (tk > last_completion) last_completion = tk;
+    if (reqs[r].error) ++errors;
+    order.push_back(r);
+    if (user_cb) user_cb(r, tk);
+}
+
+// run_pipelined: one cycle in §16's order; a cycle in which nothing changed is followed by
+// the next tick at which something can (C3).
+int64_t System::run(int64_t until) {
+    t_resume = -1;
+    while (true) {
+        if (until >= 0 && t > until) {
+            t_resume = t;                // busy through until: resume in the next cycle
+            break;
+        }
+        ++steps;
+        // 1. E handshakes, one per system response port
+        bool busy = egress(t);
+        // the drain input of this cycle, raised at the end of an earlier cycle
+        bool drain = drain_at >= 0 && t >= drain_at;
+        for (auto& s : stacks) {
+            // 2. K launches, R, C2, C1; completions free their subarrays for the issue
+            // decisions of this cycle; enqueue
+            s->drain_in = drain;
+            busy |= s->respond_stages(t);
+            busy |= s->release_media(t);
+            busy |= s->issue(t);
+            busy |= s->enqueue(t);
+        }
+        // 3. dispatch from every M
+        for (auto& s : stacks) busy |= s->dispatch(t, drain);
+        // 4. accepts from start-of-cycle occupancy, then queue heads into M
+        busy |= ingress(t);
+        for (auto& s : stacks) busy |= s->advance(t);
+        if (inputs_done && drain_at < 0 && ingress_.empty() && route_.empty()
+                && port_in_count_ == 0) {
+            bool holds = false;
+            for (auto& s : stacks) holds = holds || s->holds_requests();
+            if (!holds) drain_at = t + 1;
+        }
+        // 5. flush decisions, MSHR completions into RETURN, end of cycle
+        for (auto& s : stacks) {
+            busy |= s->wb_triggers(t, drain);
+            busy |= s->complete_entries(t);
+            s->end_cycle(t);
+        }
+        if (busy) {
+            ++t;
+            continue;
+        }
+        int64_t nxt = next_tick(t);
+        if (nxt < 0) break;
+        if (until >= 0 && nxt > until) {
+            // the cycles until + 1 .. nxt - 1 are no-ops (C3): a driver resumes at until + 1,
+            // or at nxt unless an event of its own comes first (model/system_v2.py)
+            t = until + 1;
+            t_resume = nxt;
+            break;
+        }
+        t = nxt;
+    }
+    return t;
+}
+
+// The request side in cycle t (§2, §4.1): one stack, a wire; several, the 2-entry ingress
+// queue and the route stage.
+bool System::ingress(int64_t tk) {
+    if (cfg.channel_ports) return ingress_ports(tk);
+    if (stacks.size() == 1) {
+        if (!ingress_.empty() && reqs[ingress_.front()].arrival <= tk && stacks[0]->ready()) {
+            int64_t r = ingress_.front();
+            ingress_.pop_front();
+            reqs[r].t_accept = tk;
+            stacks[0]->accept(r, tk, 0);
+            return true;
+        }
+        return false;
+    }
+    bool changed = false;
+    bool ready = route_.size() < ROUTE_DEPTH;          // occupancy at the start of the cycle
+    if (!route_.empty()) {
+        auto& s = stacks[reqs[route_.front()].stack];
+        if (s->ready()) {
+            s->accept(route_.front(), tk, 0);
+            route_.pop_front();
+            changed = true;
+        }
+    }
+    if (ready && !ingress_.empty() && reqs[ingress_.front()].arrival <= tk) {
+        int64_t r = ingress_.front();
+        ingress_.pop_front();
+        reqs[r].t_accept = tk;
+        route_.push_back(r);
+        changed = true;
+    }
+    return changed;
+}
+
+// The response side in cycle t: E's head handshakes (resp.ready is high in an open-loop
+// run); with several stacks in the stack shape, round robin over the non-empty Es.
+bool System::egress(int64_t tk) {
+    if (cfg.channel_ports) return egress_ports(tk);
+    size_t n = stacks.size();
+    if (n == 1) {
+        if (stacks[0]->inp[0].egress.empty()) return false;
+        stacks[0]->handshake(tk, 0);
+        return true;
+    }
+    for (size_t k = 0; k < n; ++k) {
+        size_t i = (rr + k) % n;
+        if (!stacks[i]->inp[0].egress.empty()) {
+            stacks[i]->handshake(tk, 0);
+            rr = static_cast<int64_t>((i + 1) % n);
+            return true;
+        }
+    }
+    return false;
+}
+
+// The channel shape's request side: system port k = stack * C + p is port p of its stack;
+// each accepts its head if it has arrived and the port is ready from start-of-cycle state.
+bool System::ingress_ports(int64_t tk) {
+    int64_t C = cfg.channels;
+    bool changed = false;
+    for (auto& s : stacks) {
+        int64_t base = s->stack * C;
+        int64_t free = -1;
+        bool have_free = false;
+        for (int64_t p = 0; p < C; ++p) {
+            auto& q = port_in_[base + p];
+            if (q.empty() || reqs[q.front()].arrival > tk) continue;
+            if (!have_free) {
+                free = s->cfg.admission - s->inflight;   // before the first accept
+                have_free = true;
+            }
+            if (s->ready_port(p, tk, free)) {
+                int64_t r = q.front();
+                q.pop_front();
+                --port_in_count_;
+                reqs[r].t_accept = tk;
+                s->accept(r, tk, p);
+                changed = true;
+            }
+        }
+    }
+    return changed;
+}
+
+bool System::egress_ports(int64_t tk) {
+    bool changed = false;
+    for (auto& s : stacks) {
+        for (int64_t p = 0; p < s->P; ++p) {
+            if (s->inp[p].egress.empty()) continue;
+            s->handshake(tk, p);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+// After a cycle that changed nothing: the next tick at which something can (C3); -1 when
+// nothing is left; DeadlockError when work is left that no event can release.
+int64_t System::next_tick(int64_t tk) {
+    int64_t nxt = -1;
+    auto take = [&nxt](int64_t v) { if (v >= 0 && (nxt < 0 || v < nxt)) nxt = v; };
+    for (auto& s : stacks) take(s->next_timer(tk));
+    if (!ingress_.empty() && reqs[ingress_.front()].arrival > tk)
+        take(reqs[ingress_.front()].arrival);
+    int64_t C = cfg.channels;
+    for (size_t k = 0; k < port_in_.size(); ++k) {
+        auto& q = port_in_[k];
+        if (q.empty()) continue;
+        int64_t a = reqs[q.front()].arrival;
+        take(a > tk ? a : stacks[k / C]->rank_tick(tk, static_cast<int64_t>(k % C)));
+    }
+    if (drain_at >= 0 && drain_at > tk) take(drain_at);
+    if (nxt < 0 && (!ingress_.empty() || n_done < static_cast<int64_t>(reqs.size())
+                    || port_in_count_ > 0))
+        throw DeadlockError("deadlock at tick " + std::to_string(tk) + ": "
+                            + std::to_string(static_cast<int64_t>(reqs.size()) - n_done)
+                            + " requests open");
+    return nxt;
+}
+
+}  // namespace hbf

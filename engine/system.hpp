@@ -1,0 +1,69 @@
+// The system layer and the run loop of the one timing contract (docs/timing-contract.md §2,
+// §16, C3): stack routing, the system's request and response ports in both host-port shapes
+// and the reference loop in §16's phase order with event skipping. The C++ mirror of
+// model/system.py's HbfSystem (submit, _responded, _next_tick) and model/system_v2.py's
+// run_pipelined, _ingress, _egress, _ingress_ports, _egress_ports.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "controller/megaplane.hpp"
+#include "controller/stack_controller.hpp"
+#include "mapping.hpp"
+
+namespace hbf {
+
+struct DeadlockError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct SystemConfig {
+    int64_t stacks, channels, capacity_bytes, base_address;
+    bool channel_ports;          // host_ports = "channel": S * C ports, k = stack * C + ch
+};
+
+class System {
+public:
+    System(const SystemConfig& scfg, const ControllerConfig& ccfg, const MediaConfig& mcfg,
+           const MapperConfig& mapcfg);
+
+    // Queue a request (arrival order); std::invalid_argument names it if bad. In the
+    // channel shape a port >= 0 given is checked against the request's mapped port.
+    void submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                int64_t port = -1);
+    void close_input() { inputs_done = true; }
+    // to completion, or through tick `until` (>= 0); returns the tick it stopped at
+    int64_t run(int64_t until = -1);
+    // called with (request index, tick) after each response (HbfSystem's on_response)
+    std::function<void(int64_t, int64_t)> user_cb;
+
+    SystemConfig cfg;
+    Mapper mapper;
+    std::vector<Req> reqs;
+    std::vector<std::unique_ptr<StackController>> stacks;
+    std::vector<int64_t> order;  // request indices in response order
+    // after run(until): the next cycle that can change state (-1: none); HbfSystem.t_resume
+    int64_t t_resume = -1;
+    int64_t t = 0, rr = 0, drain_at = -1, last_arrival = 0, first_arrival = -1;
+    int64_t n_done = 0, last_completion = 0, errors = 0, steps = 0;
+    bool inputs_done = false;
+
+private:
+    void responded(int64_t r, int64_t t);
+    bool ingress(int64_t t);
+    bool egress(int64_t t);
+    bool ingress_ports(int64_t t);
+    bool egress_ports(int64_t t);
+    int64_t next_tick(int64_t t);
+
+    std::deque<int64_t> ingress_, route_;
+    std::vector<std::deque<int64_t>> port_in_;
+    int64_t port_in_count_ = 0;
+};
+
+}  // namespace hbf

@@ -1,0 +1,70 @@
+"""The compiled controller (engine/controller/, engine/system.cpp) against the golden model
+(model/controller_deep.py stepped by model/system_v2.py's reference loop), event for event:
+every request's accept, dispatch, enqueue, command, completion and response ticks, its
+flags, the response order and every statistics counter."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from hbfsim.config import HbfConfig
+from hbfsim.engine import run_compiled, unsupported
+from tests.conformance.cases import CASES
+
+from .controller_cases import (DIRECTED, check_controller, conformance_case,
+                               contract_config, controller_cases, directed_case,
+                               port_race_cases)
+
+
+@settings(max_examples=80, deadline=None)
+@given(controller_cases())
+def test_controller_equal_event_for_event(case):
+    check_controller(case)
+
+
+@settings(max_examples=40, deadline=None)
+@given(port_race_cases())
+def test_channel_shape_port_races_equal(case):
+    check_controller(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_conformance_cases_equal(case):
+    check_controller(conformance_case(case))
+
+
+@pytest.mark.parametrize("i", range(len(DIRECTED)), ids=lambda i: DIRECTED[i][0])
+def test_directed_cases_equal(i):
+    check_controller(directed_case(i))
+
+
+_FIELDS = {f.name for f in dataclasses.fields(HbfConfig)}
+
+
+@pytest.mark.skipif("pipeline" not in _FIELDS, reason="pipeline is no longer a key")
+def test_retired_pipeline_is_refused_by_name():
+    cfg = contract_config(pipeline="standard")
+    assert unsupported(cfg) == ("pipeline = 'standard' is not implemented by the compiled "
+                                "engine (it runs the one timing contract, pipeline = 'deep')")
+    with pytest.raises(ValueError, match="^pipeline = 'standard' is not implemented"):
+        run_compiled(cfg, [0], ["R"], [cfg.base_address], [32])
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("op", "X", "request 1: op must be R or W, not 'X'"),
+    ("addr", 0, "request 1: address 0 is outside the HBF range"),
+    ("nbytes", 0, "request 1: size 0 is not 1..4096 bytes inside its page"),
+    ("arrival", -1, "request 1: arrival tick -1 is earlier than the previous request's 0"),
+])
+def test_bad_request_is_named(column, value, message):
+    cfg = contract_config()
+    stream = {"arrival": [0, 0], "op": ["R", "R"], "addr": [cfg.base_address] * 2,
+              "nbytes": [32, 32]}
+    stream[column] = list(stream[column])
+    stream[column][1] = value
+    with pytest.raises(ValueError) as e:
+        run_compiled(cfg, stream["arrival"], np.array(stream["op"]), stream["addr"],
+                     stream["nbytes"])
+    assert str(e.value) == message
