@@ -1,5 +1,5 @@
 // The system layer and the reference loop of the one timing contract (§2, §16, C3):
-// model/system.py and model/system_v2.py, function for function.
+// model/system.py and model/loop.py, function for function.
 #include "system.hpp"
 
 #include <string>
@@ -133,7 +133,7 @@ int64_t System::run(int64_t until) {
         if (nxt < 0) break;
         if (until >= 0 && nxt > until) {
             // the cycles until + 1 .. nxt - 1 are no-ops (C3): a driver resumes at until + 1,
-            // or at nxt unless an event of its own comes first (model/system_v2.py)
+            // or at nxt unless an event of its own comes first (model/loop.py)
             t = until + 1;
             t_resume = nxt;
             break;

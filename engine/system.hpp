@@ -1,7 +1,7 @@
 // The system layer and the run loop of the one timing contract (docs/timing-contract.md §2,
 // §16, C3): stack routing, the system's request and response ports in both host-port shapes
 // and the reference loop in §16's phase order with event skipping. The C++ mirror of
-// model/system.py's HbfSystem (submit, _responded, _next_tick) and model/system_v2.py's
+// model/system.py's HbfSystem (submit, _responded, _next_tick) and model/loop.py's
 // run_pipelined, _ingress, _egress, _ingress_ports, _egress_ports.
 #pragma once
 

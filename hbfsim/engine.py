@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
            "compiled_stats", "run_compiled", "run_compiled_closed_loop", "stale",
-           "trace_compiled", "unsupported"]
+           "trace_compiled"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
 BUILD_COMMAND = ".venv/bin/pip install -e ."
@@ -172,22 +172,6 @@ REQUEST_COLUMNS = ("t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "en
                    "error")
 
 
-def unsupported(cfg) -> str | None:
-    """The one line that names the key and value the compiled controller does not run, or
-    None. It runs the one timing contract (docs/timing-contract.md) in every shape and mode;
-    while the retired contracts are still selectable (``contract``, ``pipeline``), it
-    refuses them rather than run another controller."""
-    contract = getattr(cfg, "contract", 2)
-    if contract != 2:
-        return (f"contract = {contract!r} is not implemented by the compiled engine (it runs "
-                f"the one timing contract, docs/timing-contract.md)")
-    pipeline = getattr(cfg, "pipeline", "deep")
-    if pipeline != "deep":
-        return (f"pipeline = {pipeline!r} is not implemented by the compiled engine (it runs "
-                f"the one timing contract, pipeline = 'deep')")
-    return None
-
-
 class CompiledRun(dict):
     """What :func:`run_compiled` returns: a dict of numpy arrays (:data:`REQUEST_COLUMNS`,
     one row per submitted request), ``order`` (request indices in response order) and
@@ -201,7 +185,7 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
     Parameters
     ----------
     cfg : HbfConfig
-        The configuration (the one timing contract; see :func:`unsupported`).
+        The configuration (the one timing contract, every shape and mode).
     arrival, addr, nbytes : array of int
         Per request, in submission order (arrival ticks non-decreasing).
     op : array
@@ -216,14 +200,10 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
     Raises
     ------
     ValueError
-        A configuration the compiled engine does not run (one line naming the key and
-        value), or a bad request (named by its id).
+        A bad request (named by its id).
     ImportError
         The extension is not built or is stale (:func:`engine_status`'s line).
     """
-    why = unsupported(cfg)
-    if why:
-        raise ValueError(why)
     eng = require_compiled()
     arrival = np.ascontiguousarray(arrival, dtype=np.int64)
     n = arrival.size
@@ -253,7 +233,7 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     Parameters
     ----------
     cfg : HbfConfig
-        The configuration (the one timing contract; see :func:`unsupported`).
+        The configuration (the one timing contract, every shape and mode).
     program : GpuProgram, iterable of Kernel, or dict
         What the GPU runs (materialised through :func:`program_arrays`), or its arrays.
     gpu : GpuConfig, optional
@@ -280,9 +260,6 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     """
     from hbfsim.model.gpu_config import GpuConfig
 
-    why = unsupported(cfg)
-    if why:
-        raise ValueError(why)
     eng = require_compiled()
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)

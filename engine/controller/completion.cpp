@@ -1,8 +1,8 @@
 // Media completions into the entries: a write-buffer entry completed in t is in RETURN from
 // t + 1 (§4.4), an MSHR entry completed in tc from tc + 2 (DP6), applied in tc + 1 after
 // that cycle's dispatch; a multi-plane command completes each entry of its group so (MP7);
-// the model-only page cache (R4) (docs/timing-contract.md; controller_deep.py
-// complete_entries, _complete_tag and controller.py _cpl_entry, _read_done).
+// the model-only page cache (R4) (docs/timing-contract.md; model/controller/completion.py
+// complete_entries, _complete_tag, _write_done, _read_done).
 #include "controller/stack_controller.hpp"
 #include "mutants.hpp"
 

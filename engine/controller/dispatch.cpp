@@ -1,7 +1,7 @@
 // DP1 dispatch from M with W's write seen a cycle later, §4.2's read and write rules, DP4's
 // free lists with one head per allocating port and §4.2.4's reads-before-writes order
-// (docs/timing-contract.md; controller_deep.py dispatch, _dispatch_one, _agg_ready,
-// _pressure and controller.py's _new_read_entry, _new_write_entry).
+// (docs/timing-contract.md; model/controller/dispatch.py dispatch, _dispatch_one,
+// _agg_ready, _new_read_entry, _new_write_entry; write_buffer.py _pressure).
 #include <algorithm>
 
 #include "controller/stack_controller.hpp"

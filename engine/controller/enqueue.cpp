@@ -1,7 +1,7 @@
 // The enqueue stage: strict errors (§4.4 W3), the write buffer's registered eligibility and
 // offer registers O_c (DP3), the aggregation candidates and OR_c (DP2a), DP2's offer queues,
 // and per channel the arbiter: the MSHR candidate first, else O_c (§6)
-// (docs/timing-contract.md; controller_deep.py enqueue, _enqueue_one).
+// (docs/timing-contract.md; model/controller/enqueue.py enqueue, _enqueue_one).
 #include <algorithm>
 
 #include "controller/stack_controller.hpp"

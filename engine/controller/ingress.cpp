@@ -1,6 +1,6 @@
 // §4.1 ingress and admission, the ingress queue Q and the dispatch register M
-// (docs/timing-contract.md; controller_ports.py's ready_ports, rank_tick, advance,
-// holds_requests and controller_deep.py's accept, per port).
+// (docs/timing-contract.md; model/controller/ingress.py room, ready, rank_tick,
+// accept, advance, holds_requests, per port).
 #include "controller/stack_controller.hpp"
 
 #include "mapping.hpp"

@@ -1,7 +1,7 @@
 // §7 issue: per channel one decision per cycle, the command on cmd[c] a cycle later, the
 // completions of the cycle released first (the media side's forwarding), the schedulers and
 // the stack-wide active cap; multi-plane commands through Megaplanes (§7a)
-// (docs/timing-contract.md; controller_v2.py issue, release_media and controller.py issue).
+// (docs/timing-contract.md; model/controller/issue.py issue, release_media).
 #include "controller/megaplane.hpp"
 #include "controller/stack_controller.hpp"
 
@@ -28,7 +28,7 @@ bool StackController::issue(int64_t t) {
     return issue_plain(t);
 }
 
-// controller.py issue with the command register (cmd_delay 1): per channel the oldest
+// model/controller/issue.py issue with the command register (cmd_delay 1): per channel the oldest
 // candidate (fcfs) or the oldest of the wanted kind, else the oldest (read-priority,
 // write-drain, partition-*); with active_total, lower channels first.
 bool StackController::issue_plain(int64_t t) {

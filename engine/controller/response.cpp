@@ -1,7 +1,7 @@
 // The response side of every port: DP7's registered choice (C1, C2 and the drain cursor per
 // table, then R), K's launch under the link credit (§8) and E, the egress queue, with its
-// handshake (docs/timing-contract.md; controller_deep.py respond_stages, _port_stages,
-// _launch_port and controller_v2.py _form_response, controller_ports.py handshake).
+// handshake (docs/timing-contract.md; model/controller/response.py respond_stages,
+// _port_stages, _launch_port, _form_response, handshake).
 #include "controller/stack_controller.hpp"
 #include "mutants.hpp"
 

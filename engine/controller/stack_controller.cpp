@@ -1,6 +1,6 @@
 // The stack controller's state and the end of its cycle: construction, DP4's frees and the
 // admission releases, and the timers of event skipping (C3) (docs/timing-contract.md;
-// controller_deep.py __init__, end_cycle, next_timer and controller.py next_timer).
+// model/controller/stack_controller.py __init__, end_cycle, next_timer).
 #include "controller/stack_controller.hpp"
 
 #include "controller/megaplane.hpp"
@@ -77,7 +77,7 @@ void StackController::end_cycle(int64_t t) {
     free_w.clear();
 }
 
-// The earliest future tick at which a time-driven condition can change state (controller.py
+// The earliest future tick at which a time-driven condition can change state (model/controller/stack_controller.py
 // next_timer, the gather window of megaplane.py, and every delayed effect of DP1-DP6).
 int64_t StackController::next_timer(int64_t t) {
     int64_t n = -1;

@@ -1,7 +1,7 @@
 // The HBF stack controller under the one timing contract, the registered pipeline
 // (docs/timing-contract.md, DP1-DP7, MP1-MP9), P request/response ports per stack: the C++
-// mirror of model/controller_deep.py's DeepStackController (with what it borrows from
-// controller_ports.py, controller_v2.py and controller.py). The class's state is declared
+// mirror of model/controller/stack_controller.py's StackController (its stage mixins in
+// model/controller/*.py). The class's state is declared
 // here; its phases are defined one stage per file, as the golden model's package splits
 // them (ingress.cpp, dispatch.cpp, write_buffer.cpp, enqueue.cpp, issue.cpp,
 // completion.cpp, response.cpp; stack_controller.cpp: construction, end of cycle, the
@@ -25,9 +25,9 @@
 
 namespace hbf {
 
-// Entry states (contract §4.3, §4.4; controller.py's FREE .. FLUSH).
+// Entry states (contract §4.3, §4.4; model/controller/request.py's FREE .. FLUSH).
 enum EntryState : int8_t { FREE, WAIT, QUEUED, ISSUED, RETURN, OPEN, FLUSH };
-// Flush causes in §4.4's priority order (controller.py CAUSES); -1 = no decision.
+// Flush causes in §4.4's priority order (model/controller/request.py CAUSES); -1 = no decision.
 enum Cause : int8_t { NO_CAUSE = -1, CAUSE_FULL, CAUSE_RAW, CAUSE_PRESSURE, CAUSE_DEADLINE,
                       CAUSE_DRAIN, N_CAUSES };
 // Request ops.
@@ -57,7 +57,7 @@ struct ControllerConfig {
     int64_t megaplane_planes, subarrays_per_channel, hyperpage_window;
 };
 
-// One request and what happened to it (controller.py Request): the per-request outputs.
+// One request and what happened to it (model/controller/request.py Request): the per-request outputs.
 struct Req {
     int64_t id, arrival, addr, q, local;
     int64_t t_accept = -1, t_map = -1, t_done = -1;
@@ -69,7 +69,7 @@ struct Req {
     bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
 };
 
-// One MSHR (kind 0) or write-buffer (kind 1) entry (controller.py _Entry, _DeepEntry).
+// One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
 struct Entry {
     int kind = 0, idx = 0;
     EntryState state = FREE;
@@ -85,7 +85,7 @@ struct Entry {
     int64_t open_seq = 0;                       // wb_open's insertion order
 };
 
-// One request port and its response port (controller_deep.py _Port).
+// One request port and its response port (model/controller/ports.py Port).
 struct Port {
     std::deque<std::pair<int64_t, int64_t>> qin;   // Q: (request, accept cycle)
     int64_t m = -1;                                // M: a request or -1
@@ -160,7 +160,7 @@ public:
     std::unique_ptr<Megaplanes> mp;
     Respond on_response;
 
-    // ---- the tables (controller.py, controller_deep.py)
+    // ---- the tables (model/controller/request.py, stack_controller.py)
     std::vector<Entry> mshr, wb;
     std::deque<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;

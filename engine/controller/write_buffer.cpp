@@ -1,7 +1,7 @@
 // The write buffer's flush decisions (DP5: registered, FLUSH two cycles after the decision,
 // cause by §4.4's priority full, raw, pressure, deadline, drain) and §7's write-drain window
-// with DP1's visibility (docs/timing-contract.md; controller_deep.py wb_triggers,
-// _drain_fsm and controller.py _flush, _drain_fsm).
+// with DP1's visibility (docs/timing-contract.md; model/controller/write_buffer.py
+// wb_triggers, _flush, _pressure, _drain_fsm).
 #include <algorithm>
 
 #include "controller/stack_controller.hpp"
@@ -72,7 +72,7 @@ bool StackController::wb_triggers(int64_t t, bool drain) {
     return changed;
 }
 
-// OPEN -> FLUSH with its cause (controller.py _flush); counted now.
+// OPEN -> FLUSH with its cause (model/controller/write_buffer.py _flush); counted now.
 void StackController::flush(Entry& e, Cause cause) {
     e.state = FLUSH;
     e.cause = cause;
@@ -94,7 +94,7 @@ bool StackController::drain_fsm(int64_t t) {
     return drain_fsm_base(t);
 }
 
-// controller.py _drain_fsm: closed -> open at the high water with a PROGRAM queued after
+// model/controller/write_buffer.py _drain_fsm: closed -> open at the high water with a PROGRAM queued after
 // the cooldown; open -> closed with no PROGRAM queued or at the window's end.
 bool StackController::drain_fsm_base(int64_t t) {
     if (!drain_open) {

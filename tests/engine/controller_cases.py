@@ -20,15 +20,8 @@ from hbfsim.engine import REQUEST_COLUMNS, run_compiled
 from hbfsim.model.controller import Request
 from hbfsim.model.system import HbfSystem
 
-#: ``pipeline`` selects the one contract while HbfConfig still has the key (its §18 step 2
-#: removes it: the contract is then the default and the key is refused).
-_HAS_PIPELINE = "pipeline" in {f.name for f in dataclasses.fields(HbfConfig)}
-
-
 def contract_config(**kw) -> HbfConfig:
-    """``load_config(**kw)`` on the one timing contract, whichever way it is selected."""
-    if _HAS_PIPELINE:
-        kw.setdefault("pipeline", "deep")
+    """``load_config(**kw)``: the one timing contract is the only controller."""
     return load_config(**kw)
 
 

@@ -3,14 +3,13 @@
 every request's accept, dispatch, enqueue, command, completion and response ticks, its
 flags, the response order and every statistics counter."""
 
-import dataclasses
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from hbfsim.config import HbfConfig
-from hbfsim.engine import run_compiled, unsupported
+
+from hbfsim.engine import run_compiled
 from tests.conformance.cases import CASES
 
 from .controller_cases import (DIRECTED, check_controller, conformance_case,
@@ -40,16 +39,6 @@ def test_directed_cases_equal(i):
     check_controller(directed_case(i))
 
 
-_FIELDS = {f.name for f in dataclasses.fields(HbfConfig)}
-
-
-@pytest.mark.skipif("pipeline" not in _FIELDS, reason="pipeline is no longer a key")
-def test_retired_pipeline_is_refused_by_name():
-    cfg = contract_config(pipeline="standard")
-    assert unsupported(cfg) == ("pipeline = 'standard' is not implemented by the compiled "
-                                "engine (it runs the one timing contract, pipeline = 'deep')")
-    with pytest.raises(ValueError, match="^pipeline = 'standard' is not implemented"):
-        run_compiled(cfg, [0], ["R"], [cfg.base_address], [32])
 
 
 @pytest.mark.parametrize("column, value, message", [
