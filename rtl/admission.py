@@ -135,36 +135,28 @@ class Admission(wiring.Component):
         mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
         m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
         wr = store.write_port()
-        v2 = self._cfg.contract == 2
-        # v2 §16 (S5): under contract 2 a synchronous read (the data one cycle after the
-        # address), so that the store can be a RAM with registered output
-        rd = store.read_port() if v2 else store.read_port(domain="comb")
+        # a synchronous read (the data one cycle after the address), so that the store can
+        # be a RAM with registered output
+        rd = store.read_port()
 
         any_free, free = lowest_set(m, [~u for u in used], "free_slot")
-        rd_hit_q = Signal(name="rd_hit_q") if v2 else None
+        rd_hit_q = Signal(name="rd_hit_q")
         take = named(m, self.alloc & any_free, "take")
-        if self._cfg.contract == 2:
-            # v2 §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the
-            # next-state count, so that ``req.ready`` is a register output
-            room = Signal(init=1, name="room")
-            after = Signal(range(n + 2), name="inflight_next")
-            if getattr(self._cfg, "pipeline", "standard") == "deep":
-                # the count kept in a register of its own, not a population count of the
-                # used bits (docs/rtl.md "Issue 12, part C", (h): the same values, a
-                # shorter path)
-                count = Signal(range(n + 1), name="inflight_count")
-                m.d.comb += after.eq(count + take - self.release.valid)
-                m.d.sync += count.eq(after)
-                invariant(m, self._checks, count == tree_sum(used),
-                          "the registered admission count differs from the used slots")
-            else:
-                m.d.comb += after.eq(tree_sum(used) + take - self.release.valid)
-            m.d.sync += room.eq(after < n)
-            m.d.comb += self.alloc_ready.eq(room)
-            invariant(m, self._checks, room == any_free,
-                      "the registered admission room differs from a free slot")
-        else:
-            m.d.comb += self.alloc_ready.eq(any_free)
+        # §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the next-state
+        # count, so that ``req.ready`` is a register output
+        room = Signal(init=1, name="room")
+        after = Signal(range(n + 2), name="inflight_next")
+        # the count kept in a register of its own, not a population count of the used bits
+        # (docs/rtl.md "Issue 12, part C", (h): the same values, a shorter path)
+        count = Signal(range(n + 1), name="inflight_count")
+        m.d.comb += after.eq(count + take - self.release.valid)
+        m.d.sync += count.eq(after)
+        invariant(m, self._checks, count == tree_sum(used),
+                  "the registered admission count differs from the used slots")
+        m.d.sync += room.eq(after < n)
+        m.d.comb += self.alloc_ready.eq(room)
+        invariant(m, self._checks, room == any_free,
+                  "the registered admission room differs from a free slot")
         m.d.comb += [
             self.alloc_slot.eq(free),
             wr.addr.eq(free),
@@ -172,14 +164,13 @@ class Admission(wiring.Component):
             wr.en.eq(take),
             rd.addr.eq(self.rd_slot),
             self.rd_data.eq(rd.data),
-            # v2: the flag registered with the synchronous read
-            self.rd_hit.eq(rd_hit_q if v2 else select(m, mshr_hit, self.rd_slot, "rd_hit")),
+            # the flag registered with the synchronous read
+            self.rd_hit.eq(rd_hit_q),
             self.inflight.eq(tree_sum(used)),
         ]
-        if v2:
-            m.d.sync += rd_hit_q.eq(select(m, mshr_hit, self.rd_slot, "rd_hit"))
-            if self._checks:
-                self._check_sync_read(m, used, mshr_hit, store)
+        m.d.sync += rd_hit_q.eq(select(m, mshr_hit, self.rd_slot, "rd_hit"))
+        if self._checks:
+            self._check_sync_read(m, used, mshr_hit, store)
         for i in range(n):
             with m.If(take & (free == i)):
                 if "admission-slot-reuse" in self._mutations:

@@ -129,8 +129,7 @@ class ChannelQueue(wiring.Component):
                 ports["total_free"] = In(range(cfg.active_total + 1))
             else:
                 ports["total_room"] = In(1)
-        if cfg.contract == 2:
-            ports["dec"] = Out(cmd_layout(w))
+        ports["dec"] = Out(cmd_layout(w))
         if mp:
             ports["dec_ops"] = Out(lane_layout(w)).array(w.planes)
             ports["cpl_ops"] = Out(lane_done_layout(w)).array(w.planes)
@@ -155,17 +154,13 @@ class ChannelQueue(wiring.Component):
         count = Signal(range(depth + 1))
         busy_reg = Signal(cfg.subarrays_per_channel, name="busy")
         active_reg = Signal(range(cfg.active_per_channel + 1), name="active")
-        v2 = cfg.contract == 2
         done = self.cpl.valid
         one = Const(1, len(busy_reg))
         clear_mask = Mux(done, (one << self.cpl.subarray)[:len(busy_reg)], 0)
-        if v2:
-            # v2 §7: the completion delivered in td is released for the decision of td
-            busy = named(m, busy_reg & ~clear_mask, "busy_now")
-            active = Signal.like(active_reg, name="active_now")
-            m.d.comb += active.eq(active_reg - done)
-        else:
-            busy, active = busy_reg, active_reg
+        # §7: the completion delivered in td is released for the decision of td
+        busy = named(m, busy_reg & ~clear_mask, "busy_now")
+        active = Signal.like(active_reg, name="active_now")
+        m.d.comb += active.eq(active_reg - done)
         m.d.comb += [self.count.eq(count), self.active.eq(active)]
 
         valid = [named(m, count > k, f"valid{k}") for k in range(depth)]
@@ -185,15 +180,11 @@ class ChannelQueue(wiring.Component):
         if "queue-busy-ignored" in mut:
             free_sub = [Const(1)] * depth
         cand = [named(m, valid[k] & free_sub[k] & room, f"cand{k}") for k in range(depth)]
-        if v2:
-            issue, grant = self._choose_onehot(m, cand, is_program)
-            op = onehot_select(m, slots, grant, "picked")
-            # slot k takes its upper neighbour when the issued slot is at or below k
-            removed = prefix_or(m, grant, "removed")
-        else:
-            issue, pick = self._choose_binary(m, cand, is_program)
-            op = select(m, slots, pick, "picked")
-        decision = self.dec if v2 else self.cmd
+        issue, grant = self._choose_onehot(m, cand, is_program)
+        op = onehot_select(m, slots, grant, "picked")
+        # slot k takes its upper neighbour when the issued slot is at or below k
+        removed = prefix_or(m, grant, "removed")
+        decision = self.dec
         m.d.comb += [
             decision.valid.eq(issue),
             decision.op.eq(Mux(op.tag.kind == EntryKind.WBUF, CmdOp.PROGRAM, CmdOp.READ)),
@@ -201,21 +192,14 @@ class ChannelQueue(wiring.Component):
             decision.page.eq(op.page),
             decision.tag.eq(op.tag),
         ]
-        if v2:
-            # v2 §7: the command register; the decision of td is on cmd in td + 1
-            cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
-            m.d.sync += cmd_reg.eq(self.dec)
-            m.d.comb += self.cmd.eq(cmd_reg)
+        # §7: the command register; the decision of td is on cmd in td + 1
+        cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
+        m.d.sync += cmd_reg.eq(self.dec)
+        m.d.comb += self.cmd.eq(cmd_reg)
 
         # ---- busy subarrays and active slots: taken at issue, released at completion ----
         set_mask = Mux(issue, (one << op.subarray)[:len(busy_reg)], 0)
-        if v2:
-            m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
-        else:
-            m.d.sync += [
-                busy_reg.eq((busy_reg | set_mask) & ~clear_mask),
-                active_reg.eq(active_reg + issue - done),
-            ]
+        m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
         invariant(m, checks, ~issue | ~busy.bit_select(op.subarray, 1),
                   "command issued to a busy subarray (§7)")
         protocol(m, checks, ~done | busy_reg.bit_select(self.cpl.subarray, 1),
@@ -233,22 +217,21 @@ class ChannelQueue(wiring.Component):
             shifted = slots[k + 1] if k + 1 < depth else slots[k]
             with m.If(push & (write_pos == k)):
                 m.d.sync += slots[k].eq(self.enq.payload)
-            with m.Elif(removed[k] if v2 else issue & (pick <= k)):
+            with m.Elif(removed[k]):
                 m.d.sync += slots[k].eq(shifted)
         if checks:
             self._add_checks(m, busy_reg, count, active_reg, valid, is_program, cand, op, issue,
                              push)
-            if v2:
-                # v2 §16: the one-hot choice equals the priority encoders' choice (§7)
-                ref_issue, ref_pick = self._choose_binary(m, cand, is_program, "chk_")
-                ref_op = select(m, slots, ref_pick, "chk_picked")
-                for k in range(depth):
-                    invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
-                              f"slot {k}: the one-hot issue grant differs from the policy's "
-                              "choice (§7, v2 §16)")
-                invariant(m, checks, (issue == ref_issue) & (~issue | (
-                    op.as_value() == ref_op.as_value())),
-                    "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
+            # the one-hot choice equals the priority encoders' choice (§7)
+            ref_issue, ref_pick = self._choose_binary(m, cand, is_program, "chk_")
+            ref_op = select(m, slots, ref_pick, "chk_picked")
+            for k in range(depth):
+                invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
+                          f"slot {k}: the one-hot issue grant differs from the policy's "
+                          "choice (§7, v2 §16)")
+            invariant(m, checks, (issue == ref_issue) & (~issue | (
+                op.as_value() == ref_op.as_value())),
+                "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
         return m
 
     def _choose_binary(self, m, cand, is_program, prefix=""):

@@ -92,8 +92,7 @@ class Scheduler(wiring.Component):
             "wb_occupied": In(range(cfg.write_buffer_entries + 1)),
             "drain_open": Out(1),
         }
-        if cfg.contract == 2:
-            ports["dec"] = Out(cmd_layout(w)).array(c)
+        ports["dec"] = Out(cmd_layout(w)).array(c)
         if w.planes:
             ports["dec_ops"] = Out(lane_layout(w)).array(c * w.planes)
             ports["cpl_ops"] = Out(lane_done_layout(w)).array(c * w.planes)
@@ -125,8 +124,7 @@ class Scheduler(wiring.Component):
                 q.cpl.eq(self.cpl[c]),
                 q.drain_window.eq(self.drain_open),
             ]
-            if cfg.contract == 2:
-                m.d.comb += self.dec[c].eq(q.dec)
+            m.d.comb += self.dec[c].eq(q.dec)
             planes = self._w.planes
             for p in range(planes):
                 m.d.comb += [self.dec_ops[c * planes + p].eq(q.dec_ops[p]),
@@ -151,7 +149,7 @@ class Scheduler(wiring.Component):
             used = sum((q.active for q in queues[1:]), queues[0].active)
             for q in queues:
                 m.d.comb += q.total_room.eq(used < cfg.active_total)
-                used = used + (q.dec.valid if cfg.contract == 2 else q.cmd.valid)
+                used = used + q.dec.valid
 
         if cfg.scheduler == "write-drain":
             window = cfg.write_drain_window_ticks
