@@ -1,11 +1,12 @@
 """Admission slots: the request slots that bound the requests inside the controller.
 
-Implements docs/history.md §4.1 (L1): a slot is taken in the accept cycle and
+Implements docs/timing-contract.md §4.1 (L1): a slot is taken in the accept cycle and
 released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
-``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
-source, size, and the ``mshr_hit`` flag recorded at dispatch.
+``inflight(t) < admission``, a flip-flop computed from the next-state count. Each slot holds
+what the response needs (§1 ``resp``): id, op, source, size, and the ``mshr_hit`` flag
+recorded at dispatch, read synchronously by the response stages.
 
-In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract.md §4.1) the
+In the channel shape (``ports = P > 1``, §4.1) the
 count is shared by ``P`` request ports: every port is ready while at least ``P`` slots are
 free (with fewer than ``P`` slots in all, port ``p`` while ``rank_p(t) = (p - t) mod P`` is
 below the free slots), and every port has its own accept, release, ``mshr_hit`` and read
@@ -61,16 +62,16 @@ class Admission(wiring.Component):
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     ports : int
-        Request ports sharing the count: 1 (stack shape, contract 1), or ``channels`` in
-        the channel shape (v2 §4.1). With ``P > 1`` every member below except ``inflight``
+        Request ports sharing the count: 1 (stack shape), or ``channels`` in the channel
+        shape (§4.1). With ``P > 1`` every member below except ``inflight``
         is one per port: ``alloc_ready``, ``alloc`` and ``rd_hit`` are ``P``-bit vectors
         (bit ``p`` for port ``p``), the others arrays of ``P``.
 
     Members
     -------
     alloc_ready : ``Out(1)``
-        A slot is free (``inflight < admission``); under contract 2 a flip-flop computed from
-        the next-state count (v2 §0: ``req.ready`` is a register output).
+        A slot is free (``inflight < admission``): a flip-flop computed from the next-state
+        count (§0: ``req.ready`` is a register output).
     alloc : ``In(1)``
         Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
     alloc_slot : ``Out(range(admission))``
@@ -82,8 +83,8 @@ class Admission(wiring.Component):
     release : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
         The slot's response was handshaken.
     rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
-        Combinational read of a slot; under contract 2 a synchronous one (``rd_data`` and
-        ``rd_hit`` are the slot ``rd_slot`` named in the cycle before, v2 §16 S5).
+        A synchronous read of a slot (``rd_data`` and ``rd_hit`` are the slot ``rd_slot``
+        named in the cycle before, §16 S5).
     inflight : ``Out(range(admission + 1))``
         Slots in use.
     """

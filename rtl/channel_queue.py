@@ -1,6 +1,6 @@
 """One channel's queue of page operations, subarray busy bits and issue choice.
 
-Implements docs/history.md §6 (one queue of ``queue_depth`` operations per channel, at
+Implements docs/timing-contract.md §6 (one queue of ``queue_depth`` operations per channel, at
 most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
 subarray and active-slot checks, the scheduler policies); sources.md M2, L2.
 """
@@ -40,14 +40,13 @@ class ChannelQueue(wiring.Component):
     Issuing in t takes the subarray and an active slot; the completion on ``cpl`` in tc
     releases both, free again from tc+1.
 
-    Under contract 2 (``cfg.contract == 2``, docs/timing-contract.md §7) the choice above
-    is the *issue decision* of ``td``, offered on ``dec``, and the command register puts it
-    on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
-    decision (its subarray and active slot count as free), so a freed subarray still has its
-    next command on ``cmd`` in ``tc + 1``.
-    The choice is then made as one-hot grants (v2 §16 S1): the decided operation is an AND-OR
+    The choice above is the *issue decision* of ``td`` (docs/timing-contract.md §7), offered
+    on ``dec``, and the command register puts it on ``cmd`` in ``td + 1``; the completion on
+    ``cpl`` in ``td`` is forwarded into the decision (its subarray and active slot count as
+    free), so a freed subarray still has its next command on ``cmd`` in ``tc + 1``. The
+    choice is made as one-hot grants (§16 S1): the decided operation is an AND-OR
     select of the slots and the shift enables a prefix OR of the grant; with checks on, every
-    cycle asserts it equal to the priority encoders' choice, contract 1's structure.
+    cycle asserts it equal to the priority encoders' choice.
 
     Parameters
     ----------
@@ -66,10 +65,10 @@ class ChannelQueue(wiring.Component):
         Operation to enqueue; ``ready`` while the occupancy at the start of the cycle is
         below ``queue_depth``.
     cmd : ``Out(cmd_layout)``
-        The command issued in this cycle (valid only; the media never refuses, §1). Under
-        contract 2 a register: the decision of the previous cycle.
+        The command issued in this cycle (valid only; the media never refuses, §1): the
+        command register, the decision of the previous cycle.
     dec : ``Out(cmd_layout)``
-        Contract 2 only: the issue decision of this cycle (v2 §7; the tables' QUEUED ->
+        The issue decision of this cycle (§7; the tables' QUEUED ->
         ISSUED / PROGRAM event).
     cpl : ``In(cpl_layout)``
         The channel's completion of this cycle (valid only).
@@ -84,8 +83,8 @@ class ChannelQueue(wiring.Component):
     has_program : ``Out(1)``
         A PROGRAM is queued.
     active : ``Out(range(active_per_channel + 1))``
-        Issued operations whose completion has not been delivered (contract 2: before this
-        cycle, with this cycle's completion already released, v2 §7).
+        Issued operations whose completion has not been delivered before this cycle, with
+        this cycle's completion already released (§7).
 
     Multi-plane commands (``multiplane`` not ``off``, docs/timing-contract.md §7a):
     the busy bits are one per megaplane (MP1); ``cmd``, ``dec`` and ``cpl`` carry a
@@ -236,7 +235,7 @@ class ChannelQueue(wiring.Component):
 
     def _choose_binary(self, m, cand, is_program, prefix=""):
         """The policy's choice (§7) as priority encoders: ``(issue, pick)``, ``pick`` the
-        binary slot index (contract 1's structure; under contract 2 the reference of the
+        binary slot index (the reference of the
         one-hot choice's check)."""
         depth, policy, mut = self._cfg.queue_depth, self._cfg.scheduler, self._mutations
         any_cand, oldest = lowest_set(m, cand, f"{prefix}oldest")
@@ -322,7 +321,7 @@ class ChannelQueue(wiring.Component):
 
     # ==================================================== docs/timing-contract.md §7a
     def _elaborate_multiplane(self):
-        """Contract 2 with multi-plane commands (MP1-MP9): the choice of §7 over candidates
+        """Multi-plane commands (MP1-MP9): the choice of §7 over candidates
         whose megaplane is free and (``megaplane``) whose megapage is full or has waited the
         window; the decision takes the chosen operation's group."""
         m = Module()

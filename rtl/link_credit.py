@@ -1,4 +1,4 @@
-"""The deficit link credit of one channel under contract 2, without a multiplier.
+"""The deficit link credit of one channel, without a multiplier.
 
 Implements docs/timing-contract.md §8 "Link credit per channel" and "How the RTL computes
 it": in units of ``g = gcd(G, F)`` a byte costs ``b = F / g`` and a tick adds ``γ = G / g``;

@@ -1,15 +1,9 @@
-"""Response arbiter with per-channel link credits.
+"""The response stages of one response port: R, K and E with the link credit.
 
-Implements docs/history.md §8 (L2): at most one response per cycle; the entry being
-drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then the lowest-index
-write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
-channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
-``link_burst_bytes * memory_clock_khz``.
-
-Under contract 2 (``cfg.contract == 2``) it is the response pipeline of
-docs/timing-contract.md §8: R (choose the next waiter by the same rule), K (launch with
-the deficit credit of :mod:`.link_credit`) and the two-entry egress queue E
-(:mod:`.stage_queue`), whose head is ``resp``.
+Implements docs/timing-contract.md §8 and DP7: R takes the next waiter (a locked table
+keeps the port, else the MSHR's offer first), K launches it while its channel's deficit
+credit (:mod:`.link_credit`) is positive and the two-entry egress queue E
+(:mod:`.stage_queue`), whose head is ``resp``, has room.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from hbfsim.rtl.stage_queue import StageQueue
 
 
 def waiter_layout(w: Widths) -> data.StructLayout:
-    """A waiter taken by R (contract 2, v2 §8): its table entry, request slot and flags."""
+    """A waiter taken by R (§8): its table entry, request slot and flags."""
     return data.StructLayout({
         "kind": EntryKind,
         "index": unsigned(w.tag_index),
@@ -43,25 +37,20 @@ def waiter_layout(w: Widths) -> data.StructLayout:
 
 
 def egress_layout(w: Widths) -> data.StructLayout:
-    """A launched response in E (v2 §8): the response and the slot its handshake releases."""
+    """A launched response in E (§8): the response and the slot its handshake releases."""
     return data.StructLayout({"resp": resp_layout(w), "slot": unsigned(w.slot)})
 
 
 class ResponseArbiter(wiring.Component):
-    """Choose the table that answers, check its channel's credit, drive ``resp``.
+    """R, K and E of one response port (docs/timing-contract.md §8, DP7).
 
     Each table (:class:`~hbfsim.rtl.mshr.Mshr`, :class:`~hbfsim.rtl.write_buffer.WriteBuffer`)
-    already offers the head waiter of the entry it drains, or of its lowest RETURN entry; this
-    block picks between the two tables (a locked table keeps the port, else the MSHR first),
-    tells the chosen one with ``*_sel`` so that its entry stays chosen even without a
-    handshake, and reads the request's slot for the response fields. The response is valid
-    only with enough credit on the entry's channel. Credit per channel follows
-    ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
-    ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
-
-    Under ``pipeline = "deep"`` (docs/timing-contract.md DP7) every waiter R takes
-    spends at least one cycle in R: K takes only from R, so the admission store's read
-    address (``slot_next``) is R's or K's register, never a table's offer.
+    offers the next waiter of the entry its response choice holds; R takes one of the two
+    offers (a locked table keeps the port, else the MSHR first) while R is empty or hands
+    its waiter to K. Every waiter spends at least one cycle in R (DP7): K takes only from R,
+    so the admission store's read address (``slot_next``) is R's or K's register, never a
+    table's offer. K launches its waiter into E while the channel's credit is positive and
+    E has room; the handshake on ``resp`` (E's head) releases the request slot.
 
     Parameters
     ----------
@@ -75,35 +64,27 @@ class ResponseArbiter(wiring.Component):
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     own_credit : bool
-        Contract 2, channel shape (v2 §8, §15 item 4): this is the response port of one
-        channel, whose entries alone it serves, so it keeps that channel's one
-        :class:`LinkCredit` and K tests it without a channel multiplexer.
+        Channel shape (§8, §15 item 4): this is the response port of one channel, whose
+        entries alone it serves, so it keeps that channel's one :class:`LinkCredit` and K
+        tests it without a channel multiplexer.
 
     Members
     -------
     mshr_ret, wb_ret : ``In(stream.Signature(ret_layout))``
         The tables' offers; ``ready`` is the handshake.
     mshr_sel, wb_sel : ``Out(1)``
-        The table chosen in this cycle.
+        R takes that table's offer in this cycle (the ``ret`` handshake).
     mshr_locked, wb_locked : ``In(1)``
         The table is draining an entry it was chosen for.
     slot : ``Out(range(admission))``
-        Slot of the offered response, for the slot table read.
-    slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
-        The slot's request fields and ``mshr_hit`` flag.
-    resp : ``Out(stream.Signature(resp_layout))``
-        The host response.
-    credit : ``Out(ArrayLayout(unsigned(bits), channels))``
-        Link credit per channel (observability; contract 1 only).
-
-    Contract 2 (v2 §8): ``*_sel`` is high when R takes that table's offer (the ``ret``
-    handshake), ``slot`` is the slot of the waiter in K, ``slot_data`` / ``slot_hit`` its
-    size and response fields, read synchronously from ``slot_next`` in the cycle before,
-    ``resp`` is the head of E, and these ports are added:
-
+        The slot of the waiter in K.
     slot_next : ``Out(range(admission))``
         The slot of the waiter K holds in the next cycle (the synchronous read address, S5).
-
+    slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
+        The size and response fields of K's slot, read synchronously from ``slot_next`` in
+        the cycle before, and its ``mshr_hit`` flag.
+    resp : ``Out(stream.Signature(resp_layout))``
+        The host response: the head of E.
     mshr_launched, wb_launched : ``Out(event_layout)``
         K launched the last waiter of the named entry: FREE from the next cycle.
     release : ``Out(data.StructLayout({"valid": 1, "slot": slot}))``

@@ -1,6 +1,6 @@
 """Stack scheduler: the channel queues, the enqueue arbiter and the write-drain window.
 
-Implements docs/history.md §6 (enqueue arbiter: per channel the MSHR's offer before
+Implements docs/timing-contract.md §6 (enqueue arbiter: per channel the MSHR's offer before
 the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
 stack's write-drain window); sources.md M2.
 """
@@ -38,9 +38,9 @@ class Scheduler(wiring.Component):
     Stack-wide active cap (§7, ``active_total > 0``): channel ``c`` may issue in t only while
     the stack's active count at the start of t plus the commands channels ``0..c-1`` issue in
     t is below ``active_total``, so channels take the stack's slots in ascending order (a
-    ripple of adders over the channels' ``active`` registers and this cycle's issues). Under
-    contract 2 the sum is over the decisions of ``td`` and the active counts with the
-    completions of ``td`` released (v2 §7), and ``cmd[c]`` is each queue's command register.
+    ripple of adders over the channels' ``active`` registers and this cycle's issues): the
+    sum is over the decisions of ``td`` and the active counts with the completions of ``td``
+    released (§7), and ``cmd[c]`` is each queue's command register.
 
     Parameters
     ----------
@@ -58,9 +58,9 @@ class Scheduler(wiring.Component):
     mshr_enq, wb_enq : ``In(stream.Signature(queue_op_layout)).array(channels)``
         Per-channel offers of the MSHR and of the write buffer.
     cmd : ``Out(cmd_layout).array(channels)``
-        Commands issued in this cycle (contract 2: decided in the previous cycle, v2 §7).
+        Commands issued in this cycle (decided in the previous cycle, §7).
     dec : ``Out(cmd_layout).array(channels)``
-        Contract 2 only: the issue decisions of this cycle (v2 §7), with the completions of
+        The issue decisions of this cycle (§7), with the completions of
         this cycle forwarded into them.
     cpl : ``In(cpl_layout).array(channels)``
         Completions delivered in this cycle.

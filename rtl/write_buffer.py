@@ -697,7 +697,8 @@ class WriteBuffer(wiring.Component):
 
     def _entry_invariants(self, m, i, state, page, head, tail, waiters, serialized, drained):
         """Entry ``i``'s waiter-list and page invariants against the check's own waiter
-        count; ``drained`` (contract 2, or None) counts as FREE (v2 §8)."""
+        count; ``drained`` (all waiters taken, the last not yet launched) counts as FREE
+        (§8)."""
         checks, n = self._checks, self._cfg.write_buffer_entries
         free = state[i] == WbState.FREE
         if drained is not None:
