@@ -264,7 +264,10 @@ class Admission(wiring.Component):
         for i in range(n):
             for p in range(P):
                 with m.If(takes[p] & (slots[p] == i)):
-                    m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+                    if "admission-slot-reuse" in self._mutations:
+                        m.d.sync += mshr_hit[i].eq(0)
+                    else:
+                        m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
             for p in range(P):
                 with m.If(self.release[p].valid & (self.release[p].slot == i)):
                     m.d.sync += used[i].eq(0)

@@ -19,6 +19,7 @@ from amaranth.utils import bits_for
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.mutations import check_mutations
 
 
 class LinkCredit(wiring.Component):
@@ -32,6 +33,8 @@ class LinkCredit(wiring.Component):
     checks : bool or "formal"
         Properties (:mod:`hbfsim.rtl.checks`): ``x`` within ``[1 - 4096 b + γ, γ]``, the
         remainder below ``b``; a launch only while ``x > 0`` (the neighbour's protocol).
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
     The tick's carry and next remainder, which depend on ``r`` alone, are registers
     (``carry_reg``, ``r_next_reg``) computed a cycle ahead, so the credit's path does not
@@ -50,10 +53,11 @@ class LinkCredit(wiring.Component):
         The credit's byte count and remainder (observability; ``x = b * y + r``).
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
         self._b = b = cfg.link_byte_cost
         self._gain = g = cfg.link_gain
         self._checks = check_mode(checks)
+        self._mutations = check_mutations(mutations)
         # y lies in [floor((1 - 4096 b + γ) / b), γ div b]
         self._y_min = (1 - PAGE_BYTES * b + g) // b
         self._y_max = g // b
@@ -127,7 +131,10 @@ class LinkCredit(wiring.Component):
         # the registers and the byte count (K's registered slot data); the launch, which
         # arrives last (it depends on E's room and the channel's credit), only selects
         t_spend = Signal(signed(wide), name="y_minus_bytes")
-        m.d.comb += t_spend.eq(y - self.bytes)
+        if "credit-off-by-one" in self._mutations:
+            m.d.comb += t_spend.eq(y - self.bytes + 1)
+        else:
+            m.d.comb += t_spend.eq(y - self.bytes)
         keep, spend = capped(y, "keep_capped"), capped(t_spend, "spend_capped")
         m.d.sync += [y.eq(Mux(self.launch, spend[0], keep[0])),
                      r.eq(Mux(self.launch, spend[1], keep[1])),

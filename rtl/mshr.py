@@ -267,6 +267,9 @@ class Mshr(wiring.Component):
             matches.append(match)
             hits.append(hit)
             hit_indexes.append(hit_index)
+        if checks:
+            self._lookup_protocol(m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+                                  mergeable, page)
 
         # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
         # launched (FREE from the next cycle, v2 §8) ----
@@ -394,7 +397,7 @@ class Mshr(wiring.Component):
             regss.append(regs)
 
         # ---- per-entry next state ----
-        issue_qs = []
+        issue_qs, done_qs = [], []
         for i in range(n):
             for p in range(P):
                 with m.If(w_new_p[p][i]):
@@ -437,21 +440,42 @@ class Mshr(wiring.Component):
             m.d.sync += sv.eq(Cat(ev_w | ev_s | (hold & sv[0]), ev_q | ev_s | (hold & sv[1]),
                                   ev_r | (hold & sv[2])))
             issue_qs.append(issue_q)
+            done_qs.append(done_q)
             events = Cat(ev_w, ev_q, ev_s, ev_r, ev_f)
             invariant(m, checks, (events & (events - 1)) == 0,
                       f"MSHR entry {i}: two state events in one cycle (DP6)")
 
         if checks:
             self._add_checks(m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en,
-                        w_d, fires, pops, curs, regss, nbytes, drained, any_free, free_index,
-                        free_count, fifo_count, enq_index, issue_qs, merge_en_p, w_new_p,
-                        free_indexes, disps, held)
+                             w_d, fires, pops, curs, regss, nbytes, drained, any_free,
+                             free_index, free_count, fifo_count, enq_index, issue_qs, done_qs,
+                             merge_en_p, w_new_p, free_indexes, disps, held)
         return m
+
+    def _lookup_protocol(self, m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+                         mergeable, page):
+        """What the controller's M promises the table (DP1; the controller asserts the same
+        of its vectors against a fresh lookup): the flag ``w_match`` only with W's
+        allocation, M's vector without W's entry, and for a read on ``disp`` the vector
+        (over the mergeable entries) and the flag equal to a fresh lookup of its page."""
+        checks, n = self._checks, self._cfg.mshr_entries
+        for p, d in enumerate(disps):
+            protocol(m, checks, ~w_match[p] | w_alloc[p],
+                     f"port {p}: w_match without W's allocation (DP1)")
+            protocol(m, checks, (disp_match[p] & Cat(*w_new_p[p])) == 0,
+                     f"port {p}: M's MSHR vector holds W's entry (DP1)")
+            if not self._cfg.mshr_merge:
+                continue
+            fresh = Cat(*[mergeable[i] & (page[i] == d.payload.page) for i in range(n)])
+            protocol(m, checks, ~d.valid | (((Cat(*mergeable) & disp_match[p]) == fresh)
+                                            & (w_match[p] == (w_alloc[p] & (w_d[p].page
+                                                                            == d.payload.page)))),
+                     f"port {p}: M's MSHR vector differs from a fresh lookup of its page (DP1)")
 
     def _add_checks(self, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en, w_d,
                     fires, pops, curs, regss, nbytes, drained, any_free, free_index, free_count,
-                    fifo_count, enq_index, issue_qs, merge_en_p, w_new_p, free_indexes, disps,
-                    held):
+                    fifo_count, enq_index, issue_qs, done_qs, merge_en_p, w_new_p, free_indexes,
+                    disps, held):
         """The properties of ``Mshr._add_checks`` with W (waiters counted when W writes) and
         the cursor (the next waiter in the cursor, not in ``head``), plus the deep structures':
         the free list holds exactly the FREE entries no W writes, each offer FIFO exactly
@@ -494,16 +518,20 @@ class Mshr(wiring.Component):
                 invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
                           f"MSHR entries {i} and {j} are both mergeable for one page")
         states = Array(state)
-        issue_q = Array(issue_qs)
+        issue_q, done_q = Array(issue_qs), Array(done_qs)
         for c in range(len(self.issue)):
             ev, done = self.issue[c], self.done[c]
+            # one issue per QUEUED entry: it is QUEUED until its issue applies (DP6)
             protocol(m, checks,
-                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)
+                                  & ~issue_q[ev.index]),
                      f"issue[{c}] names an MSHR entry that is not QUEUED")
-            # DP6: ISSUED from td + 2; a completion in td + 1 would find its issue pending
+            # DP6: ISSUED from td + 2; a completion in td + 1 would find its issue pending;
+            # one completion per entry
             protocol(m, checks,
                      ~done.valid | ((done.index < n) & ((states[done.index] == MshrState.ISSUED)
-                                                        | issue_q[done.index])),
+                                                        | issue_q[done.index])
+                                    & ~done_q[done.index]),
                      f"done[{c}] names an MSHR entry that is not ISSUED")
         for ev in ([self.launched] if P == 1 else list(self.launched)):
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),

@@ -129,7 +129,9 @@ class ResponseArbiter(wiring.Component):
         m.submodules.egress = egress = StageQueue(egress_layout(w), checks=checks)
         credits = []
         for c in range(1 if self._own else cfg.channels):
-            credits.append(LinkCredit(cfg, checks=checks))
+            # the credit's protocol (a launch only with positive credit) is K's to keep: an
+            # assertion here even in a proof of this block
+            credits.append(LinkCredit(cfg, checks=bool(checks), mutations=self._mutations))
             m.submodules[f"credit{c}"] = credits[-1]
 
         # R and K hold a waiter each; payloads are defined only while valid (v2 §0)
@@ -141,6 +143,10 @@ class ResponseArbiter(wiring.Component):
         m.d.comb += self.slot.eq(k.slot)
         positive = Array([cr.positive for cr in credits])[k.channel] if len(credits) > 1 \
             else credits[0].positive
+        if "credit-stale" in self._mutations:
+            stale = Signal(init=1, name="positive_before")
+            m.d.sync += stale.eq(positive)
+            positive = stale
         launch = Signal()
         m.d.comb += launch.eq(k_valid & positive & egress.inp.ready)
         for c, cr in enumerate(credits):
@@ -166,8 +172,12 @@ class ResponseArbiter(wiring.Component):
 
         # ---- R: take the next waiter while R is empty or its waiter moves to K (v2 §8) ----
         mr, wr = self.mshr_ret, self.wb_ret
-        sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
-        sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
+        if "response-wb-first" in self._mutations:
+            sel_wb = self.wb_locked | (~self.mshr_locked & wr.valid)
+            sel_mshr = ~sel_wb & (self.mshr_locked | mr.valid)
+        else:
+            sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
+            sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
         take = Signal()
         m.d.comb += take.eq((~r_valid | k_free) & (sel_mshr | sel_wb))
         m.d.comb += [mr.ready.eq(take & sel_mshr), wr.ready.eq(take & sel_wb),

@@ -403,6 +403,9 @@ class WriteBuffer(wiring.Component):
                       "(DP1, W's flag)")
             hits.append(hit)
             hit_indexes.append(hit_index)
+        if checks:
+            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, w_match,
+                                  w_alloc, w_new_p, w_d, w_blk, is_open, used, page)
         # DP4: allocation from the free list; with several ports, a head per port
         if P == 1:
             any_free, free_index, free_oh, free_pop, free_count = free_list(
@@ -551,8 +554,10 @@ class WriteBuffer(wiring.Component):
             eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy & ~merge_en[i],
                                   f"eligible{i}"))
             mshr_wait.append(in_flush & mshr_busy)
+            # (the mutation "wb-strict-partial" also drops the error path, which would
+            # otherwise answer the incomplete entry before its offer: an equivalent mutant)
             strict_error.append(named(m, in_flush & ~full[i] & ~merge_en[i], f"strict_error{i}")
-                                if strict else Const(0))
+                                if strict and "wb-strict-partial" not in mut else Const(0))
             # DP3: a candidate from the cycle after it is first eligible until it is enqueued
             q = Signal(name=f"eligible_q{i}")
             m.d.sync += q.eq(eligible[i])
@@ -677,6 +682,51 @@ class WriteBuffer(wiring.Component):
                         older, eligible, elig_q, cand, held, dec, is_open, any_free, free_index,
                         free_count, probe_useds, disps, victims)
         return m
+
+    def _lookup_protocol(self, m, disps, probes, disp_open, probe_used, w_match, w_alloc,
+                         w_new_p, w_d, w_blk, is_open, used, page):
+        """What the controller's M promises the table (DP1; the controller asserts the same
+        of its vectors against a fresh lookup): the flag ``w_match`` only with W's
+        allocation, M's vectors without W's entry, and for the request on ``disp`` or
+        ``probe`` the vector (over the OPEN or in-use entries) and the flag equal to a fresh
+        lookup of its page."""
+        checks, n = self._checks, self._cfg.write_buffer_entries
+        for p, (d, pr) in enumerate(zip(disps, probes)):
+            protocol(m, checks, ~w_match[p] | w_alloc[p],
+                     f"port {p}: w_match without W's allocation (DP1)")
+            w_oh = Cat(*w_new_p[p])
+            protocol(m, checks, ((disp_open[p] & w_oh) == 0) & ((probe_used[p] & w_oh) == 0),
+                     f"port {p}: M's write-buffer vectors hold W's entry (DP1)")
+            for valid, pg, vec, live, what in (
+                    (d.valid, d.payload.page, disp_open[p], is_open, "OPEN"),
+                    (pr.valid, pr.page, probe_used[p], used, "in-use")):
+                fresh = Cat(*[live[i] & (page[i] == pg) for i in range(n)])
+                protocol(m, checks, ~valid | (((Cat(*live) & vec) == fresh)
+                                              & (w_match[p] == (w_alloc[p]
+                                                                & (w_d[p].page == pg)))),
+                         f"port {p}: M's {what} vector differs from a fresh lookup of its page "
+                         "(DP1)")
+        # the MSHR's promise (§4.2 read step 1: a read of a page with a write-buffer entry in
+        # use stalls): a pending MSHR entry keeps its page, and none becomes pending for the
+        # page of an entry in use, or of one being written unless it is among that entry's
+        # blockers (a read of the page dispatched in the write's cycle on another port,
+        # §4.2.4)
+        k_n = self._cfg.mshr_entries
+        pend_prev = Signal(k_n, name="chk_mshr_pending_prev")
+        tags_prev = [Signal.like(self.mshr_tags[k], name=f"chk_mshr_tag_prev{k}")
+                     for k in range(k_n)]
+        m.d.sync += [pend_prev.eq(self.mshr_pending)] + \
+            [tags_prev[k].eq(self.mshr_tags[k]) for k in range(k_n)]
+        for k in range(k_n):
+            pend = self.mshr_pending[k]
+            protocol(m, checks, ~(pend & pend_prev[k]) | (self.mshr_tags[k] == tags_prev[k]),
+                     f"MSHR entry {k} changed its page while pending")
+            rising = pend & ~pend_prev[k]
+            for i in range(n):
+                new = Cat(*[w_new_p[p][i] & ~w_blk[p][k] for p in range(len(w_new_p))]).any()
+                protocol(m, checks, ~(rising & (used[i] | new)
+                                      & (self.mshr_tags[k] == self.tags[i])),
+                         f"MSHR entry {k} became pending for the page of write-buffer entry {i}")
 
     def _coverage_checks(self, m, i, state, cov, full):
         """W1 (coverage never shrinks while OPEN) and W3 (no strict PROGRAM of an incomplete
