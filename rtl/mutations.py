@@ -74,9 +74,11 @@ MUTATIONS = {mu.name: mu for mu in (
     Mutation("wb-coverage-overwrite", "write_buffer", "lost update",
              "a merge replaces the coverage bitmap instead of OR-ing into it", "formal",
              "coverage shrank while OPEN"),
+    # registered flush decisions and offers (DP3, DP5): the PROGRAM lies 10 steps deep
     Mutation("wb-strict-partial", "write_buffer", "missing condition",
-             "under the strict policy an incomplete FLUSH entry is still programmed", "formal",
-             "PROGRAM of an incomplete page under the strict policy"),
+             "under the strict policy an incomplete FLUSH entry is programmed (no error "
+             "response)", "formal", "PROGRAM of an incomplete page under the strict policy",
+             10),
     Mutation("wb-w4-ignored", "write_buffer", "missing condition",
              "a FLUSH entry programs although an older entry of its page is in use (W4)",
              "formal", "programs while an older entry of its page is in use"),
