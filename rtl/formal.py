@@ -151,8 +151,8 @@ BLOCKS = {b.name: b for b in (
     # fresh lookup, W's flag only with W's allocation, one issue and completion per entry,
     # a pending MSHR entry keeps its page) are assumed; the responses' covers lie deeper
     # than the BMC.
-    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 8, False, 10),
-    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False, 9),
+    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 8, False, 11),
+    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False, 10),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
     # (registered), distinct slots per cycle.

@@ -81,7 +81,7 @@ MUTATIONS = {mu.name: mu for mu in (
              10),
     Mutation("wb-w4-ignored", "write_buffer", "missing condition",
              "a FLUSH entry programs although an older entry of its page is in use (W4)",
-             "formal", "programs while an older entry of its page is in use"),
+             "formal", "eligible while an older entry of its page is in use", 10),
     Mutation("admission-slot-reuse", "admission", "lost update",
              "taking a slot does not mark it used, so the next request gets it again",
              "formal", "a request slot handed out while it still holds a request"),

@@ -553,6 +553,9 @@ class WriteBuffer(wiring.Component):
             # errors (the merge of the cycle after the decision lands in FLUSH)
             eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy & ~merge_en[i],
                                   f"eligible{i}"))
+            invariant(m, checks, ~eligible[i] | serialized[i],
+                      f"write-buffer entry {i} eligible while an older entry of its page is in "
+                      "use (W4)")
             mshr_wait.append(in_flush & mshr_busy)
             # (the mutation "wb-strict-partial" also drops the error path, which would
             # otherwise answer the incomplete entry before its offer: an equivalent mutant)
