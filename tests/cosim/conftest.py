@@ -16,12 +16,18 @@ SEED = 1
 #: (``host_ports = "channel"``) the directed multi-port scenarios, their random mix and the
 #: closed-loop GPU on the two-port RTL set ``ports``; RTL set A's directed scenarios, random
 #: traffic and GPU program (``<name>-ch``); the smallest tables (every stall), two stacks
-#: (``S * C`` ports, the system as wiring) and megaplane commands, one build each.
+#: (``S * C`` ports, the system as wiring) and megaplane commands, one build each. Not
+#: ``read-after-write-ch`` (nor ``burst-ch``, below): its property (one PROGRAM and one
+#: error: 32 writes of 128 B, one a tick, fill a page before the read that flushes it) is
+#: the stack shape's; with two ports over 32 admission slots the channel shape admits every
+#: port only while 2 slots are free (§4.1), the page's last writes wait for a response, the
+#: deadline flushes the entry incomplete and 33 responses carry the strict error, no PROGRAM
+#: (golden model and RTL alike, measured 2026-12-03: every event equal).
 FAST_CHANNEL = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-full-ports",
                 "pressure-raw", "mix-ports", "gpu-ports"] + \
-    [f"{k}-ch" for k in ("conservation", "coverage", "strict", "read-after-write",
-                         "saturation", "sched-fcfs", "mix-backpressure", "gpu-backpressure",
-                         "mix-tiny", "mix-2stacks", "mp-mix-megaplane")]
+    [f"{k}-ch" for k in ("conservation", "coverage", "strict", "saturation", "sched-fcfs",
+                         "mix-backpressure", "gpu-backpressure", "mix-tiny", "mix-2stacks",
+                         "mp-mix-megaplane")]
 #: Then the stack shape: RTL set A's directed scenarios, random traffic and GPU program,
 #: and the smallest tables; two builds.
 FAST_STACK = ["conservation", "coverage", "strict", "read-after-write", "saturation",
