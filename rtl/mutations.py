@@ -84,7 +84,7 @@ MUTATIONS = {mu.name: mu for mu in (
              "formal", "eligible while an older entry of its page is in use", 10),
     Mutation("admission-slot-reuse", "admission", "lost update",
              "taking a slot does not mark it used, so the next request gets it again",
-             "formal", "a request slot handed out while it still holds a request"),
+             "formal", "the registered admission count differs from the used slots"),
     Mutation("credit-off-by-one", "link_credit", "off-by-one",
              "a launch charges the link credit one byte less than the response's size",
              "formal", "the credit's next state differs from min(γ, x - cost + γ)"),

@@ -100,8 +100,9 @@ def test_cosim_catches(name):
 
 
 def test_cosim_stops_on_an_rtl_assertion():
-    """Checks are compiled into Verilator: a request slot handed out twice stops the run at
-    the second accept, long before any port event differs from the golden model."""
+    """Checks are compiled into Verilator: a slot taken without being marked used stops the
+    run on the admission block's own count of the slots, long before any port event differs
+    from the golden model."""
     from hbfsim.cosim import scenarios
 
     runner = _cosim_or_skip()
