@@ -33,8 +33,8 @@ from hbfsim.model.gpu import GpuConfig, GpuProgram, Kernel, Producer  # noqa: E4
 
 
 def burst_config(channels: int):
-    # contract 1, stack shape: the raw C++ harness drives one request and one response port
-    return load_config(contract=1, channels=channels, subarrays_per_channel=1,
+    # the stack shape: the raw C++ harness drives one request and one response port
+    return load_config(host_ports="stack", channels=channels, subarrays_per_channel=1,
                        active_per_channel=1,
                        admission=256, mshr_entries=16, queue_depth=8, write_buffer_entries=2,
                        page_buffers=2, capacity_bytes=channels * 256 * PAGE_BYTES * 16)

@@ -15,8 +15,9 @@ import time
 from hbfsim.config import PAGE_BYTES, load_config
 from hbfsim.rtl.synth import synth_stats
 
-# contract 1, stack shape: the figures of docs/rtl.md; `--set contract=2` keeps the stack shape
-BASE = dict(contract=1, host_ports="stack", channels=2, subarrays_per_channel=4, mshr_entries=8,
+# the base point in the stack shape (the figures of docs/rtl.md before 2026-12-03 are contract
+# 1's, reproducible at e5ad083); `--set host_ports=channel` for the default shape
+BASE = dict(host_ports="stack", channels=2, subarrays_per_channel=4, mshr_entries=8,
             write_buffer_entries=4, admission=16, queue_depth=4,
             capacity_bytes=16 * 4 * 256 * PAGE_BYTES * 4)
 SWEEPS = [("mshr_entries", (8, 16, 32, 64)), ("write_buffer_entries", (2, 4, 8, 16)),

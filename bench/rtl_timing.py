@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="F", help="also write every row as JSON")
     ap.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                     dest="config_set", help="override a key of the base point (repeatable), "
-                    "e.g. --set contract=2")
+                    "e.g. --set host_ports=channel")
     a = ap.parse_args(argv)
     try:
         base = BASE | _config_set(a.config_set)

@@ -2,8 +2,7 @@
 
     hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
                       [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
-    hbfsim cosim soak [--requests N] [--seed S] [--contract 2|1] [--pipeline standard|deep]
-                      [--sim verilator|icarus]
+    hbfsim cosim soak [--requests N] [--seed S] [--sim verilator|icarus] [--no-checks]
     hbfsim waves list F.vcd
     hbfsim waves request F.vcd --id N
     hbfsim waves check F.vcd --trace T.csv
@@ -71,14 +70,6 @@ def register(subparsers, parser_class=None) -> None:
     soak.add_argument("--requests", type=int, default=20000, metavar="N",
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
-    soak.add_argument("--contract", type=int, default=2, metavar="1|2",
-                      help="timing contract of every run (default 2, the contract in force: "
-                           "both shapes and the multi-plane configurations; 1: contract 1's "
-                           "configurations, docs/cosim.md)")
-    soak.add_argument("--pipeline", default="standard", choices=("standard", "deep"),
-                      help="contract 2's pipeline (default standard; deep: Amendment A, "
-                           "docs/timing-contract.md, its six stack-shape "
-                           "configurations)")
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
@@ -254,7 +245,7 @@ def _cmd_soak(a) -> int:
 
     _check_counts(a)
     sim = _sim(a.sim)
-    cfgs = scenarios.soak_configs(a.contract, a.pipeline)
+    cfgs = scenarios.soak_configs()
     rng = random.Random(a.seed)
     per = 400  # requests per run: several seeds per configuration, each run short
     total = a.requests

@@ -109,13 +109,13 @@ def media_ports(cfg: HbfConfig) -> int:
 
 
 def channel_shape(cfg: HbfConfig) -> bool:
-    """The channel shape of contract 2 (timing-contract.md §1, §2)."""
-    return cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+    """The channel shape (timing-contract.md §1, §2)."""
+    return cfg.host_ports == "channel"
 
 
 def host_ports(cfg: HbfConfig) -> int:
     """Request (and response) ports of the top level: ``stacks x channels`` in the channel
-    shape of contract 2 (timing-contract.md §1, §2: port ``stack * C + channel``), else 1
+    shape (timing-contract.md §1, §2: port ``stack * C + channel``), else 1
     (the channel shape of one stack with one channel is the stack shape,
     :attr:`hbfsim.rtl.controller.Controller.ports`)."""
     if channel_shape(cfg):
@@ -134,17 +134,15 @@ def req_names(cfg: HbfConfig) -> list[tuple[str, str]]:
 
 def port_names(cfg: HbfConfig) -> list[str]:
     """The top-level ports of ``emit_verilog(cfg)`` (docs/rtl.md ``emit_verilog``); with
-    several stacks also the system layer's observability outputs ``rr`` and ``offers`` (and,
-    under contract 2, ``routed``); in the channel shape ``req__<p>__valid`` ... per port."""
+    several stacks in the stack shape also the system layer's observability outputs ``rr``,
+    ``offers`` and ``routed``; in the channel shape ``req__<p>__valid`` ... per port."""
     names = ["clk", "rst"]
     for rq, rs in req_names(cfg):
         names += [f"{rq}__valid", f"{rq}__ready", f"{rq}__payload", f"{rs}__valid",
                   f"{rs}__ready", f"{rs}__payload"]
     names += ["drain", "m_valid", "flushes"]
     if cfg.stacks > 1 and not channel_shape(cfg):   # the channel shape's system is wiring
-        names += ["rr", "offers"]
-        if cfg.contract == 2:   # the route stage's hand-over (rtl/system.py, v2 §2)
-            names += ["routed"]
+        names += ["rr", "offers", "routed"]   # routed: the route stage's hand-over (§2)
     for c in range(media_ports(cfg)):
         names += [f"cmd__{c}", f"cpl__{c}"]
     return names
@@ -264,7 +262,7 @@ class ControllerPorts(Codecs):
         self.resp_valid, self.resp_ready, self.resp_payload = self.resps[0]
         self.drain, self.m_valid = g("drain"), g("m_valid")
         self.flushes = g("flushes")
-        self.routed = g("routed") if self.system and cfg.contract == 2 else None
+        self.routed = g("routed") if self.system else None
         self.cmds = [g(f"cmd__{c}") for c in range(media_ports(cfg))]
         self.cpls = [g(f"cpl__{c}") for c in range(media_ports(cfg))]
         for port, codec in ([(r[2], self.req) for r in self.reqs]

@@ -24,9 +24,10 @@ from hbfsim.model.gpu import GpuConfig, GpuProgram, Kernel, Producer
 FAST = dict(t_read_us=0.01, t_prog_us=0.02, t_erase_us=0.05, buffer_hit_ticks=2,
             pages_per_block=4)
 #: The small controller of the RTL tests (tests/rtl/rtl_helpers.small_config), with 32
-#: request slots so that a page's 32 sector reads can all merge (§5.3). Under contract 1:
-#: a scenario's contract and shape are chosen by :func:`make` (``-v2``, ``-ch``).
-BASE = dict(contract=1, host_ports="stack", channels=2, subarrays_per_channel=4,
+#: request slots so that a page's 32 sector reads can all merge (§5.3). The stack shape
+#: unless the RTL set says otherwise; :func:`make` runs any scenario in the channel shape
+#: (``-ch``).
+BASE = dict(host_ports="stack", channels=2, subarrays_per_channel=4,
             active_per_channel=4, admission=32, mshr_entries=8, queue_depth=4,
             write_buffer_entries=4, write_deadline_ticks=40, read_agg_window_ticks=6,
             read_agg_threshold_bytes=2048, write_drain_high_water=2, write_drain_window_ticks=30)
@@ -53,36 +54,36 @@ RTL_SETS = {
     # multi-plane commands (docs/timing-contract.md §7a): two megaplanes of two
     # planes per channel, three active slots (so a second megaplane's group can be cut,
     # MP5); the same geometry with multiplane off for comparison
-    "mp-off": dict(contract=2, megaplane_planes=2, active_per_channel=3),
-    "mp-page": dict(contract=2, megaplane_planes=2, active_per_channel=3, multiplane="page"),
-    "mp-megaplane": dict(contract=2, megaplane_planes=2, active_per_channel=3,
+    "mp-off": dict(megaplane_planes=2, active_per_channel=3),
+    "mp-page": dict(megaplane_planes=2, active_per_channel=3, multiplane="page"),
+    "mp-megaplane": dict(megaplane_planes=2, active_per_channel=3,
                          multiplane="megaplane"),
     # ... and with the rest of the controller's options: merging off, the write-drain
     # policy, aggregation and a stack-wide cap; four planes a megaplane and a longer window;
     # two stacks; the page stream on the smallest tables
-    "mp-rich": dict(contract=2, megaplane_planes=2, channels=4, multiplane="megaplane",
+    "mp-rich": dict(megaplane_planes=2, channels=4, multiplane="megaplane",
                     scheduler="write-drain", mshr_merge=False, active_total=5,
                     read_mode="aggregation", write_timeout_policy="partial"),
-    "mp-m4": dict(contract=2, megaplane_planes=4, subarrays_per_channel=8, queue_depth=6,
+    "mp-m4": dict(megaplane_planes=4, subarrays_per_channel=8, queue_depth=6,
                   active_per_channel=8, scheduler="read-priority", multiplane="megaplane",
                   hyperpage_window_ticks=5),
-    "mp-2stacks": dict(contract=2, megaplane_planes=2, stacks=2, active_per_channel=3,
+    "mp-2stacks": dict(megaplane_planes=2, stacks=2, active_per_channel=3,
                        multiplane="megaplane"),
-    "mp-tiny-page": dict(contract=2, megaplane_planes=4, mshr_entries=2,
+    "mp-tiny-page": dict(megaplane_planes=4, mshr_entries=2,
                          write_buffer_entries=2, admission=4, queue_depth=2,
                          active_per_channel=1, multiplane="page"),
     # the channel shape (timing-contract.md §1, §4.1, §4.2.3, §4.2.4): two ports over
     # small shared pools and fewer admission slots than a burst needs (the CI build, kept
     # small); four ports under a partition scheduler, where a page's reads enter a read port
     # and its writes a write port; four interleaved fcfs ports on larger tables
-    "ports": dict(contract=2, host_ports="channel", channels=2, admission=5, mshr_entries=3,
+    "ports": dict(host_ports="channel", channels=2, admission=5, mshr_entries=3,
                   write_buffer_entries=2, queue_depth=2, active_per_channel=2,
                   write_deadline_ticks=25),
-    "ports-partition": dict(contract=2, host_ports="channel", channels=4,
+    "ports-partition": dict(host_ports="channel", channels=4,
                             scheduler="partition-2r2w", subarrays_per_channel=2,
                             active_per_channel=2, admission=6, mshr_entries=3,
                             write_buffer_entries=2, queue_depth=2, write_deadline_ticks=25),
-    "ports-fcfs": dict(contract=2, host_ports="channel", channels=4, admission=12,
+    "ports-fcfs": dict(host_ports="channel", channels=4, admission=12,
                        mshr_entries=4, write_buffer_entries=3, active_per_channel=2),
 }
 
@@ -254,7 +255,7 @@ def _coverage_note(sector_bytes: int) -> str:
 
 def _on_port(cfg: HbfConfig, port: int, k: int, op: str = "R") -> tuple[str, int]:
     """``(op, page)``: the ``k``-th stack-local page whose requests of kind ``op`` enter
-    port ``port`` (v2 §1: the port of the mapped channel). Under a partition scheduler the
+    port ``port`` (§1: the port of the mapped channel). Under a partition scheduler the
     port decides the kind (the first ``R`` ports take reads, the others writes)."""
     from hbfsim.model.mapping import Mapper
 
@@ -282,7 +283,7 @@ def ports_same_cycle(rtl: str):
         return Scenario(f"ports-same-cycle-{rtl}", cfg.as_dict(), _rows(cfg, spec),
                         seed=seed, expect={"responses": len(spec), "answered_once": 1})
     make_one.__doc__ = (f"Every port of RTL set {rtl!r} presents a request in the same "
-                        "cycles (v2 §4.1): reads, sector and whole-page writes of a few pages "
+                        "cycles (§4.1): reads, sector and whole-page writes of a few pages "
                         "each, so that merges, pool stalls and RAW stalls on one port meet the "
                         "other ports' accepts and dispatches.")
     return make_one
@@ -302,7 +303,7 @@ def pool_fairness(rtl: str):
         return Scenario(f"pool-fairness-{rtl}", cfg.as_dict(), _rows(cfg, spec), seed=seed,
                         expect={"responses": len(spec), "page_reads": len(reads)})
     make_one.__doc__ = (f"Shared pools exhausted by every port at once on RTL set {rtl!r} "
-                        "(v2 §4.2.3, §11.6): read misses of distinct pages at tick 0 against "
+                        "(§4.2.3, §11.6): read misses of distinct pages at tick 0 against "
                         "the few MSHR entries, then half-page writes of distinct pages against "
                         "the write buffer (pressure victims, one per cycle); each pool's "
                         "pointer rotates.")
@@ -328,7 +329,7 @@ def admission_full(rtl: str):
 
 def pressure_raw(seed: int, n: int = 0) -> Scenario:
     """The oldest OPEN entry flushed by a read of another port in the cycle a write stalls
-    for a write-buffer entry (v2 §4.2 write step 2, §4.2.4): the golden model chooses no
+    for a write-buffer entry (§4.2 write step 2, §4.2.4): the golden model chooses no
     pressure victim in that cycle and the next oldest OPEN entry in the next one
     (docs/rtl.md "Channel shape": the contract's text would count the raw-flushed entry as
     the pending victim). Two entries, ports 0 and 1."""
@@ -340,7 +341,7 @@ def pressure_raw(seed: int, n: int = 0) -> Scenario:
 
 
 def partition_same_page(seed: int, n: int = 64) -> Scenario:
-    """A page on two ports under ``partition-2r2w`` (v2 §4.2.4): its reads enter a read
+    """A page on two ports under ``partition-2r2w`` (§4.2.4): its reads enter a read
     port, its writes a write port, in the same cycles; a read and a write of one page
     dispatched together (the write's PROGRAM waits for the read's entry), a read after a
     write of its page (RAW across ports), and a write that waits for an entry while a
@@ -630,24 +631,15 @@ def mix(seed: int, n: int = 200) -> Scenario:
                     expect={"responses": n, "answered_once": 1})
 
 
-def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfig]:
-    """Six configurations that together use every scheduler, read mode, write policy and
-    merging setting, at 1, 2, 4, 8 and 16 channels, one with a stack-wide active cap and one
-    with two stacks (``cosim soak``).
-
-    ``contract = 2`` runs the same six under timing contract 2 in the stack shape, adds the
+def soak_configs() -> list[HbfConfig]:
+    """The soak's eighteen configurations (``cosim soak``): six that together use every
+    scheduler, read mode, write policy and merging setting, at 1, 2, 4, 8 and 16 channels,
+    one with a stack-wide active cap and one with two stacks, in the stack shape; the
     multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their runs use megapage
-    traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream), and the six again
-    in the channel shape (``host_ports = "channel"``, v2 §1, §2; the two-stack row with two
-    stacks: ``S * C`` ports), and the three multi-plane sets in the channel shape too.
-
-    ``pipeline = "deep"`` (the registered pipeline, docs/timing-contract.md) runs the same
-    eighteen as ``contract = 2`` (every mode, both shapes: issue 23 step 3) under deep.
+    traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream); and the same
+    nine in the channel shape (``host_ports = "channel"``, §1, §2; the two-stack row with
+    ``S * C`` ports).
     """
-    if contract not in (1, 2):
-        raise ValueError(f"contract must be 1 or 2, not {contract!r}")
-    if pipeline not in ("standard", "deep"):
-        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
         dict(channels=2, scheduler="read-priority", read_mode="aggregation",
@@ -662,16 +654,10 @@ def soak_configs(contract: int = 1, pipeline: str = "standard") -> list[HbfConfi
         dict(channels=16, scheduler="partition-3r1w", read_mode="aggregation",
              write_timeout_policy="partial", subarrays_per_channel=2),
     ]
-    if contract == 1:
-        if pipeline == "deep":
-            raise ValueError("pipeline = 'deep' needs contract = 2")
-        return [config(**r) for r in rows]
-    deep = dict(pipeline="deep") if pipeline == "deep" else {}
-    return [config(**r, contract=2, **deep) for r in rows] + \
-        [config(k, **deep) for k in ("mp-rich", "mp-m4", "mp-tiny-page")] + \
-        [config(**r, contract=2, host_ports="channel", **deep) for r in rows] + \
-        [config(k, host_ports="channel", **deep)
-         for k in ("mp-rich", "mp-m4", "mp-tiny-page")]
+    mp = ("mp-rich", "mp-m4", "mp-tiny-page")
+    return [config(**r) for r in rows] + [config(k) for k in mp] + \
+        [config(**r, host_ports="channel") for r in rows] + \
+        [config(k, host_ports="channel") for k in mp]
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
@@ -744,34 +730,23 @@ for _c in (1, 4, 8, 16):
     SCENARIOS[f"conservation-{_c}ch"] = (lambda c: lambda seed, n=64: conservation(seed, n, c))(_c)
 
 
-def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
-         host_ports: str = "stack", pipeline: str = "standard") -> Scenario:
+def make(name: str, seed: int = 1, n: int | None = None,
+         host_ports: str | None = None) -> Scenario:
     """Build scenario ``name`` (``n`` requests where it has a size).
 
-    ``contract = 2`` gives the same requests, media and ``resp.ready`` pattern under timing
-    contract 2 (docs/timing-contract.md, stack shape); the scenario is then named
-    ``<name>-v2`` (its own RTL build: the Verilog differs). ``host_ports = "channel"``
-    (contract 2 only) runs it in the channel shape (v2 §1: a request port and a response
-    port per channel), named ``<name>-ch``. ``pipeline = "deep"`` (contract 2) runs it
-    under the registered pipeline (docs/timing-contract.md), named ``<name>-deep`` (in the
-    scenario's own shape: the stack shape, or the channel shape of a ``ports`` scenario) or,
-    with ``host_ports = "channel"``, ``<name>-deep-ch``.
+    The scenario runs in the shape of its RTL set (the stack shape, or the channel shape of
+    a ``ports`` set); ``host_ports = "channel"`` runs the same requests, media and
+    ``resp.ready`` pattern in the channel shape (§1: a request port and a response port per
+    channel), named ``<name>-ch`` (its own RTL build: the Verilog differs).
 
     Raises
     ------
     ValueError
-        Unknown name (the message lists the known ones), a bad size or contract.
+        Unknown name (the message lists the known ones), a bad size or shape.
     """
-    if contract not in (1, 2):
-        raise ValueError(f"contract must be 1 or 2, not {contract!r}")
-    if host_ports not in ("stack", "channel"):
-        raise ValueError(f"host_ports must be stack or channel, not {host_ports!r}")
-    if host_ports == "channel" and contract != 2:
-        raise ValueError("host_ports = 'channel' needs contract = 2")
-    if pipeline not in ("standard", "deep"):
-        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
-    if pipeline == "deep" and contract != 2:
-        raise ValueError("pipeline = 'deep' needs contract = 2")
+    if host_ports not in (None, "channel"):
+        raise ValueError(f"host_ports must be channel (or the scenario's own shape), not "
+                         f"{host_ports!r}")
     f = SCENARIOS.get(name)
     if f is None:
         raise ValueError(f"--scenario must be one of {', '.join(sorted(SCENARIOS))}, "
@@ -779,16 +754,7 @@ def make(name: str, seed: int = 1, n: int | None = None, contract: int = 1,
     if n is not None and n < 1:
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
-    if host_ports == "channel" and pipeline == "deep":
-        sc.config = dict(sc.config, contract=2, host_ports="channel", pipeline="deep")
-        sc.name = f"{sc.name}-deep-ch"
-    elif host_ports == "channel":
-        sc.config = dict(sc.config, contract=2, host_ports="channel")
+    if host_ports == "channel":
+        sc.config = dict(sc.config, host_ports="channel")
         sc.name = f"{sc.name}-ch"
-    elif pipeline == "deep":
-        sc.config = dict(sc.config, contract=2, pipeline="deep")
-        sc.name = f"{sc.name}-deep"
-    elif contract == 2:
-        sc.config = dict(sc.config, contract=2)
-        sc.name = f"{sc.name}-v2"
     return sc

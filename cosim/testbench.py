@@ -294,17 +294,16 @@ class TraceRecorder:
         self.inflight: dict[int, Request] = {}
         self.inside = [0] * cfg.stacks   # per stack: accepted and not yet answered
         self.accepted = 0
-        # contract 2, several stacks in the stack shape: accepted at the system port, not
-        # yet by their stack (the channel shape has no route stage, v2 §2)
+        # several stacks in the stack shape: accepted at the system port, not yet by their
+        # stack (the channel shape has no route stage, §2)
         self.route: deque[Request] | None = \
-            deque() if cfg.stacks > 1 and cfg.contract == 2 and not channel_shape(cfg) \
-            else None
+            deque() if cfg.stacks > 1 and not channel_shape(cfg) else None
 
     def accept(self, t: int, r: Request) -> None:
         """Request ``r`` was accepted in cycle ``t`` (call before this cycle's response:
         the Ingress depth counts the stack's requests accepted and not answered before t).
-        Under contract 2 with several stacks the depth is counted when the stack takes it
-        from the route stage (:meth:`routed`), as the golden model does (v2 §2)."""
+        With several stacks in the stack shape the depth is counted when the stack takes it
+        from the route stage (:meth:`routed`), as the golden model does (§2)."""
         page = (r.addr - self.cfg.base_address) // PAGE_BYTES
         r.stack, r.q = self.mapper.stack_of(page)
         r.ch, r.local, r.sub = self.mapper.channel_of(r.q, r.op == "W")

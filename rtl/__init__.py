@@ -1,4 +1,4 @@
-"""The hbfsim base-die controller as Amaranth HDL (docs/history.md, docs/rtl.md).
+"""The hbfsim base-die controller as Amaranth HDL (docs/timing-contract.md, docs/rtl.md).
 
 One block per module, each a :class:`amaranth.lib.wiring.Component` built from one
 :class:`hbfsim.config.HbfConfig`:
@@ -9,8 +9,8 @@ One block per module, each a :class:`amaranth.lib.wiring.Component` built from o
 * :mod:`.write_buffer` -- write coverage buffer (§4.2, §4.4, §5);
 * :mod:`.channel_queue` and :mod:`.scheduler` -- channel queues and issue (§6, §7);
 * :mod:`.admission` -- request slots (§4.1);
-* :mod:`.response` -- response arbiter with link credits (§8);
+* :mod:`.response` -- the response stages R / K / E with link credits (§8);
 * :mod:`.controller` -- the stack controller that composes them (§1);
-* :mod:`.system` -- several stacks behind one request and one response port (§2);
+* :mod:`.system` -- several stacks behind the host ports (§2);
 * :mod:`.emit` -- Verilog output.
 """

@@ -1,11 +1,12 @@
 """Admission slots: the request slots that bound the requests inside the controller.
 
-Implements docs/history.md §4.1 (L1): a slot is taken in the accept cycle and
+Implements docs/timing-contract.md §4.1 (L1): a slot is taken in the accept cycle and
 released by the response handshake, usable again from the next cycle, so ``alloc_ready`` is
-``inflight(t) < admission``. Each slot holds what the response needs (§1 ``resp``): id, op,
-source, size, and the ``mshr_hit`` flag recorded at dispatch.
+``inflight(t) < admission``, a flip-flop computed from the next-state count. Each slot holds
+what the response needs (§1 ``resp``): id, op, source, size, and the ``mshr_hit`` flag
+recorded at dispatch, read synchronously by the response stages.
 
-In the channel shape of contract 2 (``ports = P > 1``, docs/timing-contract.md §4.1) the
+In the channel shape (``ports = P > 1``, §4.1) the
 count is shared by ``P`` request ports: every port is ready while at least ``P`` slots are
 free (with fewer than ``P`` slots in all, port ``p`` while ``rank_p(t) = (p - t) mod P`` is
 below the free slots), and every port has its own accept, release, ``mshr_hit`` and read
@@ -61,16 +62,16 @@ class Admission(wiring.Component):
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     ports : int
-        Request ports sharing the count: 1 (stack shape, contract 1), or ``channels`` in
-        the channel shape (v2 §4.1). With ``P > 1`` every member below except ``inflight``
+        Request ports sharing the count: 1 (stack shape), or ``channels`` in the channel
+        shape (§4.1). With ``P > 1`` every member below except ``inflight``
         is one per port: ``alloc_ready``, ``alloc`` and ``rd_hit`` are ``P``-bit vectors
         (bit ``p`` for port ``p``), the others arrays of ``P``.
 
     Members
     -------
     alloc_ready : ``Out(1)``
-        A slot is free (``inflight < admission``); under contract 2 a flip-flop computed from
-        the next-state count (v2 §0: ``req.ready`` is a register output).
+        A slot is free (``inflight < admission``): a flip-flop computed from the next-state
+        count (§0: ``req.ready`` is a register output).
     alloc : ``In(1)``
         Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
     alloc_slot : ``Out(range(admission))``
@@ -82,8 +83,8 @@ class Admission(wiring.Component):
     release : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
         The slot's response was handshaken.
     rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
-        Combinational read of a slot; under contract 2 a synchronous one (``rd_data`` and
-        ``rd_hit`` are the slot ``rd_slot`` named in the cycle before, v2 §16 S5).
+        A synchronous read of a slot (``rd_data`` and ``rd_hit`` are the slot ``rd_slot``
+        named in the cycle before, §16 S5).
     inflight : ``Out(range(admission + 1))``
         Slots in use.
     """
@@ -135,36 +136,28 @@ class Admission(wiring.Component):
         mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
         m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
         wr = store.write_port()
-        v2 = self._cfg.contract == 2
-        # v2 §16 (S5): under contract 2 a synchronous read (the data one cycle after the
-        # address), so that the store can be a RAM with registered output
-        rd = store.read_port() if v2 else store.read_port(domain="comb")
+        # a synchronous read (the data one cycle after the address), so that the store can
+        # be a RAM with registered output
+        rd = store.read_port()
 
         any_free, free = lowest_set(m, [~u for u in used], "free_slot")
-        rd_hit_q = Signal(name="rd_hit_q") if v2 else None
+        rd_hit_q = Signal(name="rd_hit_q")
         take = named(m, self.alloc & any_free, "take")
-        if self._cfg.contract == 2:
-            # v2 §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the
-            # next-state count, so that ``req.ready`` is a register output
-            room = Signal(init=1, name="room")
-            after = Signal(range(n + 2), name="inflight_next")
-            if getattr(self._cfg, "pipeline", "standard") == "deep":
-                # the count kept in a register of its own, not a population count of the
-                # used bits (docs/rtl.md "Issue 12, part C", (h): the same values, a
-                # shorter path)
-                count = Signal(range(n + 1), name="inflight_count")
-                m.d.comb += after.eq(count + take - self.release.valid)
-                m.d.sync += count.eq(after)
-                invariant(m, self._checks, count == tree_sum(used),
-                          "the registered admission count differs from the used slots")
-            else:
-                m.d.comb += after.eq(tree_sum(used) + take - self.release.valid)
-            m.d.sync += room.eq(after < n)
-            m.d.comb += self.alloc_ready.eq(room)
-            invariant(m, self._checks, room == any_free,
-                      "the registered admission room differs from a free slot")
-        else:
-            m.d.comb += self.alloc_ready.eq(any_free)
+        # §0, §4.1: ``inflight < admission`` as a flip-flop of its own, from the next-state
+        # count, so that ``req.ready`` is a register output
+        room = Signal(init=1, name="room")
+        after = Signal(range(n + 2), name="inflight_next")
+        # the count kept in a register of its own, not a population count of the used bits
+        # (docs/rtl.md "Issue 12, part C", (h): the same values, a shorter path)
+        count = Signal(range(n + 1), name="inflight_count")
+        m.d.comb += after.eq(count + take - self.release.valid)
+        m.d.sync += count.eq(after)
+        invariant(m, self._checks, count == tree_sum(used),
+                  "the registered admission count differs from the used slots")
+        m.d.sync += room.eq(after < n)
+        m.d.comb += self.alloc_ready.eq(room)
+        invariant(m, self._checks, room == any_free,
+                  "the registered admission room differs from a free slot")
         m.d.comb += [
             self.alloc_slot.eq(free),
             wr.addr.eq(free),
@@ -172,14 +165,13 @@ class Admission(wiring.Component):
             wr.en.eq(take),
             rd.addr.eq(self.rd_slot),
             self.rd_data.eq(rd.data),
-            # v2: the flag registered with the synchronous read
-            self.rd_hit.eq(rd_hit_q if v2 else select(m, mshr_hit, self.rd_slot, "rd_hit")),
+            # the flag registered with the synchronous read
+            self.rd_hit.eq(rd_hit_q),
             self.inflight.eq(tree_sum(used)),
         ]
-        if v2:
-            m.d.sync += rd_hit_q.eq(select(m, mshr_hit, self.rd_slot, "rd_hit"))
-            if self._checks:
-                self._check_sync_read(m, used, mshr_hit, store)
+        m.d.sync += rd_hit_q.eq(select(m, mshr_hit, self.rd_slot, "rd_hit"))
+        if self._checks:
+            self._check_sync_read(m, used, mshr_hit, store)
         for i in range(n):
             with m.If(take & (free == i)):
                 if "admission-slot-reuse" in self._mutations:
@@ -272,7 +264,10 @@ class Admission(wiring.Component):
         for i in range(n):
             for p in range(P):
                 with m.If(takes[p] & (slots[p] == i)):
-                    m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+                    if "admission-slot-reuse" in self._mutations:
+                        m.d.sync += mshr_hit[i].eq(0)
+                    else:
+                        m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
             for p in range(P):
                 with m.If(self.release[p].valid & (self.release[p].slot == i)):
                     m.d.sync += used[i].eq(0)

@@ -1,6 +1,6 @@
 """One channel's queue of page operations, subarray busy bits and issue choice.
 
-Implements docs/history.md §6 (one queue of ``queue_depth`` operations per channel, at
+Implements docs/timing-contract.md §6 (one queue of ``queue_depth`` operations per channel, at
 most one enqueue per cycle, enqueue age) and §7 (issue: one command per channel per cycle,
 subarray and active-slot checks, the scheduler policies); sources.md M2, L2.
 """
@@ -40,14 +40,13 @@ class ChannelQueue(wiring.Component):
     Issuing in t takes the subarray and an active slot; the completion on ``cpl`` in tc
     releases both, free again from tc+1.
 
-    Under contract 2 (``cfg.contract == 2``, docs/timing-contract.md §7) the choice above
-    is the *issue decision* of ``td``, offered on ``dec``, and the command register puts it
-    on ``cmd`` in ``td + 1``; the completion on ``cpl`` in ``td`` is forwarded into the
-    decision (its subarray and active slot count as free), so a freed subarray still has its
-    next command on ``cmd`` in ``tc + 1``.
-    The choice is then made as one-hot grants (v2 §16 S1): the decided operation is an AND-OR
+    The choice above is the *issue decision* of ``td`` (docs/timing-contract.md §7), offered
+    on ``dec``, and the command register puts it on ``cmd`` in ``td + 1``; the completion on
+    ``cpl`` in ``td`` is forwarded into the decision (its subarray and active slot count as
+    free), so a freed subarray still has its next command on ``cmd`` in ``tc + 1``. The
+    choice is made as one-hot grants (§16 S1): the decided operation is an AND-OR
     select of the slots and the shift enables a prefix OR of the grant; with checks on, every
-    cycle asserts it equal to the priority encoders' choice, contract 1's structure.
+    cycle asserts it equal to the priority encoders' choice.
 
     Parameters
     ----------
@@ -66,10 +65,10 @@ class ChannelQueue(wiring.Component):
         Operation to enqueue; ``ready`` while the occupancy at the start of the cycle is
         below ``queue_depth``.
     cmd : ``Out(cmd_layout)``
-        The command issued in this cycle (valid only; the media never refuses, §1). Under
-        contract 2 a register: the decision of the previous cycle.
+        The command issued in this cycle (valid only; the media never refuses, §1): the
+        command register, the decision of the previous cycle.
     dec : ``Out(cmd_layout)``
-        Contract 2 only: the issue decision of this cycle (v2 §7; the tables' QUEUED ->
+        The issue decision of this cycle (§7; the tables' QUEUED ->
         ISSUED / PROGRAM event).
     cpl : ``In(cpl_layout)``
         The channel's completion of this cycle (valid only).
@@ -84,8 +83,8 @@ class ChannelQueue(wiring.Component):
     has_program : ``Out(1)``
         A PROGRAM is queued.
     active : ``Out(range(active_per_channel + 1))``
-        Issued operations whose completion has not been delivered (contract 2: before this
-        cycle, with this cycle's completion already released, v2 §7).
+        Issued operations whose completion has not been delivered before this cycle, with
+        this cycle's completion already released (§7).
 
     Multi-plane commands (``multiplane`` not ``off``, docs/timing-contract.md §7a):
     the busy bits are one per megaplane (MP1); ``cmd``, ``dec`` and ``cpl`` carry a
@@ -129,8 +128,7 @@ class ChannelQueue(wiring.Component):
                 ports["total_free"] = In(range(cfg.active_total + 1))
             else:
                 ports["total_room"] = In(1)
-        if cfg.contract == 2:
-            ports["dec"] = Out(cmd_layout(w))
+        ports["dec"] = Out(cmd_layout(w))
         if mp:
             ports["dec_ops"] = Out(lane_layout(w)).array(w.planes)
             ports["cpl_ops"] = Out(lane_done_layout(w)).array(w.planes)
@@ -155,17 +153,13 @@ class ChannelQueue(wiring.Component):
         count = Signal(range(depth + 1))
         busy_reg = Signal(cfg.subarrays_per_channel, name="busy")
         active_reg = Signal(range(cfg.active_per_channel + 1), name="active")
-        v2 = cfg.contract == 2
         done = self.cpl.valid
         one = Const(1, len(busy_reg))
         clear_mask = Mux(done, (one << self.cpl.subarray)[:len(busy_reg)], 0)
-        if v2:
-            # v2 §7: the completion delivered in td is released for the decision of td
-            busy = named(m, busy_reg & ~clear_mask, "busy_now")
-            active = Signal.like(active_reg, name="active_now")
-            m.d.comb += active.eq(active_reg - done)
-        else:
-            busy, active = busy_reg, active_reg
+        # §7: the completion delivered in td is released for the decision of td
+        busy = named(m, busy_reg & ~clear_mask, "busy_now")
+        active = Signal.like(active_reg, name="active_now")
+        m.d.comb += active.eq(active_reg - done)
         m.d.comb += [self.count.eq(count), self.active.eq(active)]
 
         valid = [named(m, count > k, f"valid{k}") for k in range(depth)]
@@ -185,15 +179,11 @@ class ChannelQueue(wiring.Component):
         if "queue-busy-ignored" in mut:
             free_sub = [Const(1)] * depth
         cand = [named(m, valid[k] & free_sub[k] & room, f"cand{k}") for k in range(depth)]
-        if v2:
-            issue, grant = self._choose_onehot(m, cand, is_program)
-            op = onehot_select(m, slots, grant, "picked")
-            # slot k takes its upper neighbour when the issued slot is at or below k
-            removed = prefix_or(m, grant, "removed")
-        else:
-            issue, pick = self._choose_binary(m, cand, is_program)
-            op = select(m, slots, pick, "picked")
-        decision = self.dec if v2 else self.cmd
+        issue, grant = self._choose_onehot(m, cand, is_program)
+        op = onehot_select(m, slots, grant, "picked")
+        # slot k takes its upper neighbour when the issued slot is at or below k
+        removed = prefix_or(m, grant, "removed")
+        decision = self.dec
         m.d.comb += [
             decision.valid.eq(issue),
             decision.op.eq(Mux(op.tag.kind == EntryKind.WBUF, CmdOp.PROGRAM, CmdOp.READ)),
@@ -201,21 +191,14 @@ class ChannelQueue(wiring.Component):
             decision.page.eq(op.page),
             decision.tag.eq(op.tag),
         ]
-        if v2:
-            # v2 §7: the command register; the decision of td is on cmd in td + 1
-            cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
-            m.d.sync += cmd_reg.eq(self.dec)
-            m.d.comb += self.cmd.eq(cmd_reg)
+        # §7: the command register; the decision of td is on cmd in td + 1
+        cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
+        m.d.sync += cmd_reg.eq(self.dec)
+        m.d.comb += self.cmd.eq(cmd_reg)
 
         # ---- busy subarrays and active slots: taken at issue, released at completion ----
         set_mask = Mux(issue, (one << op.subarray)[:len(busy_reg)], 0)
-        if v2:
-            m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
-        else:
-            m.d.sync += [
-                busy_reg.eq((busy_reg | set_mask) & ~clear_mask),
-                active_reg.eq(active_reg + issue - done),
-            ]
+        m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
         invariant(m, checks, ~issue | ~busy.bit_select(op.subarray, 1),
                   "command issued to a busy subarray (§7)")
         protocol(m, checks, ~done | busy_reg.bit_select(self.cpl.subarray, 1),
@@ -233,27 +216,26 @@ class ChannelQueue(wiring.Component):
             shifted = slots[k + 1] if k + 1 < depth else slots[k]
             with m.If(push & (write_pos == k)):
                 m.d.sync += slots[k].eq(self.enq.payload)
-            with m.Elif(removed[k] if v2 else issue & (pick <= k)):
+            with m.Elif(removed[k]):
                 m.d.sync += slots[k].eq(shifted)
         if checks:
             self._add_checks(m, busy_reg, count, active_reg, valid, is_program, cand, op, issue,
                              push)
-            if v2:
-                # v2 §16: the one-hot choice equals the priority encoders' choice (§7)
-                ref_issue, ref_pick = self._choose_binary(m, cand, is_program, "chk_")
-                ref_op = select(m, slots, ref_pick, "chk_picked")
-                for k in range(depth):
-                    invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
-                              f"slot {k}: the one-hot issue grant differs from the policy's "
-                              "choice (§7, v2 §16)")
-                invariant(m, checks, (issue == ref_issue) & (~issue | (
-                    op.as_value() == ref_op.as_value())),
-                    "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
+            # the one-hot choice equals the priority encoders' choice (§7)
+            ref_issue, ref_pick = self._choose_binary(m, cand, is_program, "chk_")
+            ref_op = select(m, slots, ref_pick, "chk_picked")
+            for k in range(depth):
+                invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
+                          f"slot {k}: the one-hot issue grant differs from the policy's "
+                          "choice (§7, v2 §16)")
+            invariant(m, checks, (issue == ref_issue) & (~issue | (
+                op.as_value() == ref_op.as_value())),
+                "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
         return m
 
     def _choose_binary(self, m, cand, is_program, prefix=""):
         """The policy's choice (§7) as priority encoders: ``(issue, pick)``, ``pick`` the
-        binary slot index (contract 1's structure; under contract 2 the reference of the
+        binary slot index (the reference of the
         one-hot choice's check)."""
         depth, policy, mut = self._cfg.queue_depth, self._cfg.scheduler, self._mutations
         any_cand, oldest = lowest_set(m, cand, f"{prefix}oldest")
@@ -339,7 +321,7 @@ class ChannelQueue(wiring.Component):
 
     # ==================================================== docs/timing-contract.md §7a
     def _elaborate_multiplane(self):
-        """Contract 2 with multi-plane commands (MP1-MP9): the choice of §7 over candidates
+        """Multi-plane commands (MP1-MP9): the choice of §7 over candidates
         whose megaplane is free and (``megaplane``) whose megapage is full or has waited the
         window; the decision takes the chosen operation's group."""
         m = Module()

@@ -1,27 +1,29 @@
-"""The stack controller: the blocks of one HBF stack behind the contract's four interfaces.
+"""The stack controller: the blocks of one HBF stack behind the contract's interfaces.
 
-Implements docs/history.md §1 (ports ``req``, ``resp``, ``cmd[c]``, ``cpl[c]``,
-``drain``), §4.1 (ingress, admission and the map register M) and §4.2 (dispatch from M) by
-composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
-:mod:`.scheduler` and :mod:`.response`. Under ``contract = 2`` (stack shape) it implements
-docs/timing-contract.md §4.1 and §4a instead: the two-entry ingress queue Q
-(:mod:`.stage_queue`) whose head is mapped (stage X) and moves into M, M dispatching from
-``ta + 2``.
+Implements docs/timing-contract.md §1 (ports ``req[p]``, ``resp[p]``, ``cmd[c]``, ``cpl[c]``,
+``drain``), §4.1 and §4a (per port the two-entry ingress queue Q as a ring, the lookup L and
+mapping X of its head, the map register M dispatching from ``ta + 2``) and §4.2 (dispatch
+from M, DP1: M decides with its own previous decision applied, the tables holding that
+decision in their W registers and the controller forwarding W's entry into M's match
+vectors) by composing :mod:`.admission`, :mod:`.mapper`, :mod:`.mshr`, :mod:`.write_buffer`,
+:mod:`.scheduler` and :mod:`.response`. The port count ``P`` (1 in the stack shape,
+``channels`` in the channel shape, §1, §14) is a parameter. Also the structures of
+docs/rtl.md "Issue 12, part C" that change no cycle: the ingress queue as a ring (k), the
+slot's ``mshr_hit`` recorded a cycle after the merge (m).
 """
 
 from __future__ import annotations
 
 __all__ = ["Controller", "check_supported"]
 
-from amaranth.hdl import Assert, Cat, Module, Signal, unsigned
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
-from hbfsim.rtl.checks import check_mode
-from hbfsim.rtl.controller_ports import elaborate_channel_shape
+from hbfsim.rtl.checks import check_mode, protocol
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
                                 resp_layout, target_layout)
 from hbfsim.rtl.logic import named
@@ -39,36 +41,17 @@ def check_supported(cfg: HbfConfig) -> None:
     """Raise :class:`ValueError` naming the first key the RTL does not implement.
 
     The RTL leaves out two model-only features (docs/rtl.md): the logic-die page cache and
-    the ``ssd`` media mode. Any number of stacks is supported: one stack is a
-    :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (contract §2).
+    the ``ssd`` media mode. It implements docs/timing-contract.md in both host-port shapes
+    (``host_ports = "stack"`` or ``"channel"``) and every mode: demand and aggregation
+    reads, ``mshr_merge`` on and off, ``multiplane`` off / page / megaplane, every scheduler,
+    both write policies. Any number of stacks is supported: one stack is a
+    :class:`Controller`, several are a :class:`hbfsim.rtl.system.System` (§2).
     ``planes_per_die``, ``megaplane_planes`` and the SRAM sizes are accepted: they name
-    groups of subarrays and capacities that nothing uses while ``multiplane = "off"``, so
-    they change nothing here. Contract 2 is implemented in the stack shape (step 3 of
-    timing-contract.md §18) and in the channel shape (step 6,
-    :mod:`hbfsim.rtl.controller_ports`; several stacks: :class:`~hbfsim.rtl.system.System`
-    as wiring of ``S * C`` ports, v2 §2). Multi-plane commands (``multiplane = "page"``
-    or ``"megaplane"``, docs/timing-contract.md §7a) are implemented in both shapes
-    (the configuration already refuses them under contract 1). Amendment A
-    (``pipeline = "deep"``, docs/timing-contract.md) is implemented in both shapes and
-    every mode (:mod:`hbfsim.rtl.controller_deep`, parameterized by the port count).
+    groups of subarrays and capacities that nothing uses while ``multiplane = "off"``.
     """
-    pipeline = getattr(cfg, "pipeline", "standard")
-    if pipeline not in ("standard", "deep"):
-        raise ValueError(f"pipeline must be standard or deep, not {pipeline!r}")
-    if pipeline == "deep":
-        host_ports = getattr(cfg, "host_ports", "stack")
-        for ok, key, value, want in (
-                (cfg.contract == 2, "contract", cfg.contract, "contract = 2"),
-                (host_ports in ("stack", "channel"), "host_ports", host_ports,
-                 "host_ports = 'stack' or 'channel'")):
-            if not ok:
-                raise ValueError(f"pipeline = 'deep' with {key} = {value!r}: the "
-                                 f"registered pipeline needs {want} "
-                                 "(docs/timing-contract.md)")
-    if getattr(cfg, "multiplane", "off") != "off" and cfg.contract != 2:
-        raise ValueError(f"multiplane = {cfg.multiplane!r}: multi-plane commands extend "
-                         "contract 2 (docs/timing-contract.md §7a); the RTL needs "
-                         "contract = 2 or multiplane = 'off'")
+    if cfg.host_ports not in ("stack", "channel"):
+        raise ValueError(f"host_ports = {cfg.host_ports!r}: the RTL needs host_ports = "
+                         "'stack' or 'channel'")
     if cfg.page_cache_pages > 0:
         raise ValueError(f"page_cache_pages = {cfg.page_cache_pages}: the logic-die page cache "
                          "is model-only; the RTL needs page_cache_pages = 0")
@@ -78,22 +61,18 @@ def check_supported(cfg: HbfConfig) -> None:
 
 
 class Controller(wiring.Component):
-    """One HBF stack controller built from an :class:`HbfConfig`.
+    """One HBF stack controller built from an :class:`HbfConfig`
+    (docs/timing-contract.md, the registered pipeline).
 
-    Ingress (§4.1): ``req.ready`` is high while a request slot is free and the map register
-    M is empty at the start of the cycle or dispatches in it. The accepted request sits in M
-    from the next cycle; M dispatches it (§4.2) when its table takes it: a read goes to the
-    MSHR unless a write-buffer entry of its page is in use (read-after-write stall, which
-    also flushes an OPEN entry with cause ``raw``), a write goes to the write buffer. Mapping
-    is combinational from M (§3).
-
-    Under ``contract = 2`` (stack shape, docs/timing-contract.md §4a): ``req.ready`` is
-    the ingress queue Q's room and the admission room, both flip-flops (v2 §4.1); Q's head
-    is looked up (L: one page compare per table entry, plus forwarding of M's allocation in
-    the same cycle) and mapped (X), and both results move into M with it, so M dispatches
-    from ``ta + 2`` by the same rules, from match vectors kept by qualification while it
-    waits (v2 §4.2); the tables see the issue decision (v2 §7), and responses leave through
-    R / K / E (v2 §8, :class:`~hbfsim.rtl.response.ResponseArbiter`).
+    Per port ``p``: ``req[p].ready`` is the ingress queue Q's room and the admission room,
+    both flip-flops (§4.1; in the channel shape every port while ``admission - inflight >=
+    P``); Q's head is looked up (L: one page compare per table entry, the entries the tables'
+    W registers write in this cycle included) and mapped (X), and both results move into M
+    with it, so M dispatches from ``ta + 2`` (§4a) by §4.2's rules, from match vectors kept
+    by qualification while it waits and completed by W's forwarded entry (DP1). The tables
+    see the issue decision a cycle later (DP6), and responses leave through R / K / E
+    (§8, DP7, :class:`~hbfsim.rtl.response.ResponseArbiter`; in the channel shape one per
+    port, each with its channel's link credit).
 
     Parameters
     ----------
@@ -118,7 +97,7 @@ class Controller(wiring.Component):
     req : ``In(stream.Signature(req_layout))``
         Host requests (stack-local address); in the channel shape (:attr:`ports` > 1) an
         array of one per host channel, a request entering the port of its mapped channel
-        (v2 §1).
+        (§1).
     resp : ``Out(stream.Signature(resp_layout))``
         Host responses; in the channel shape one per host channel, a response leaving on
         the port its request entered.
@@ -129,9 +108,8 @@ class Controller(wiring.Component):
     drain : ``In(1)``
         End of workload: flush every OPEN write-buffer entry (W2).
     m_valid : ``Out(1)``
-        M holds a request (observability: the co-simulation raises ``drain`` from the cycle
-        after the last request left M, as the golden run does); under contract 2, Q or M
-        holds one (v2 §1).
+        Some port's Q or M holds a request (observability: the co-simulation raises
+        ``drain`` from the cycle after the last request left M, as the golden run does).
     flushes : ``Out(ArrayLayout(unsigned(32), 5))``
         Statistics (§5): write-buffer entries flushed so far per cause (full, raw, pressure,
         deadline, drain), :attr:`WriteBuffer.flushes <hbfsim.rtl.write_buffer.WriteBuffer>`.
@@ -160,20 +138,13 @@ class Controller(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         c = cfg.channels
-        if self.ports > 1:   # the channel shape: req[p], resp[p] (v2 §1)
-            super().__init__({
-                "req": In(stream.Signature(req_layout(w))).array(c),
-                "resp": Out(stream.Signature(resp_layout(w))).array(c),
-                "cmd": Out(cmd_layout(w)).array(c),
-                "cpl": In(cpl_layout(w)).array(c),
-                "drain": In(1),
-                "m_valid": Out(1),
-                "flushes": Out(flushes_layout()),
-            })
-            return
+
+        def per_port(member):   # the channel shape: req[p], resp[p] (§1)
+            return member if self.ports == 1 else member.array(self.ports)
+
         super().__init__({
-            "req": In(stream.Signature(req_layout(w))),
-            "resp": Out(stream.Signature(resp_layout(w))),
+            "req": per_port(In(stream.Signature(req_layout(w)))),
+            "resp": per_port(Out(stream.Signature(resp_layout(w)))),
             "cmd": Out(cmd_layout(w)).array(c),
             "cpl": In(cpl_layout(w)).array(c),
             "drain": In(1),
@@ -191,267 +162,286 @@ class Controller(wiring.Component):
 
     @property
     def ports(self) -> int:
-        """Request (and response) ports: ``channels`` in the channel shape of contract 2
-        (v2 §1), else 1. The channel shape with one channel is the stack shape."""
+        """Request (and response) ports ``P``: ``channels`` in the channel shape (§1), else
+        1. The channel shape with one channel is the stack shape."""
         cfg = self._cfg
-        if cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel":
-            return cfg.channels
-        return 1
+        return cfg.channels if cfg.host_ports == "channel" else 1
 
     def elaborate(self, platform):
-        if getattr(self._cfg, "pipeline", "standard") == "deep":
-            from hbfsim.rtl.controller_deep import elaborate_deep
+        """Per port ``p`` of ``P = ports``: A, Q (a ring), L + X, M, W in the tables, R / K /
+        E with every waiter passing through R (DP7) and, in the channel shape, the port's
+        channel's link credit.
 
-            return elaborate_deep(self)
-        if self.ports > 1:
-            return elaborate_channel_shape(self)
-        if self._cfg.contract == 2:
-            return self._elaborate_v2()
+        Forwarding (DP1): L compares Q's head with the tables' pages, in which the entries
+        the Ws write in this cycle already count (the tables export them); M's own decision
+        of this cycle is not forwarded into L but, when Q's head has M's page, a flag
+        registered with the head makes W's entry of the next cycle count in M's vectors (a
+        page compare of two registers). In the channel shape a page's reads and writes
+        enter one port (its channel's) except under a ``partition-*`` scheduler, where they
+        enter two (§4.2.4): then a flag per pair of ports of the two directions, registered
+        the same way (``w_xfwd<s>_<p>``), ORs the other port's W entry into M's vectors (a
+        write's entry into a read's in-use vector, a read's MSHR entry into a write's
+        blocker vector), and a read of a write's page dispatched in the same cycle puts its
+        MSHR entry into the write's blocker set at once (``WriteBuffer.disp_fwd``, reads
+        before writes).
+        """
         m = Module()
         cfg, w = self._cfg, self._w
+        P = self.ports
         ids = dict(id_bits=w.id, source_bits=w.source)
         opts = dict(checks=bool(self._checks), mutations=self._mutations)
-        m.submodules.admission = adm = Admission(cfg, **ids, **opts)
-        m.submodules.mapper = mapper = Mapper(cfg)
-        m.submodules.mshr = mshr = Mshr(cfg, **opts)
-        m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector, **opts)
-        m.submodules.scheduler = sched = Scheduler(cfg, **opts)
-        m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
-
-        # ---- the map register M (§4.1, §4.2) ----
-        offset_bits = ceil_log2(PAGE_BYTES)
-        m_valid = Signal()
-        m_slot = Signal(w.slot)
-        m_op = Signal(ReqOp)
-        m_page = Signal(w.page)
-        m_offset = Signal(offset_bits)
-        m_bytes = Signal(w.bytes)
-        m.d.comb += [self.m_valid.eq(m_valid), mapper.page.eq(m_page),
-                     mapper.write.eq(m_op == ReqOp.WRITE)]
-        is_read = m_valid & (m_op == ReqOp.READ)
-        is_write = m_valid & (m_op == ReqOp.WRITE)
-
-        m.d.comb += [
-            self.flushes.eq(wb.flushes),
-            wb.probe.valid.eq(is_read),
-            wb.probe.page.eq(m_page),
-            mshr.disp.valid.eq(is_read & ~wb.probe_block),
-            mshr.disp.payload.page.eq(m_page),
-            mshr.disp.payload.target.eq(mapper.target),
-            mshr.disp.payload.bytes.eq(m_bytes),
-            mshr.disp.payload.slot.eq(m_slot),
-            wb.disp.valid.eq(is_write),
-            wb.disp.payload.page.eq(m_page),
-            wb.disp.payload.target.eq(mapper.target),
-            wb.disp.payload.offset.eq(m_offset),
-            wb.disp.payload.bytes.eq(m_bytes),
-            wb.disp.payload.slot.eq(m_slot),
-        ]
-        read_fire = mshr.disp.valid & mshr.disp.ready
-        dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
-        m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_slot)]
-
-        # ---- ingress and admission (§4.1) ----
-        req = self.req
-        m.d.comb += req.ready.eq(adm.alloc_ready & (~m_valid | dispatch))
-        accept = req.valid & req.ready
-        m.d.comb += [
-            adm.alloc.eq(accept),
-            adm.alloc_data.id.eq(req.payload.id),
-            adm.alloc_data.op.eq(req.payload.op),
-            adm.alloc_data.source.eq(req.payload.source),
-            adm.alloc_data.bytes.eq(req.payload.bytes),
-        ]
-        with m.If(accept):
-            m.d.sync += [
-                m_valid.eq(1),
-                m_slot.eq(adm.alloc_slot),
-                m_op.eq(req.payload.op),
-                m_page.eq(req.payload.addr[offset_bits:]),
-                m_offset.eq(req.payload.addr[:offset_bits]),
-                m_bytes.eq(req.payload.bytes),
-            ]
-        with m.Elif(dispatch):
-            m.d.sync += m_valid.eq(0)
-
-        # ---- tables, scheduler and media ports (§6, §7) ----
-        m.d.comb += [
-            wb.mshr_tags.eq(mshr.tags),
-            wb.mshr_pending.eq(mshr.pending),
-            wb.drain.eq(self.drain),
-            sched.wb_occupied.eq(wb.occupied),
-        ]
-        for c in range(cfg.channels):
-            wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
-            wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-            self._wire_channel(m, c, sched.cmd[c], sched, mshr, wb)
-
-        # ---- responses (§8) ----
-        wiring.connect(m, mshr.ret, arb.mshr_ret)
-        wiring.connect(m, wb.ret, arb.wb_ret)
-        wiring.connect(m, arb.resp, wiring.flipped(self.resp))
-        m.d.comb += [
-            mshr.ret_sel.eq(arb.mshr_sel),
-            wb.ret_sel.eq(arb.wb_sel),
-            arb.mshr_locked.eq(mshr.ret_locked),
-            arb.wb_locked.eq(wb.ret_locked),
-            adm.rd_slot.eq(arb.slot),
-            arb.slot_data.eq(adm.rd_data),
-            arb.slot_hit.eq(adm.rd_hit),
-            adm.release.valid.eq(self.resp.valid & self.resp.ready),
-            adm.release.slot.eq(arb.slot),
-        ]
-        return m
-
-    def _elaborate_v2(self):
-        """Contract 2, stack shape: Q, X and M (v2 §3, §4.1, §4a), the command register
-        (v2 §7, in the scheduler) and R / K / E (v2 §8, in the response arbiter)."""
-        m = Module()
-        cfg, w = self._cfg, self._w
-        ids = dict(id_bits=w.id, source_bits=w.source)
-        opts = dict(checks=bool(self._checks), mutations=self._mutations)
-        m.submodules.admission = adm = Admission(cfg, **ids, **opts)
-        m.submodules.mapper = mapper = Mapper(cfg)
-        m.submodules.mshr = mshr = Mshr(cfg, **opts)
+        shape = {} if P == 1 else dict(ports=P)
+        m.submodules.admission = adm = Admission(cfg, **ids, **opts, **shape)
+        mappers = []
+        if P == 1:
+            m.submodules.mapper = mapper = Mapper(cfg)
+            mappers.append(mapper)
+        m.submodules.mshr = mshr = Mshr(cfg, **opts, **shape)
         m.submodules.write_buffer = wb = WriteBuffer(cfg, sector_bytes=self._sector,
-                                                     sectors_in=True, **opts)
+                                                     sectors_in=True, **opts, **shape)
         m.submodules.scheduler = sched = Scheduler(cfg, **opts)
-        m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
+        arbs = []
+        if P == 1:
+            m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
+            arbs.append(arb)
         offset_bits = ceil_log2(PAGE_BYTES)
         q_layout = data.StructLayout({
             "slot": unsigned(w.slot), "op": ReqOp, "page": unsigned(w.page),
             "offset": unsigned(offset_bits), "bytes": unsigned(w.bytes)})
-        m.submodules.ingress = q = StageQueue(q_layout, checks=bool(self._checks))
 
-        # ---- A: accept into Q; ready from Q's occupancy and the admission count (v2 §4.1) --
-        req = self.req
-        m.d.comb += [
-            req.ready.eq(q.inp.ready & adm.alloc_ready),
-            q.inp.valid.eq(req.valid & adm.alloc_ready),
-            q.inp.payload.slot.eq(adm.alloc_slot),
-            q.inp.payload.op.eq(req.payload.op),
-            q.inp.payload.page.eq(req.payload.addr[offset_bits:]),
-            q.inp.payload.offset.eq(req.payload.addr[:offset_bits]),
-            q.inp.payload.bytes.eq(req.payload.bytes),
-            adm.alloc.eq(req.valid & req.ready),
-            adm.alloc_data.id.eq(req.payload.id),
-            adm.alloc_data.op.eq(req.payload.op),
-            adm.alloc_data.source.eq(req.payload.source),
-            adm.alloc_data.bytes.eq(req.payload.bytes),
-        ]
+        def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
+            return "" if P == 1 else f"{p}"
 
-        # ---- X: the head of Q is mapped, and registered into M with it (v2 §3) ----
-        head = q.out.payload
-        m.d.comb += [mapper.page.eq(head.page), mapper.write.eq(head.op == ReqOp.WRITE)]
+        def per_port(x):
+            return [x] if P == 1 else [x[p] for p in range(P)]
 
-        # ---- M: dispatch (v1 §4.2 rules, from the start-of-cycle state) ----
-        m_valid = Signal()
-        m_req = Signal(q_layout, name="m_req", reset_less=True)
-        m_target = Signal(target_layout(w), name="m_target", reset_less=True)
-        # the write's sectors, decoded in X beside the mapper (no cycle: M holds them with
-        # the request), so the write buffer's coverage update starts from registers
-        m_sectors = Signal(sectors_layout(self._sector), name="m_sectors", reset_less=True)
-        x_first, x_end = sector_range(m, head.offset, head.bytes, self._sector, "x_sectors")
-        m.d.comb += wb.disp_sectors.eq(m_sectors)
-        is_read = m_valid & (m_req.op == ReqOp.READ)
-        is_write = m_valid & (m_req.op == ReqOp.WRITE)
+        reqs = [self.req] if P == 1 else [self.req[p] for p in range(P)]
+        alloc_ready, alloc_slot = per_port(adm.alloc_ready), per_port(adm.alloc_slot)
+        adm_alloc, adm_data = per_port(adm.alloc), per_port(adm.alloc_data)
+        adm_hit = per_port(adm.hit)
+        mdisp, wdisp, probe = per_port(mshr.disp), per_port(wb.disp), per_port(wb.probe)
+        disp_match, disp_hit = per_port(mshr.disp_match), per_port(mshr.disp_hit)
+        mshr_w_match, wb_w_match = per_port(mshr.w_match), per_port(wb.w_match)
+        mshr_w_entry, wb_w_entry = per_port(mshr.w_entry), per_port(wb.w_entry)
+        disp_open, probe_used = per_port(wb.disp_open), per_port(wb.probe_used)
+        disp_pend, disp_sectors = per_port(wb.disp_pend), per_port(wb.disp_sectors)
+        probe_block, disp_merge = per_port(wb.probe_block), per_port(wb.disp_merge)
         n_mshr, n_wb = cfg.mshr_entries, cfg.write_buffer_entries
-        # M's match vectors (v2 §4.2): mergeable MSHR entries, write-buffer entries in use
-        # and OPEN ones, for M's page; registered from L, then maintained (qualification
-        # here, forwarding below)
-        m_mshr = Signal(n_mshr, name="m_match_mshr")
-        m_used = Signal(n_wb, name="m_match_used")
-        m_open = Signal(n_wb, name="m_match_open")
-        m.d.comb += [mshr.disp_match.eq(m_mshr), wb.disp_open.eq(m_open),
-                     wb.probe_used.eq(m_used)]
-        # the pending MSHR entries of M's page, for the write buffer's blocker set (v2 §4.4):
-        # M's MSHR match vector when merging is on; its own vector when it is off
-        m_pend = m_mshr if cfg.mshr_merge else Signal(n_mshr, name="m_match_pend")
-        m.d.comb += wb.disp_pend.eq(m_pend)
-        m.d.comb += [
-            self.m_valid.eq(m_valid | q.out.valid),
-            self.flushes.eq(wb.flushes),
-            wb.probe.valid.eq(is_read),
-            wb.probe.page.eq(m_req.page),
-            mshr.disp.valid.eq(is_read & ~wb.probe_block),
-            mshr.disp.payload.page.eq(m_req.page),
-            mshr.disp.payload.target.eq(m_target),
-            mshr.disp.payload.bytes.eq(m_req.bytes),
-            mshr.disp.payload.slot.eq(m_req.slot),
-            wb.disp.valid.eq(is_write),
-            wb.disp.payload.page.eq(m_req.page),
-            wb.disp.payload.target.eq(m_target),
-            wb.disp.payload.offset.eq(m_req.offset),
-            wb.disp.payload.bytes.eq(m_req.bytes),
-            wb.disp.payload.slot.eq(m_req.slot),
-        ]
-        read_fire = mshr.disp.valid & mshr.disp.ready
-        dispatch = read_fire | (wb.disp.valid & wb.disp.ready)
-        m.d.comb += [adm.hit.valid.eq(read_fire & mshr.disp_hit), adm.hit.slot.eq(m_req.slot)]
-        # ---- L: the head of Q compares its page once with every entry (v2 §4.2, §14) ----
-        # Forwarding: an entry M allocates in this cycle for the head's page matches from the
-        # next cycle (entries become mergeable, in use or OPEN only by allocation).
-        same_page = named(m, m_valid & (m_req.page == head.page), "l_same_page")
-        mshr_alloc = mshr.disp.valid & mshr.disp.ready & ~mshr.disp_hit
-        wb_alloc = wb.disp.valid & wb.disp.ready & ~wb.disp_merge
-        l_mshr = Signal(n_mshr, name="l_match_mshr")
-        l_used = Signal(n_wb, name="l_match_used")
-        l_open = Signal(n_wb, name="l_match_open")
-        for i in range(n_mshr):
-            hit = mshr.pending[i] & (mshr.tags[i] == head.page) if cfg.mshr_merge else 0
-            fwd = same_page & mshr_alloc & (mshr.disp_index == i) if cfg.mshr_merge else 0
-            m.d.comb += l_mshr[i].eq(hit | fwd)
-        if not cfg.mshr_merge:
-            l_pend = Signal(n_mshr, name="l_match_pend")
-            for i in range(n_mshr):
-                m.d.comb += l_pend[i].eq((mshr.pending[i] & (mshr.tags[i] == head.page))
-                                         | (same_page & mshr_alloc & (mshr.disp_index == i)))
-        for j in range(n_wb):
-            page_eq = named(m, wb.tags[j] == head.page, f"l_page_eq{j}")
-            fwd = named(m, same_page & wb_alloc & (wb.disp_index == j), f"l_fwd_wb{j}")
-            m.d.comb += [l_used[j].eq((wb.in_use[j] & page_eq) | fwd),
-                         l_open[j].eq((wb.is_open[j] & page_eq) | fwd)]
+        # §4.2.4, §14: under a partition scheduler a page's reads enter one of the first R
+        # ports and its writes one of the others, so the W of a port of the other direction can
+        # hold an entry of a page in M (a write's entry for a read's RAW probe, a read's MSHR
+        # entry for a write's blocker set): a flag per such pair of ports (DP1)
+        partition = P > 1 and cfg.scheduler.startswith("partition-")
+        R = cfg.read_channels if partition else P
 
-        # Q's head moves into M when M is empty at the start of the cycle or dispatches
-        m.d.comb += q.out.ready.eq(~m_valid | dispatch)
-        with m.If(q.out.valid & q.out.ready):
-            m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
-                         m_sectors.first.eq(x_first), m_sectors.end.eq(x_end),
-                         m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
-            if not cfg.mshr_merge:
-                m.d.sync += m_pend.eq(l_pend)
-        with m.Else():
-            with m.If(dispatch):
-                m.d.sync += m_valid.eq(0)
-            # qualification: a bit is kept only while its entry is still mergeable / in use /
-            # OPEN; one that left drops out for good (v2 §4.2)
-            m.d.sync += [m_mshr.eq(m_mshr & mshr.pending), m_used.eq(m_used & wb.in_use),
-                         m_open.eq(m_open & wb.is_open)]
-            if not cfg.mshr_merge:
-                m.d.sync += m_pend.eq(m_pend & mshr.pending)
-        if self._checks:
-            # v2 §4.2: the maintained vectors equal a fresh lookup of the current state
-            fresh_mshr = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
-                               if cfg.mshr_merge else 0 for i in range(n_mshr)])
-            fresh_used = Cat(*[wb.in_use[j] & (wb.tags[j] == m_req.page) for j in range(n_wb)])
-            fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
-                               for j in range(n_wb)])
-            if not cfg.mshr_merge:
-                fresh_pend = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
-                                   for i in range(n_mshr)])
-                m.d.sync += Assert(~m_valid | ((m_pend & mshr.pending) == fresh_pend),
-                                   "M's pending-MSHR vector differs from a fresh lookup "
-                                   "(v2 §4.4)")
-            m.d.sync += [
-                Assert(~m_valid | ((m_mshr & mshr.pending) == fresh_mshr),
-                       "M's MSHR match vector differs from a fresh lookup (v2 §4.2)"),
-                Assert(~m_valid | ((m_used & wb.in_use) == fresh_used),
-                       "M's in-use match vector differs from a fresh lookup (v2 §4.2)"),
-                Assert(~m_valid | ((m_open & wb.is_open) == fresh_open),
-                       "M's OPEN match vector differs from a fresh lookup (v2 §4.2)"),
+        def others(p):
+            return [s for s in range(P) if (s < R) != (p < R)] if partition else []
+
+        xflag = {(s, p): Signal(name=f"w_xfwd{s}_{p}") for p in range(P) for s in others(p)}
+        qs, m_valids, ports = [], [], []
+        for p in range(P):
+            # the ingress queue as a ring: a pop moves no item (part C, (k))
+            q = StageQueue(q_layout, checks=bool(self._checks), ring=True)
+            m.submodules[f"ingress{sx(p)}"] = q
+            qs.append(q)
+            if P > 1:
+                mp = Mapper(cfg)
+                m.submodules[f"mapper{p}"] = mp
+                mappers.append(mp)
+
+            # ---- A: accept into Q; ready from Q's occupancy and the admission count (§4.1;
+            # in the channel shape the port's rank, a register) ----
+            req = reqs[p]
+            m.d.comb += [
+                req.ready.eq(q.inp.ready & alloc_ready[p]),
+                q.inp.valid.eq(req.valid & alloc_ready[p]),
+                q.inp.payload.slot.eq(alloc_slot[p]),
+                q.inp.payload.op.eq(req.payload.op),
+                q.inp.payload.page.eq(req.payload.addr[offset_bits:]),
+                q.inp.payload.offset.eq(req.payload.addr[:offset_bits]),
+                q.inp.payload.bytes.eq(req.payload.bytes),
+                adm_alloc[p].eq(req.valid & req.ready),
+                adm_data[p].id.eq(req.payload.id),
+                adm_data[p].op.eq(req.payload.op),
+                adm_data[p].source.eq(req.payload.source),
+                adm_data[p].bytes.eq(req.payload.bytes),
             ]
 
-        # ---- tables, scheduler and media ports (§6, v2 §7) ----
+            # ---- X: the head of Q is mapped, and registered into M with it (§3) ----
+            head = q.out.payload
+            mapper = mappers[p]
+            m.d.comb += [mapper.page.eq(head.page), mapper.write.eq(head.op == ReqOp.WRITE)]
+            if P > 1:   # §1: a request enters the port of the channel its page maps to
+                protocol(m, self._checks, ~q.out.valid | (mapper.target.channel == p),
+                         f"req[{p}]: a request whose page maps to another channel's port (§1)")
+
+            # ---- M: dispatch (§4.2's rules, with the port's last decision applied, DP1) ----
+            m_valid = Signal(name=f"m_valid{sx(p)}")
+            m_valids.append(m_valid)
+            m_req = Signal(q_layout, name=f"m_req{sx(p)}", reset_less=True)
+            m_target = Signal(target_layout(w), name=f"m_target{sx(p)}", reset_less=True)
+            m_sectors = Signal(sectors_layout(self._sector), name=f"m_sectors{sx(p)}",
+                               reset_less=True)
+            x_first, x_end = sector_range(m, head.offset, head.bytes, self._sector,
+                                          f"x_sectors{sx(p)}")
+            m.d.comb += disp_sectors[p].eq(m_sectors)
+            is_read = m_valid & (m_req.op == ReqOp.READ)
+            is_write = m_valid & (m_req.op == ReqOp.WRITE)
+            m_mshr = Signal(n_mshr, name=f"m_match_mshr{sx(p)}")
+            m_used = Signal(n_wb, name=f"m_match_used{sx(p)}")
+            m_open = Signal(n_wb, name=f"m_match_open{sx(p)}")
+            # DP1: W's entry (M's decision of the last cycle) counts in M's vectors when it was
+            # allocated for M's page; the flags were registered with M's load
+            fwd_mshr = Signal(name=f"w_fwd_mshr{sx(p)}")
+            fwd_wb = Signal(name=f"w_fwd_wb{sx(p)}")
+            wf_mshr = named(m, Mux(fwd_mshr, mshr_w_entry[p], 0), f"m_wfwd_mshr{sx(p)}")
+            wf_wb = named(m, Mux(fwd_wb, wb_w_entry[p], 0), f"m_wfwd_wb{sx(p)}")
+            # the other direction's Ws (partition schedulers): a read port's MSHR entries into
+            # a write port's vector (its blocker set), a write port's entries into a read
+            # port's in-use vector (its RAW probe)
+            xf_mshr, xf_wb = Const(0, n_mshr), Const(0, n_wb)
+            for s in others(p):
+                if p >= R:
+                    xf_mshr = xf_mshr | Mux(xflag[s, p], mshr_w_entry[s], 0)
+                else:
+                    xf_wb = xf_wb | Mux(xflag[s, p], wb_w_entry[s], 0)
+            if others(p):
+                v_mshr = named(m, m_mshr | wf_mshr | xf_mshr, f"m_vec_mshr{sx(p)}")
+                v_used = named(m, m_used | wf_wb | xf_wb, f"m_vec_used{sx(p)}")
+                v_open = named(m, m_open | wf_wb | xf_wb, f"m_vec_open{sx(p)}")
+                m.d.comb += wb.probe_xfwd[p].eq(xf_wb)
+            else:
+                v_mshr = named(m, m_mshr | wf_mshr, f"m_vec_mshr{sx(p)}")
+                v_used = named(m, m_used | wf_wb, f"m_vec_used{sx(p)}")
+                v_open = named(m, m_open | wf_wb, f"m_vec_open{sx(p)}")
+            # the tables get M's registered vectors and the flags (W's entry is added there, and
+            # its term of the hit ORed after the entries' trees: registers only on the hit's
+            # path)
+            m.d.comb += [disp_match[p].eq(m_mshr), mshr_w_match[p].eq(fwd_mshr),
+                         disp_open[p].eq(m_open), probe_used[p].eq(m_used),
+                         wb_w_match[p].eq(fwd_wb), disp_pend[p].eq(v_mshr)]
+            if P == 1:
+                m.d.comb += [
+                    self.m_valid.eq(m_valid | q.out.valid),
+                    self.flushes.eq(wb.flushes),
+                ]
+            m.d.comb += [
+                probe[p].valid.eq(is_read),
+                probe[p].page.eq(m_req.page),
+                mdisp[p].valid.eq(is_read & ~probe_block[p]),
+                mdisp[p].payload.page.eq(m_req.page),
+                mdisp[p].payload.target.eq(m_target),
+                mdisp[p].payload.bytes.eq(m_req.bytes),
+                mdisp[p].payload.slot.eq(m_req.slot),
+                wdisp[p].valid.eq(is_write),
+                wdisp[p].payload.page.eq(m_req.page),
+                wdisp[p].payload.target.eq(m_target),
+                wdisp[p].payload.offset.eq(m_req.offset),
+                wdisp[p].payload.bytes.eq(m_req.bytes),
+                wdisp[p].payload.slot.eq(m_req.slot),
+            ]
+            read_fire = mdisp[p].valid & mdisp[p].ready
+            dispatch = read_fire | (wdisp[p].valid & wdisp[p].ready)
+            # the slot's mshr_hit flag recorded a cycle after the merge: it is read at the
+            # response, cycles later (part C, (m); no cycle changes)
+            hit_q = Signal(name=f"adm_hit_q{sx(p)}")
+            hit_slot_q = Signal.like(m_req.slot, name=f"adm_hit_slot_q{sx(p)}")
+            m.d.sync += [hit_q.eq(read_fire & disp_hit[p]), hit_slot_q.eq(m_req.slot)]
+            m.d.comb += [adm_hit[p].valid.eq(hit_q), adm_hit[p].slot.eq(hit_slot_q)]
+            ports.append(dict(q=q, head=head, mapper=mapper, m_valid=m_valid, m_req=m_req,
+                              m_target=m_target, m_sectors=m_sectors, x_first=x_first,
+                              x_end=x_end, m_mshr=m_mshr, m_used=m_used, m_open=m_open,
+                              fwd_mshr=fwd_mshr, fwd_wb=fwd_wb, v_mshr=v_mshr, v_used=v_used,
+                              v_open=v_open, dispatch=dispatch, read_fire=read_fire,
+                              is_read=is_read, is_write=is_write))
+
+        # §4.2.4: a read of a write's page dispatched in the same cycle on another port counts
+        # as earlier: its MSHR entry (merged into or allocated) joins the blocker set of the
+        # entry the write allocates
+        for p in range(P):
+            if others(p) and p >= R:
+                fwd = Const(0, n_mshr)
+                for s in others(p):
+                    o = ports[s]
+                    same = named(m, o["is_read"] & ports[p]["is_write"]
+                                 & (o["m_req"].page == ports[p]["m_req"].page),
+                                 f"m_same_page{s}_{p}")
+                    fwd = fwd | Cat(*[same & o["read_fire"] & (mshr.disp_index[s] == i)
+                                      for i in range(n_mshr)])
+                m.d.comb += wb.disp_fwd[p].eq(fwd)
+
+        for p in range(P):
+            (q, head, mapper, m_valid, m_req, m_target, m_sectors, x_first, x_end, m_mshr,
+             m_used, m_open, fwd_mshr, fwd_wb, v_mshr, v_used, v_open, dispatch) = (
+                ports[p][k] for k in ("q", "head", "mapper", "m_valid", "m_req", "m_target",
+                                      "m_sectors", "x_first", "x_end", "m_mshr", "m_used",
+                                      "m_open", "fwd_mshr", "fwd_wb", "v_mshr", "v_used",
+                                      "v_open", "dispatch"))
+
+            # ---- L: the head of Q compares its page once with every entry (§4.2, §14); the
+            # tables' exports include the Ws' entries, M's own decision reaches M through W
+            # (above) ----
+            same_page = named(m, m_valid & (m_req.page == head.page), f"l_same_page{sx(p)}")
+            mshr_alloc = mdisp[p].valid & mdisp[p].ready & ~disp_hit[p]
+            wb_alloc = wdisp[p].valid & wdisp[p].ready & ~disp_merge[p]
+            l_mshr = Signal(n_mshr, name=f"l_match_mshr{sx(p)}")
+            l_used = Signal(n_wb, name=f"l_match_used{sx(p)}")
+            l_open = Signal(n_wb, name=f"l_match_open{sx(p)}")
+            for i in range(n_mshr):
+                m.d.comb += l_mshr[i].eq(mshr.pending[i] & (mshr.tags[i] == head.page))
+            for j in range(n_wb):
+                page_eq = named(m, wb.tags[j] == head.page,
+                                f"l_page_eq{j}{'' if P == 1 else '_' + str(p)}")
+                m.d.comb += [l_used[j].eq(wb.in_use[j] & page_eq),
+                             l_open[j].eq(wb.is_open[j] & page_eq)]
+
+            # Q's head moves into M when M is empty at the start of the cycle or dispatches
+            m.d.comb += q.out.ready.eq(~m_valid | dispatch)
+            load = q.out.valid & q.out.ready
+            m.d.sync += [fwd_mshr.eq(load & same_page & mshr_alloc),
+                         fwd_wb.eq(load & same_page & wb_alloc)]
+            for s in others(p):   # the other direction's allocation of the page of M's request
+                o = ports[s]
+                page_s = o["m_req"].page
+                same = Mux(load, head.page == page_s, m_valid & (m_req.page == page_s))
+                alloc_s = (o["read_fire"] & ~disp_hit[s]) if s < R else \
+                    (wdisp[s].valid & wdisp[s].ready & ~disp_merge[s])
+                m.d.sync += xflag[s, p].eq(o["m_valid"] & same & alloc_s)
+            with m.If(load):
+                m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
+                             m_sectors.first.eq(x_first), m_sectors.end.eq(x_end),
+                             m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
+            with m.Else():
+                with m.If(dispatch):
+                    m.d.sync += m_valid.eq(0)
+                # qualification (§4.2), W's forwarded entry included: a bit stays only while
+                # its entry is still mergeable / in use / OPEN (as the tables export them)
+                m.d.sync += [m_mshr.eq(v_mshr & mshr.pending), m_used.eq(v_used & wb.in_use),
+                             m_open.eq(v_open & wb.is_open)]
+            if self._checks:
+                # the vectors M uses equal a fresh lookup of the state the tables export (the
+                # Ws' entries included, DP1)
+                fresh_mshr = Cat(*[mshr.pending[i] & (mshr.tags[i] == m_req.page)
+                                   for i in range(n_mshr)])
+                fresh_used = Cat(*[wb.in_use[j] & (wb.tags[j] == m_req.page)
+                                   for j in range(n_wb)])
+                fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
+                                   for j in range(n_wb)])
+                m.d.sync += [
+                    Assert(~m_valid | ((v_mshr & mshr.pending) == fresh_mshr),
+                           f"M{sx(p)}'s MSHR match vector differs from a fresh lookup (DP1)"),
+                    Assert(~m_valid | ((v_used & wb.in_use) == fresh_used),
+                           f"M{sx(p)}'s in-use match vector differs from a fresh lookup (DP1)"),
+                    Assert(~m_valid | ((v_open & wb.is_open) == fresh_open),
+                           f"M{sx(p)}'s OPEN match vector differs from a fresh lookup (DP1)"),
+                ]
+        if P > 1:
+            m.d.comb += [
+                self.m_valid.eq(Cat(*[m_valids[p] | qs[p].out.valid for p in range(P)]).any()),
+                self.flushes.eq(wb.flushes),
+            ]
+
+        # ---- tables, scheduler and media ports (§6, §7) ----
         m.d.comb += [
             wb.mshr_tags.eq(mshr.tags),
             wb.mshr_pending.eq(mshr.pending),
@@ -463,33 +453,41 @@ class Controller(wiring.Component):
         for c in range(cfg.channels):
             wiring.connect(m, mshr.enq[c], sched.mshr_enq[c])
             wiring.connect(m, wb.enq[c], sched.wb_enq[c])
-            # v2 §4.3, §4.4: QUEUED -> ISSUED / PROGRAM in the decision cycle
-            if self._w.planes:
+            # multi-plane commands (§7a): the scheduler's lanes name the entries of a group,
+            # one per plane; each entry then follows DP6 (MSHR) or §4.4 (write buffer)
+            if w.planes:
                 self._wire_multiplane(m, c, sched, mshr, wb)
             else:
                 self._wire_channel(m, c, sched.dec[c], sched, mshr, wb)
 
-        # ---- responses: R, K, E (v2 §8) ----
-        wiring.connect(m, mshr.ret, arb.mshr_ret)
-        wiring.connect(m, wb.ret, arb.wb_ret)
-        wiring.connect(m, arb.resp, wiring.flipped(self.resp))
-        m.d.comb += [
-            mshr.ret_sel.eq(arb.mshr_sel),
-            wb.ret_sel.eq(arb.wb_sel),
-            arb.mshr_locked.eq(mshr.ret_locked),
-            arb.wb_locked.eq(wb.ret_locked),
-            mshr.launched.eq(arb.mshr_launched),
-            wb.launched.eq(arb.wb_launched),
-            adm.rd_slot.eq(arb.slot_next),
-            arb.slot_data.eq(adm.rd_data),
-            arb.slot_hit.eq(adm.rd_hit),
-            adm.release.eq(arb.release),
-        ]
+        # ---- responses: R, K, E per port (§8, DP7); in the channel shape each with the
+        # credit of its channel ----
+        for p in range(P):
+            if P > 1:
+                arb = ResponseArbiter(cfg, **ids, **opts, own_credit=True)
+                m.submodules[f"response{p}"] = arb
+                arbs.append(arb)
+            arb = arbs[p]
+            wiring.connect(m, mshr.ret if P == 1 else mshr.ret[p], arb.mshr_ret)
+            wiring.connect(m, wb.ret if P == 1 else wb.ret[p], arb.wb_ret)
+            wiring.connect(m, arb.resp, wiring.flipped(self.resp if P == 1 else self.resp[p]))
+            m.d.comb += [
+                per_port(mshr.ret_sel)[p].eq(arb.mshr_sel),
+                per_port(wb.ret_sel)[p].eq(arb.wb_sel),
+                arb.mshr_locked.eq(per_port(mshr.ret_locked)[p]),
+                arb.wb_locked.eq(per_port(wb.ret_locked)[p]),
+                per_port(mshr.launched)[p].eq(arb.mshr_launched),
+                per_port(wb.launched)[p].eq(arb.wb_launched),
+                per_port(adm.rd_slot)[p].eq(arb.slot_next),
+                arb.slot_data.eq(per_port(adm.rd_data)[p]),
+                arb.slot_hit.eq(per_port(adm.rd_hit)[p]),
+                per_port(adm.release)[p].eq(arb.release),
+            ]
         return m
 
     def _wire_channel(self, m, c, issue, sched, mshr, wb) -> None:
         """Wire channel ``c``'s command and completion ports and route ``issue`` (the
-        command under contract 1, the issue decision under contract 2) and the completion
+        issue decision, §7) and the completion
         to the MSHR or the write buffer by the tag's entry kind."""
         cpl = self.cpl[c]
         to_mshr = issue.tag.kind == EntryKind.MSHR

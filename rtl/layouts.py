@@ -83,7 +83,7 @@ class Widths:
         Request id and source (return routing only, sources.md A5).
     planes : int
         Multi-plane commands (docs/timing-contract.md §7a MP2): ``megaplane_planes``
-        when ``multiplane`` is not ``off``, else 0 (``cmd`` and ``cpl`` keep contract 1's
+        when ``multiplane`` is not ``off``, else 0 (``cmd`` and ``cpl`` keep their single-plane
         fields, and nothing below is used).
     megaplane, row : int
         Under multi-plane commands: a megaplane of a channel and a channel-local row (a

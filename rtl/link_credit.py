@@ -1,4 +1,4 @@
-"""The deficit link credit of one channel under contract 2, without a multiplier.
+"""The deficit link credit of one channel, without a multiplier.
 
 Implements docs/timing-contract.md §8 "Link credit per channel" and "How the RTL computes
 it": in units of ``g = gcd(G, F)`` a byte costs ``b = F / g`` and a tick adds ``γ = G / g``;
@@ -19,6 +19,7 @@ from amaranth.utils import bits_for
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.mutations import check_mutations
 
 
 class LinkCredit(wiring.Component):
@@ -32,11 +33,13 @@ class LinkCredit(wiring.Component):
     checks : bool or "formal"
         Properties (:mod:`hbfsim.rtl.checks`): ``x`` within ``[1 - 4096 b + γ, γ]``, the
         remainder below ``b``; a launch only while ``x > 0`` (the neighbour's protocol).
+    mutations : set of str
+        Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
 
-    Under ``pipeline = "deep"`` (issue 12, no cycle changes) the tick's carry and next
-    remainder, which depend on ``r`` alone, are registers (``carry_reg``, ``r_next_reg``)
-    computed a cycle ahead, so the credit's path no longer starts with ``r``'s adder and
-    compare; an invariant ties them to ``r``.
+    The tick's carry and next remainder, which depend on ``r`` alone, are registers
+    (``carry_reg``, ``r_next_reg``) computed a cycle ahead, so the credit's path does not
+    start with ``r``'s adder and compare (issue 12, no cycle changes); an invariant ties
+    them to ``r``.
 
     Members
     -------
@@ -50,12 +53,11 @@ class LinkCredit(wiring.Component):
         The credit's byte count and remainder (observability; ``x = b * y + r``).
     """
 
-    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True):
+    def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=()):
         self._b = b = cfg.link_byte_cost
         self._gain = g = cfg.link_gain
         self._checks = check_mode(checks)
-        # under Amendment A the remainder's carry is a register (no cycle changes)
-        self._deep = getattr(cfg, "pipeline", "standard") == "deep"
+        self._mutations = check_mutations(mutations)
         # y lies in [floor((1 - 4096 b + γ) / b), γ div b]
         self._y_min = (1 - PAGE_BYTES * b + g) // b
         self._y_max = g // b
@@ -95,20 +97,13 @@ class LinkCredit(wiring.Component):
             c = v_sum >= b
             return c, Mux(c, v_sum - b, v_sum)
 
-        if not self._deep:
-            r_sum = Signal(range(2 * max(2, b)))
-            m.d.comb += r_sum.eq(r + gr)
-            carry = r_sum >= b
-            r_next = Signal.like(r)
-            m.d.comb += r_next.eq(Mux(carry, r_sum - b, r_sum))
-        else:
-            # pipeline = "deep" (issue 12): the tick's carry and next remainder depend on r
-            # alone, so they are kept in registers of their own, computed a cycle ahead from
-            # r's next value (which is γ mod b when capped, else this cycle's r_next): the
-            # credit's path starts at the comparisons of y, not at r's adder and compare
-            c0, rn0 = divmod(2 * gr, b) if b > 1 else (0, 0)
-            carry = Signal(init=c0, name="carry_reg")
-            r_next = Signal.like(r, init=rn0, name="r_next_reg")
+        # the tick's carry and next remainder depend on r alone, so they are kept in
+        # registers of their own, computed a cycle ahead from r's next value (which is
+        # γ mod b when capped, else this cycle's r_next): the credit's path starts at the
+        # comparisons of y, not at r's adder and compare (issue 12)
+        c0, rn0 = divmod(2 * gr, b) if b > 1 else (0, 0)
+        carry = Signal(init=c0, name="carry_reg")
+        r_next = Signal.like(r, init=rn0, name="r_next_reg")
 
         p0 = int(gq > 0 or (gq == 0 and gr != 0))   # x > 0 of the cap (γ, always > 0)
 
@@ -136,23 +131,25 @@ class LinkCredit(wiring.Component):
         # the registers and the byte count (K's registered slot data); the launch, which
         # arrives last (it depends on E's room and the channel's credit), only selects
         t_spend = Signal(signed(wide), name="y_minus_bytes")
-        m.d.comb += t_spend.eq(y - self.bytes)
+        if "credit-off-by-one" in self._mutations:
+            m.d.comb += t_spend.eq(y - self.bytes + 1)
+        else:
+            m.d.comb += t_spend.eq(y - self.bytes)
         keep, spend = capped(y, "keep_capped"), capped(t_spend, "spend_capped")
         m.d.sync += [y.eq(Mux(self.launch, spend[0], keep[0])),
                      r.eq(Mux(self.launch, spend[1], keep[1])),
                      pos.eq(Mux(self.launch, spend[2], keep[2]))]
-        if self._deep:
-            # r's next value is γ mod b (capped) or r_next: the step of each, selected as r.
-            # The capped step is the reset value; written as an AND-OR, not a multiplexer
-            # with a constant arm, so Yosys does not turn the late select into the flip-flops'
-            # synchronous set / reset (LSR), a path nextpnr's Fmax does not time
-            next_c, next_rn = step(r_next)
-            to_cap = Signal(name="to_cap")
-            m.d.comb += to_cap.eq(Mux(self.launch, spend[3], keep[3]))
-            keep_n = ~to_cap
-            m.d.sync += [carry.eq((to_cap & c0) | (keep_n & next_c)),
-                         r_next.eq((to_cap.replicate(len(r)) & rn0)
-                                   | (keep_n.replicate(len(r)) & next_rn))]
+        # r's next value is γ mod b (capped) or r_next: the step of each, selected as r.
+        # The capped step is the reset value; written as an AND-OR, not a multiplexer
+        # with a constant arm, so Yosys does not turn the late select into the flip-flops'
+        # synchronous set / reset (LSR), a path nextpnr's Fmax does not time
+        next_c, next_rn = step(r_next)
+        to_cap = Signal(name="to_cap")
+        m.d.comb += to_cap.eq(Mux(self.launch, spend[3], keep[3]))
+        keep_n = ~to_cap
+        m.d.sync += [carry.eq((to_cap & c0) | (keep_n & next_c)),
+                     r_next.eq((to_cap.replicate(len(r)) & rn0)
+                               | (keep_n.replicate(len(r)) & next_rn))]
 
         checks = self._checks
         protocol(m, checks, ~self.launch | self.positive,
@@ -160,10 +157,9 @@ class LinkCredit(wiring.Component):
         protocol(m, checks, ~self.launch | ((self.bytes >= 1) & (self.bytes <= PAGE_BYTES)),
                  "a response launched with a size outside 1..4096 bytes")
         invariant(m, checks, r < b if b > 1 else r == 0, "credit remainder not below b")
-        if self._deep:
-            ref_c, ref_rn = step(r)
-            invariant(m, checks, (carry == ref_c) & (r_next == ref_rn),
-                      "the registered carry or next remainder differs from r's (deep)")
+        ref_c, ref_rn = step(r)
+        invariant(m, checks, (carry == ref_c) & (r_next == ref_rn),
+                  "the registered carry or next remainder differs from r's (deep)")
         invariant(m, checks, (y >= self._y_min) & (y <= gq), "link credit outside its range")
         cover(m, checks, ~self.positive, "link credit not positive: a launch waits")
         # the registered flag and the launch-selected next state equal v2 §8's formulas

@@ -1,8 +1,14 @@
 """Read MSHR table: page-keyed miss entries with per-request waiter lists.
 
-Implements docs/history.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR entries),
-the MSHR side of §6 (enqueue candidates) and of §8 (responses in waiter-list order);
-sources.md R1, R2 (waiter lists as linked lists in a memory of request slots).
+Implements docs/timing-contract.md §4.2 (read dispatch, steps 2-3), §4.3 (read MSHR
+entries), the MSHR side of §6 (enqueue offers) and of §8 (responses in waiter-list order)
+under the registered pipeline: DP1 (the dispatch written a cycle later from the register
+W), DP2 (offers in allocation order; DP2a under aggregation), DP4 (the free list), DP6
+(issue and completion applied a cycle later) and the MSHR side of DP7 (C1 / C2 / cursor);
+with the structures of docs/rtl.md "Issue 12, part C" that change no cycle (the state as
+an AND-OR of its events). The port count ``P`` is a parameter (1 in the stack shape,
+``channels`` in the channel shape). sources.md R1, R2 (waiter lists as linked lists in a
+memory of request slots).
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
+                                    offer_fifo, offer_registered)
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import check_waiters, drain_waiters, grant_free, offer_enqueues
-from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
+from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -43,24 +50,26 @@ def disp_layout(w: Widths) -> data.StructLayout:
 
 
 class Mshr(wiring.Component):
-    """Read MSHR table of ``mshr_entries`` entries.
+    """Read MSHR table of ``mshr_entries`` entries (docs/timing-contract.md §4.3, DP1-DP7).
 
-    A read dispatched on ``disp`` merges into the mergeable (WAIT, QUEUED or ISSUED) entry of
-    its page, joining the tail of that entry's waiter list (an MSHR hit), or allocates the
-    lowest FREE entry in WAIT; with neither, ``disp.ready`` is low and the read stalls. With
-    ``mshr_merge = false`` every read allocates.
+    A read dispatched on ``disp`` (port ``p``'s map register M) merges into the mergeable
+    (WAIT, QUEUED or ISSUED) entry of its page, joining the tail of that entry's waiter list
+    (an MSHR hit), or allocates the entry at the head of the free list (DP4); with neither,
+    ``disp.ready`` is low and the read stalls. With ``mshr_merge = false`` every read
+    allocates. The decision is written into the entry a cycle later from the port's
+    register W (DP1), whose entry ``tags`` and ``pending`` already include and
+    ``w_entry`` names, so that the controller forwards it into M's match vector.
+
     A WAIT entry is *ready* in demand mode, or once its byte count reaches
     ``read_agg_threshold_bytes`` or ``read_agg_window_ticks`` cycles have passed since its
-    allocation; per channel the lowest-index ready entry is offered on ``enq[c]`` and moves
-    to QUEUED when taken. ``issue[c]`` moves it to ISSUED, ``done[c]`` to RETURN (the flags
-    are kept for every waiter). ``ret`` offers the head waiter of the entry being drained:
-    the one locked by an earlier choice, else the lowest-index entry in RETURN. The entry is
-    FREE from the cycle after its last waiter's handshake.
-
-    Under contract 2 (v2 §4.3, §8) a handshake on ``ret`` is the response stage R taking the
-    waiter; an entry whose waiters have all been taken stays in RETURN (``drained``, no
-    longer offered) until ``launched`` names it: FREE from the cycle after its last
-    waiter's launch.
+    allocation. Demand reads leave per channel in allocation order (a FIFO of offers, DP2);
+    aggregation reads through a registered offer of the lowest-index candidate (DP2a).
+    ``issue[c]`` and ``done[c]`` take effect a cycle later (ISSUED from ``td + 2``, RETURN
+    with its flags from ``tc + 2``, DP6). ``ret`` offers the next waiter of the entry the
+    response choice C1 / C2 / cursor holds (DP7); a handshake on ``ret`` is the response
+    stage R taking the waiter, and an entry whose waiters have all been taken stays in
+    RETURN (``drained``, no longer offered) until ``launched`` names it: FREE from the
+    cycle after its last waiter's launch.
 
     Waiter lists are linked lists threaded through a memory with one word per request slot
     (``admission`` words): an entry keeps head and tail slots, the memory keeps each slot's
@@ -75,67 +84,56 @@ class Mshr(wiring.Component):
         Properties (:mod:`hbfsim.rtl.checks`) of the table and of its ports: at most one
         mergeable entry per page, a FREE entry has no waiter and a busy one has at least
         one, no waiter is lost or answered twice (a set of the request slots inside the
-        table), byte counts do not overflow; events name entries in the right state.
+        table), byte counts do not overflow; events name entries in the right state; the
+        free list holds exactly the FREE entries no W writes, each offer FIFO exactly its
+        channel's WAIT entries.
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     ports : int
-        1, or ``P = channels`` in the channel shape of contract 2 (v2 §4.2.3, §8): then
-        ``disp``, ``disp_index``, ``disp_match``, ``ret`` and ``launched`` are arrays of
-        ``P`` (one per request / response port), ``disp_hit``, ``ret_sel`` and
-        ``ret_locked`` ``P``-bit vectors. Each port merges on its own; the ports that
-        allocate take FREE entries by :func:`~hbfsim.rtl.entry_table.grant_free` (the k-th
-        lowest free entry to the k-th port from the pool's pointer); response port ``p``
-        drains the RETURN entries of channel ``p``.
+        The port count ``P``: 1 in the stack shape, ``channels`` in the channel shape
+        (§4.2.3, §8). With ``P > 1`` the per-port members below are arrays of ``P`` (the
+        one-bit ones ``P``-bit vectors): per port a W register, a merge and a head of the
+        free list (DP4); response port ``p`` drains the RETURN entries of channel ``p``.
 
     Members
     -------
-    disp : ``In(stream.Signature(disp_layout))``
+    disp : ``In(stream.Signature(disp_layout))``, per port
         Read dispatch from M: page, its mapping, request bytes and admission slot.
-    disp_hit : ``Out(1)``
+    disp_match : ``In(mshr_entries)``, per port
+        M's registered match vector (§4.2, the lookup L of the request on ``disp``), without
+        W's entry: bit ``i`` when entry ``i`` held the page at the lookup or was allocated
+        for it since. The table qualifies it (kept only while the entry is mergeable)
+        instead of comparing pages; with ``mshr_merge = false`` it is unused.
+    w_match : ``In(1)``, per port
+        W's entry was allocated for the page of the read on ``disp`` (the controller's
+        flag, registered with M's load): the table adds W's entry to ``disp_match``, and
+        its hit is ``w_match`` ORed after the entries' hit tree (from registers only).
+    w_entry : ``Out(mshr_entries)``, per port
+        The entry W writes in this cycle (one-hot; M's allocation of the last cycle).
+    disp_hit : ``Out(1)``, per port
         The read on ``disp`` merges into an existing entry (valid with ``disp.valid``).
-    disp_index : ``Out(range(mshr_entries))``
+    disp_index : ``Out(range(mshr_entries))``, per port
         The entry it merges into or allocates.
     enq : ``Out(stream.Signature(queue_op_layout)).array(channels)``
-        Per channel, the lowest-index ready WAIT entry of that channel (§6).
+        Per channel, the oldest WAIT entry of that channel (DP2) or its registered offer
+        (DP2a).
     issue : ``In(event_layout).array(channels)``
-        The channel issued the READ of an entry (QUEUED -> ISSUED).
+        The channel decided the READ of an entry (QUEUED -> ISSUED); one per plane lane
+        with multi-plane commands.
     done : ``In(done_layout).array(channels)``
         The channel delivered the completion of an entry (ISSUED -> RETURN).
-    ret : ``Out(stream.Signature(ret_layout))``
-        Head waiter of the entry being drained; a handshake pops it.
-    ret_sel : ``In(1)``
-        The response arbiter chose this table in this cycle: the offered entry stays
-        chosen until its list is empty (§8). Must be high while ``ret_locked``.
-    ret_locked : ``Out(1)``
-        An entry is chosen and partly drained (or was chosen without a handshake).
+    ret : ``Out(stream.Signature(ret_layout))``, per port
+        The next waiter of the entry being drained; a handshake is R taking it.
+    ret_sel : ``In(1)``, per port
+        R takes this table's offer in this cycle (driven by the response port; the
+        cursor follows the handshake).
+    ret_locked : ``Out(1)``, per port
+        The cursor holds a partly drained entry.
+    launched : ``In(event_layout)``, per port
+        The last waiter of the named entry was launched (§8).
     tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
-        Page of every entry and whether it is in WAIT, QUEUED or ISSUED, for the write
-        buffer's flush rule (§4.4).
-    launched : ``In(event_layout)``
-        Contract 2 only: the last waiter of the named entry was launched (v2 §8).
-    disp_match : ``In(mshr_entries)``
-        Contract 2 only: M's registered match vector (v2 §4.2, the lookup L of the request
-        on ``disp``): bit ``i`` when entry ``i`` held the page at the lookup or was
-        allocated for it since. The table qualifies it (kept only while the entry is
-        mergeable) instead of comparing pages; with ``mshr_merge = false`` it is unused.
-    w_entry : ``Out(mshr_entries)``
-        ``pipeline = "deep"`` only (docs/timing-contract.md DP1): the entry the W
-        register writes in this cycle (one-hot; M's allocation of the last cycle), for the
-        controller's forwarding into M's match vector. Under deep ``tags`` and ``pending``
-        include that entry, the offers leave per channel in allocation order (DP2), free
-        entries are allocated from a free list (DP4), issue and completion take effect a
-        cycle later (DP6) and ``ret`` is fed by C1 / C2 / a cursor (DP7):
-        :mod:`hbfsim.rtl.mshr_deep`.
-    w_match : ``In(1)``
-        ``pipeline = "deep"`` only: W's entry was allocated for the page of the read on
-        ``disp`` (the controller's flag, registered with M's load). Under deep
-        ``disp_match`` is M's registered vector without W's entry; the table adds W's entry
-        itself, and its hit is ``w_match`` ORed after the entries' hit tree (from registers
-        only).
-        In the channel shape (``ports = P``) under deep, ``w_entry`` is an array of ``P``
-        (each port's W) and ``w_match`` a ``P``-bit vector (each port's flag), and
-        :mod:`hbfsim.rtl.mshr_deep` elaborates the table with ``P`` W registers, a free
-        list with ``P`` heads (DP4) and ``C1`` / ``C2`` / a cursor per response port (DP7).
+        Page of every entry and whether it is in WAIT, QUEUED or ISSUED (W's entries
+        included), for L and the write buffer's flush rule (§4.4).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
@@ -146,39 +144,24 @@ class Mshr(wiring.Component):
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
         n, c = cfg.mshr_entries, cfg.channels
-        v2 = {"launched": In(event_layout(w.mshr_index)),
-              "disp_match": In(n)} if cfg.contract == 2 else {}
-        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
-            v2["w_entry"] = Out(n)
-            v2["w_match"] = In(1)
-        if P > 1:   # the channel shape (v2 §4.2.3, §8): one of each per port
-            deep = {"w_entry": Out(n).array(P), "w_match": In(P)} if "w_entry" in v2 else {}
-            super().__init__(deep | {
-                "launched": In(event_layout(w.mshr_index)).array(P),
-                "disp_match": In(n).array(P),
-                "disp": In(stream.Signature(disp_layout(w))).array(P),
-                "disp_hit": Out(P),
-                "disp_index": Out(range(max(2, n))).array(P),
-                "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
-                "issue": In(event_layout(w.mshr_index)).array(c * max(1, w.planes)),
-                "done": In(done_layout(w.mshr_index)).array(c * max(1, w.planes)),
-                "ret": Out(stream.Signature(ret_layout(w, w.mshr_index))).array(P),
-                "ret_sel": In(P),
-                "ret_locked": Out(P),
-                "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
-                "pending": Out(n),
-            })
-            return
-        super().__init__(v2 | {
-            "disp": In(stream.Signature(disp_layout(w))),
-            "disp_hit": Out(1),
-            "disp_index": Out(range(max(2, n))),
+
+        def per_port(member):
+            return member if P == 1 else member.array(P)
+
+        super().__init__({
+            "launched": per_port(In(event_layout(w.mshr_index))),
+            "disp_match": per_port(In(n)),
+            "w_entry": per_port(Out(n)),
+            "w_match": In(P),
+            "disp": per_port(In(stream.Signature(disp_layout(w)))),
+            "disp_hit": Out(P),
+            "disp_index": per_port(Out(range(max(2, n)))),
             "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
             "issue": In(event_layout(w.mshr_index)).array(c * max(1, w.planes)),
             "done": In(done_layout(w.mshr_index)).array(c * max(1, w.planes)),
-            "ret": Out(stream.Signature(ret_layout(w, w.mshr_index))),
-            "ret_sel": In(1),
-            "ret_locked": Out(1),
+            "ret": per_port(Out(stream.Signature(ret_layout(w, w.mshr_index)))),
+            "ret_sel": In(P),
+            "ret_locked": Out(P),
             "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "pending": Out(n),
         })
@@ -188,15 +171,25 @@ class Mshr(wiring.Component):
         return self._cfg
 
     def elaborate(self, platform):
-        if getattr(self._cfg, "pipeline", "standard") == "deep":
-            from hbfsim.rtl.mshr_deep import elaborate_deep
-
-            return elaborate_deep(self)
+        """Per port a W register, a merge and a head of the free list (DP4); per response
+        port ``C1``, ``C2`` and a cursor over the entries of its channel (DP7)."""
         m = Module()
-        cfg, w = self._cfg, self._w
-        n, channels = cfg.mshr_entries, cfg.channels
+        cfg, w, checks = self._cfg, self._w, self._checks
+        merge_on = cfg.mshr_merge
         aggregation = cfg.read_mode == "aggregation"
-        window = cfg.read_agg_window_ticks
+        n, channels = cfg.mshr_entries, cfg.channels
+        mut = self._mutations
+        P = self._ports
+
+        def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
+            return "" if P == 1 else f"_p{p}"
+
+        def per_port(x):
+            return [x] if P == 1 else list(x)
+
+        disps, disp_match = per_port(self.disp), per_port(self.disp_match)
+        w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
+        launched = per_port(self.launched)
 
         state = [Signal(MshrState, name=f"state{i}") for i in range(n)]
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
@@ -207,369 +200,386 @@ class Mshr(wiring.Component):
         tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
         buffer_hit = [Signal(name=f"buffer_hit{i}") for i in range(n)]
         error = [Signal(name=f"error{i}") for i in range(n)]
-        # Cycles since allocation, saturating at the window (aggregation only, §4.3).
-        age = [Signal(range(window + 1), name=f"age{i}") for i in range(n)] if aggregation else []
-
-        # Successor of each request slot in its entry's waiter list.
+        drained = [Signal(name=f"drained{i}") for i in range(n)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
-        P = self._ports
-        if P > 1:   # one merge and one response port per host channel (v2 §14)
-            link_wrs = [next_slot.write_port() for _ in range(P)]
-            link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
-        else:
+        if P == 1:   # (the ports' names come from these variables)
             link_wr = next_slot.write_port()
             link_rd = next_slot.read_port(domain="comb")
+            link_wrs, link_rds = [link_wr], [link_rd]
+        else:
+            link_wrs = [next_slot.write_port() for _ in range(P)]
+            link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
 
-        # ---- dispatch from M: merge (MSHR hit) or allocate the lowest free entry (§4.2) ----
         mergeable = [named(m, (s == MshrState.WAIT) | (s == MshrState.QUEUED)
-                           | (s == MshrState.ISSUED), f"mergeable{i}")
-                     for i, s in enumerate(state)]
+                           | (s == MshrState.ISSUED), f"mergeable{i}") for i, s in enumerate(state)]
         joinable = mergeable
-        if "mshr-merge-return" in self._mutations:
+        if "mshr-merge-return" in mut:
             joinable = [mergeable[i] | (state[i] == MshrState.RETURN) for i in range(n)]
-        if P > 1:
-            self._elaborate_ports(m, state, page, target, nbytes, head, tail, buffer_hit,
-                                  error, age, link_wrs, link_rds, joinable, mergeable)
-            return m
-        if cfg.mshr_merge and cfg.contract == 2:
-            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
-            match = [joinable[i] & self.disp_match[i] for i in range(n)]
-        elif cfg.mshr_merge:
-            match = [joinable[i] & (page[i] == self.disp.payload.page) for i in range(n)]
-        else:  # merging off: every read allocates its own entry (§4.2 read step 3)
-            match = [Const(0, 1)] * n
-        hit, hit_index = lowest_set(m, match, "hit_index")
-        any_free, free_index = lowest_set(m, [s == MshrState.FREE for s in state], "free_index")
-        m.d.comb += [
-            self.disp.ready.eq(hit | any_free),
-            self.disp_hit.eq(hit),
-            self.disp_index.eq(Mux(hit, hit_index, free_index)),
-        ]
-        fire = named(m, self.disp.valid & self.disp.ready, "fire")
-        merge = named(m, fire & hit, "merge")
-        allocate = named(m, fire & ~hit, "allocate")
-        m.d.comb += [
-            link_wr.addr.eq(select(m, tail, hit_index, "hit_tail")),
-            link_wr.data.eq(self.disp.payload.slot),
-            link_wr.en.eq(0 if "mshr-dropped-waiter" in self._mutations else merge),
-        ]
-        for i in range(n):
-            m.d.comb += [self.tags[i].eq(page[i]), self.pending[i].eq(mergeable[i])]
 
-        # ---- readiness and the per-channel enqueue candidates (§4.3, §6) ----
-        if not aggregation:
-            ready = [s == MshrState.WAIT for s in state]
+        # ---- DP1: per port a W holds M's decision of the previous cycle and writes it into its
+        # entry ----
+        w_alloc = [Signal(name=f"w_alloc{sx(p)}") for p in range(P)]
+        w_merge = [Signal(name=f"w_merge{sx(p)}") for p in range(P)]
+        w_oh = [Signal(n, name=f"w_onehot{sx(p)}") for p in range(P)]
+        w_d = [Signal(disp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
+               for p in range(P)]
+        w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
+        if P == 1:
+            w_new_p = [[named(m, w_alloc[0] & w_oh[0][i], f"w_new{i}") for i in range(n)]]
+            w_new = w_new_p[0]
+            m.d.comb += self.w_entry.eq(Cat(*w_new))
         else:
-            ready = [named(m, (state[i] == MshrState.WAIT)
-                           & ((nbytes[i] >= cfg.read_agg_threshold_bytes) | (age[i] >= window)),
-                           f"ready{i}")
+            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+                       for p in range(P)]
+            w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
                      for i in range(n)]
-        enq_fire, enq_index = offer_enqueues(m, self.enq, ready, target, EntryKind.MSHR)
-
-        # ---- responses: drain one entry's waiter list in order (§8) ----
-        v2 = cfg.contract == 2
-        # v2 §8: every waiter of the entry has been taken into R; FREE after the last launch
-        drained = [Signal(name=f"drained{i}") for i in range(n)] if v2 else [Const(0)] * n
-        pop, cur, last, locked = drain_waiters(
-            m, self.ret, self.ret_sel, self.ret_locked,
-            [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
-            if v2 else [s == MshrState.RETURN for s in state],
-            head, tail, target, error, link_rd, buffer_hit=buffer_hit, taken=v2)
-
-        # ---- per-entry next state; the sources of each field exclude each other ----
-        for i in range(n):
-            with m.If(allocate & (free_index == i)):
-                m.d.sync += [
-                    state[i].eq(MshrState.WAIT),
-                    page[i].eq(self.disp.payload.page),
-                    target[i].eq(self.disp.payload.target),
-                    nbytes[i].eq(self.disp.payload.bytes),
-                    head[i].eq(self.disp.payload.slot),
-                    tail[i].eq(self.disp.payload.slot),
-                    buffer_hit[i].eq(0),
-                    error[i].eq(0),
-                ]
-                if aggregation:
-                    m.d.sync += age[i].eq(min(1, window))
-            with m.If(merge & (hit_index == i)):
-                m.d.sync += [
-                    nbytes[i].eq(nbytes[i] + self.disp.payload.bytes),
-                    tail[i].eq(self.disp.payload.slot),
-                ]
-            if aggregation:
-                with m.If((state[i] == MshrState.WAIT) & (age[i] != window)):
-                    m.d.sync += age[i].eq(age[i] + 1)
-            # one issue and one done port per channel; with multi-plane commands one per
-            # plane of a channel's megaplane (several entries per cycle, MP7)
-            lanes = len(self.issue) // channels
-            for c in range(channels):
-                with m.If(enq_fire[c] & (enq_index[c] == i)):
-                    m.d.sync += state[i].eq(MshrState.QUEUED)
-                for k in range(c * lanes, (c + 1) * lanes):
-                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
-                        m.d.sync += state[i].eq(MshrState.ISSUED)
-                    with m.If(self.done[k].valid & (self.done[k].index == i)):
-                        m.d.sync += [
-                            state[i].eq(MshrState.RETURN),
-                            buffer_hit[i].eq(self.done[k].buffer_hit),
-                            error[i].eq(self.done[k].error),
-                        ]
-            with m.If(pop & (cur == i)):
-                with m.If(last):
-                    m.d.sync += drained[i].eq(1) if v2 else state[i].eq(MshrState.FREE)
-                with m.Else():
-                    m.d.sync += head[i].eq(link_rd.data)
-            if v2:
-                with m.If(self.launched.valid & (self.launched.index == i)):
-                    m.d.sync += [state[i].eq(MshrState.FREE), drained[i].eq(0)]
-
-        if self._checks:
-            self._add_checks(m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                             free_index, pop, cur, locked, nbytes, fire, ready, drained)
-        return m
-
-    def _elaborate_ports(self, m, state, page, target, nbytes, head, tail, buffer_hit, error,
-                         age, link_wrs, link_rds, joinable, mergeable):
-        """The rest of :meth:`elaborate` in the channel shape (contract 2, ``P`` ports):
-        a merge per port, allocation by v2 §4.2.3, a response port per channel (v2 §8)."""
-        cfg, P = self._cfg, self._ports
-        n, channels = cfg.mshr_entries, cfg.channels
-        aggregation = cfg.read_mode == "aggregation"
-        window = cfg.read_agg_window_ticks
-        disps = list(self.disp)
-        # ---- dispatch: per port a merge into its page's entry, else an allocation ----
-        hits, hit_indexes = [], []
-        for p, d in enumerate(disps):
-            if cfg.mshr_merge:   # v2 §4.2: M_p's lookup register, qualified by the state
-                match = [joinable[i] & self.disp_match[p][i] for i in range(n)]
-            else:
-                match = [Const(0, 1)] * n
-            hit, hit_index = lowest_set(m, match, f"hit_index_p{p}")
-            hits.append(named(m, hit, f"hit_p{p}"))
-            hit_indexes.append(hit_index)
-        free = [named(m, s == MshrState.FREE, f"free{i}") for i, s in enumerate(state)]
-        want = [named(m, d.valid & ~hits[p], f"want_p{p}") for p, d in enumerate(disps)]
-        grants, granted, alloc_index = grant_free(m, free, want, "alloc")
-        fires, merges = [], []
-        for p, d in enumerate(disps):
-            m.d.comb += [
-                d.ready.eq(hits[p] | granted[p]),
-                self.disp_hit[p].eq(hits[p]),
-                self.disp_index[p].eq(Mux(hits[p], hit_indexes[p], alloc_index[p])),
-            ]
-            fires.append(named(m, d.valid & d.ready, f"fire_p{p}"))
-            merge = named(m, fires[p] & hits[p], f"merge_p{p}")
-            merges.append(merge)
-            wr = link_wrs[p]
-            m.d.comb += [wr.addr.eq(select(m, tail, hit_indexes[p], f"hit_tail_p{p}")),
-                         wr.data.eq(d.payload.slot),
-                         wr.en.eq(0 if "mshr-dropped-waiter" in self._mutations else merge)]
-        for i in range(n):
-            m.d.comb += [self.tags[i].eq(page[i]), self.pending[i].eq(mergeable[i])]
-
-        # ---- readiness and the per-channel enqueue candidates (§4.3, §6) ----
-        if not aggregation:
-            ready = [s == MshrState.WAIT for s in state]
-        else:
-            ready = [named(m, (state[i] == MshrState.WAIT)
-                           & ((nbytes[i] >= cfg.read_agg_threshold_bytes) | (age[i] >= window)),
-                           f"ready{i}")
-                     for i in range(n)]
-        enq_fire, enq_index = offer_enqueues(m, self.enq, ready, target, EntryKind.MSHR)
-
-        # ---- responses: port p drains the RETURN entries of channel p (v2 §8) ----
-        drained = [Signal(name=f"drained{i}") for i in range(n)]
-        pops, curs, lasts = [], [], []
+            for p in range(P):
+                m.d.comb += self.w_entry[p].eq(Cat(*w_new_p[p]))
+        # the entry W allocates counts as mergeable for M (DP1: M sees the last decision of its
+        # port; a page's reads enter one port, so no other port's W can hold its entry): M's
+        # vector (``disp_match``, registered) plus W's entry when the controller's flag
+        # ``w_match`` says W allocated it for M's page
+        matches, hits, hit_indexes = [], [], []
         for p in range(P):
-            pop, cur, last, _locked = drain_waiters(
-                m, self.ret[p], self.ret_sel[p], self.ret_locked[p],
-                [(s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
+            if not merge_on:   # every read allocates its own entry (§4.2 read step 3)
+                matches.append([Const(0, 1)] * n)
+                hits.append(Const(0, 1))
+                hit_indexes.append(Const(0, 1))
+                continue
+            vec = [named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]), f"disp_vec{i}{sx(p)}")
+                   for i in range(n)]
+            match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
+                     for i in range(n)]
+            # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
+            # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
+            # FREE (not joinable) and off M's registered vector (it left the free list, which
+            # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
+            # the flag implies W's allocation; so the hit reads registers only and W's one-hot
+            # is not on its path (issue 12, seed 3's path). An invariant compares it with the
+            # OR of ``match``.
+            hit = named(m, Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
+                        | w_match[p], f"hit{sx(p)}")
+            hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
+            invariant(m, checks, hit == Cat(*match).any(),
+                      f"the MSHR hit{sx(p)} differs from the OR of its match vector "
+                      "(DP1, W's flag)")
+            matches.append(match)
+            hits.append(hit)
+            hit_indexes.append(hit_index)
+        if checks:
+            self._lookup_protocol(m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+                                  mergeable, page)
+
+        # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
+        # launched (FREE from the next cycle, v2 §8) ----
+        if P == 1:
+            any_free, free_index, free_oh, free_pop, free_count = free_list(
+                m, n, self.launched.valid, self.launched.index, "free_list")
+            ready = [hits[0] | any_free]
+            free_indexes, free_ohs = [free_index], [free_oh]
+        else:
+            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+            granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
+                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+                "free_list")
+            free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
+                         for i in range(n)] for p in range(P)]
+            ready = [hits[p] | granted[p] for p in range(P)]
+            any_free = Cat(*[g for g in granted]).any()
+            free_index = free_indexes[0]
+        fires, allocates = [], []
+        for p, d in enumerate(disps):
+            if P == 1:
+                m.d.comb += [
+                    d.ready.eq(ready[p]),
+                    self.disp_hit.eq(hits[p]),
+                    self.disp_index.eq(Mux(hits[p], hit_indexes[p], free_indexes[p])),
+                ]
+            else:
+                m.d.comb += [
+                    d.ready.eq(ready[p]),
+                    self.disp_hit[p].eq(hits[p]),
+                    self.disp_index[p].eq(Mux(hits[p], hit_indexes[p], free_indexes[p])),
+                ]
+            fire = named(m, d.valid & d.ready, f"fire{sx(p)}")
+            merge = named(m, fire & hits[p], f"merge{sx(p)}")
+            allocate = named(m, fire & ~hits[p], f"allocate{sx(p)}")
+            fires.append(fire)
+            allocates.append(allocate)
+            if P == 1:
+                free_pop(allocate)
+            match = matches[p]
+            # a merge behind the entry W is writing appends to W's waiter (its tail is not
+            # written)
+            same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
+                           f"w_same{sx(p)}")
+            hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+            m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
+                         w_oh[p].eq(Mux(allocate, Cat(*free_ohs[p]), Cat(*match))),
+                         w_d[p].eq(d.payload), w_tail[p].eq(hit_tail)]
+            m.d.comb += [
+                link_wrs[p].addr.eq(w_tail[p]),
+                link_wrs[p].data.eq(w_d[p].slot),
+                link_wrs[p].en.eq(0 if "mshr-dropped-waiter" in mut else w_merge[p]),
+            ]
+        # L and the write buffer see W's entries as pending, with their pages (DP1)
+        for i in range(n):
+            tag = page[i]
+            for p in reversed(range(P)):
+                tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+            m.d.comb += [self.tags[i].eq(tag),
+                         self.pending[i].eq(mergeable[i] | w_new[i])]
+        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+                      for p in range(P)]
+        merge_en = merge_en_p[0] if P == 1 else [
+            named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+            for i in range(n)]
+
+        # ---- DP2: per channel, the WAIT entries in allocation order; a channel's reads enter
+        # one port (its own in the channel shape), so one W pushes its FIFO ----
+        w_index = [onehot_index(m, [w_oh[p][i] for i in range(n)], f"w_index{sx(p)}")
+                   for p in range(P)]
+        enq_fire, enq_index, fifo_count = [], [], []
+        held = []
+        if aggregation:
+            # ---- DP2a: an entry is ready from DP1's view (bytes merged up to t - 2 at the
+            # threshold, or t >= alloc + window, and t >= alloc + 2: its WAIT state), a
+            # candidate from the next cycle (``ready_q``); per channel a registered offer
+            # ``OR_c`` takes the lowest-index candidate (``offer_registered``, DP3's
+            # structure) ----
+            window = cfg.read_agg_window_ticks
+            cap = max(window, 2)
+            age = [Signal(range(cap + 1), name=f"age{i}") for i in range(n)]
+            cand = []
+            for i in range(n):
+                waiting = state[i] == MshrState.WAIT
+                ready = named(m, waiting & ((nbytes[i] >= cfg.read_agg_threshold_bytes)
+                                            | (age[i] >= window)), f"ready{i}")
+                ready_q = Signal(name=f"ready_q{i}")
+                m.d.sync += ready_q.eq(ready)
+                cand.append(named(m, ready_q & waiting, f"candidate{i}"))
+                # cycles since the allocation decision: 2 in the first WAIT cycle (W writes
+                # the entry in alloc + 1), saturating at max(window, 2)
+                with m.If(w_new[i]):
+                    m.d.sync += age[i].eq(2)
+                with m.Elif(waiting & (age[i] != cap)):
+                    m.d.sync += age[i].eq(age[i] + 1)
+            enq_fire, enq_index, held = offer_registered(m, self.enq, cand, target,
+                                                         EntryKind.MSHR)
+        for c, port in (() if aggregation else enumerate(self.enq)):
+            q = 0 if P == 1 else c
+            fire_c, index_c, count_c = offer_fifo(
+                m, port, named(m, w_alloc[q] & (w_d[q].target.channel == c), f"offer_push{c}"),
+                w_index[q], w_d[q].target, EntryKind.MSHR, n, f"offer_fifo{c}")
+            enq_fire.append(fire_c)
+            enq_index.append(index_c)
+            fifo_count.append(count_c)
+            if P > 1:
+                invariant(m, checks, ~w_alloc[q] | (w_d[q].target.channel == c),
+                          f"port {c}: W allocated an entry of another channel (DP2)")
+
+        # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
+        # its channel ----
+        pops, curs, lasts, regss = [], [], [], []
+        for p in range(P):
+            pop, cur, last, regs = drain_cursor(
+                m, self.ret if P == 1 else self.ret[p],
+                self.ret_locked if P == 1 else self.ret_locked[p],
+                [(s == MshrState.RETURN) & ~drained[i] if P == 1 else
+                 (s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
                  for i, s in enumerate(state)],
-                head, tail, target, error, link_rds[p], buffer_hit=buffer_hit, taken=True,
-                prefix=f"p{p}_")
+                head, tail, target, error, link_rds[p], buffer_hit=buffer_hit,
+                prefix="" if P == 1 else f"p{p}_")
             pops.append(pop)
             curs.append(cur)
             lasts.append(last)
+            regss.append(regs)
 
-        # ---- per-entry next state; the sources of each field exclude each other ----
-        lanes = len(self.issue) // channels
+        # ---- per-entry next state ----
+        issue_qs, done_qs = [], []
         for i in range(n):
-            for p, d in enumerate(disps):
-                with m.If(grants[i][p]):
-                    m.d.sync += [
-                        state[i].eq(MshrState.WAIT),
-                        page[i].eq(d.payload.page),
-                        target[i].eq(d.payload.target),
-                        nbytes[i].eq(d.payload.bytes),
-                        head[i].eq(d.payload.slot),
-                        tail[i].eq(d.payload.slot),
-                        buffer_hit[i].eq(0),
-                        error[i].eq(0),
-                    ]
-                    if aggregation:
-                        m.d.sync += age[i].eq(min(1, window))
-                # a page maps to one read port: at most one port merges into an entry
-                with m.If(merges[p] & (hit_indexes[p] == i)):
-                    m.d.sync += [nbytes[i].eq(nbytes[i] + d.payload.bytes),
-                                 tail[i].eq(d.payload.slot)]
-            if aggregation:
-                with m.If((state[i] == MshrState.WAIT) & (age[i] != window)):
-                    m.d.sync += age[i].eq(age[i] + 1)
-            for c in range(channels):
-                with m.If(enq_fire[c] & (enq_index[c] == i)):
-                    m.d.sync += state[i].eq(MshrState.QUEUED)
-                for k in range(c * lanes, (c + 1) * lanes):
-                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
-                        m.d.sync += state[i].eq(MshrState.ISSUED)
-                    with m.If(self.done[k].valid & (self.done[k].index == i)):
-                        m.d.sync += [
-                            state[i].eq(MshrState.RETURN),
-                            buffer_hit[i].eq(self.done[k].buffer_hit),
-                            error[i].eq(self.done[k].error),
-                        ]
-            # an entry's waiters all leave through its channel's port (v2 §8)
             for p in range(P):
-                with m.If(pops[p] & (curs[p] == i)):
-                    with m.If(lasts[p]):
-                        m.d.sync += drained[i].eq(1)
-                    with m.Else():
-                        m.d.sync += head[i].eq(link_rds[p].data)
-                with m.If(self.launched[p].valid & (self.launched[p].index == i)):
-                    m.d.sync += [state[i].eq(MshrState.FREE), drained[i].eq(0)]
+                with m.If(w_new_p[p][i]):
+                    m.d.sync += [page[i].eq(w_d[p].page), target[i].eq(w_d[p].target),
+                                 nbytes[i].eq(w_d[p].bytes), head[i].eq(w_d[p].slot),
+                                 tail[i].eq(w_d[p].slot), buffer_hit[i].eq(0), error[i].eq(0)]
+            for p in range(P):
+                with m.If(merge_en_p[p][i]):
+                    m.d.sync += [nbytes[i].eq(nbytes[i] + w_d[p].bytes), tail[i].eq(w_d[p].slot)]
+            # DP6: the issue and completion events decoded per entry into flip-flops and
+            # applied a cycle later (ISSUED from td + 2, RETURN with its flags from tc + 2)
+            issue_i = Cat(*[e.valid & (e.index == i) for e in self.issue]).any()
+            done_i = Cat(*[e.valid & (e.index == i) for e in self.done]).any()
+            issue_q, done_q = Signal(name=f"issue_q{i}"), Signal(name=f"done_q{i}")
+            done_bh, done_err = Signal(name=f"done_bh_q{i}"), Signal(name=f"done_err_q{i}")
+            m.d.sync += [issue_q.eq(issue_i), done_q.eq(done_i)]
+            with m.If(done_i):
+                m.d.sync += [
+                    done_bh.eq(Cat(*[e.valid & (e.index == i) & e.buffer_hit
+                                     for e in self.done]).any()),
+                    done_err.eq(Cat(*[e.valid & (e.index == i) & e.error
+                                      for e in self.done]).any())]
+            with m.If(done_q):
+                m.d.sync += [buffer_hit[i].eq(done_bh), error[i].eq(done_err)]
+            for p in range(P):
+                with m.If(pops[p] & (curs[p] == i) & lasts[p]):
+                    m.d.sync += drained[i].eq(1)
+            ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                    Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+            with m.If(ev_f):
+                m.d.sync += drained[i].eq(0)
+            # The state's events exclude each other (each needs a different state), so the next
+            # state is an AND-OR of the events, not a priority chain (docs/rtl.md part C, (i)).
+            ev_w = w_new[i]
+            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(channels)]).any()
+            ev_s, ev_r = issue_q, done_q
+            hold = named(m, ~(ev_w | ev_q | ev_s | ev_r | ev_f), f"state_hold{i}")
+            sv = state[i].as_value()
+            # FREE 0, WAIT 1, QUEUED 2, ISSUED 3, RETURN 4
+            m.d.sync += sv.eq(Cat(ev_w | ev_s | (hold & sv[0]), ev_q | ev_s | (hold & sv[1]),
+                                  ev_r | (hold & sv[2])))
+            issue_qs.append(issue_q)
+            done_qs.append(done_q)
+            events = Cat(ev_w, ev_q, ev_s, ev_r, ev_f)
+            invariant(m, checks, (events & (events - 1)) == 0,
+                      f"MSHR entry {i}: two state events in one cycle (DP6)")
 
-        if self._checks:
-            self._add_port_checks(m, state, page, mergeable, head, tail, grants, merges,
-                                  hit_indexes, pops, curs, nbytes, fires, drained, granted,
-                                  alloc_index, free, want)
+        if checks:
+            self._add_checks(m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en,
+                             w_d, fires, pops, curs, regss, nbytes, drained, any_free,
+                             free_index, free_count, fifo_count, enq_index, issue_qs, done_qs,
+                             merge_en_p, w_new_p, free_indexes, disps, held)
+        return m
 
-    def _add_port_checks(self, m, state, page, mergeable, head, tail, grants, merges,
-                         hit_indexes, pops, curs, nbytes, fires, drained, granted,
-                         alloc_index, free, want):
-        """The properties of :meth:`_add_checks` with ``P`` ports, and v2 §18 step 6's
-        allocation properties: one-hot grants, only to FREE entries, the k-th free rule."""
-        cfg, checks, P = self._cfg, self._checks, self._ports
-        n = cfg.mshr_entries
-        disps = list(self.disp)
+    def _lookup_protocol(self, m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+                         mergeable, page):
+        """What the controller's M promises the table (DP1; the controller asserts the same
+        of its vectors against a fresh lookup): the flag ``w_match`` only with W's
+        allocation, M's vector without W's entry, and for a read on ``disp`` the vector
+        (over the mergeable entries) and the flag equal to a fresh lookup of its page."""
+        checks, n = self._checks, self._cfg.mshr_entries
         for p, d in enumerate(disps):
+            protocol(m, checks, ~w_match[p] | w_alloc[p],
+                     f"port {p}: w_match without W's allocation (DP1)")
+            protocol(m, checks, (disp_match[p] & Cat(*w_new_p[p])) == 0,
+                     f"port {p}: M's MSHR vector holds W's entry (DP1)")
+            if not self._cfg.mshr_merge:
+                continue
+            fresh = Cat(*[mergeable[i] & (page[i] == d.payload.page) for i in range(n)])
+            protocol(m, checks, ~d.valid | (((Cat(*mergeable) & disp_match[p]) == fresh)
+                                            & (w_match[p] == (w_alloc[p] & (w_d[p].page
+                                                                            == d.payload.page)))),
+                     f"port {p}: M's MSHR vector differs from a fresh lookup of its page (DP1)")
+
+    def _add_checks(self, m, state, page, mergeable, head, tail, w_alloc, w_new, merge_en, w_d,
+                    fires, pops, curs, regss, nbytes, drained, any_free, free_index, free_count,
+                    fifo_count, enq_index, issue_qs, done_qs, merge_en_p, w_new_p, free_indexes,
+                    disps, held):
+        """The properties of ``Mshr._add_checks`` with W (waiters counted when W writes) and
+        the cursor (the next waiter in the cursor, not in ``head``), plus the deep structures':
+        the free list holds exactly the FREE entries no W writes, each offer FIFO exactly
+        its channel's WAIT entries, its head a WAIT entry. Lists hold one item per port."""
+        cfg, checks = self._cfg, self._checks
+        n, P = cfg.mshr_entries, len(fires)
+        for d in disps:
             protocol(m, checks, ~d.valid | ((d.payload.bytes >= 1)
                                             & (d.payload.bytes <= PAGE_BYTES)),
-                     f"port {p}: read dispatched with a size outside 1..4096 bytes")
-        check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
-                      list(self.ret), Cat(*[s == MshrState.FREE for s in state]).all(), "MSHR")
+                     "read dispatched with a size outside 1..4096 bytes")
+        # a slot is inside the table from its dispatch; an entry a W still writes is not FREE
+        all_free = Cat(*[s == MshrState.FREE for s in state]).all() & (
+            ~w_alloc[0] if P == 1 else ~Cat(*w_alloc).any())
+        if P == 1:
+            check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot, pops[0],
+                          self.ret, all_free, "MSHR")
+        else:
+            check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                          list(self.ret), all_free, "MSHR")
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
         for i in range(n):
-            add = Const(0, 1)
-            for p in range(P):
-                add = add | (merges[p] & (hit_indexes[p] == i))
-            gone = Const(0, 1)
-            for p in range(P):
-                gone = gone | (pops[p] & (curs[p] == i))
-            with m.If(grants[i].any()):
+            gone = tree_sum([pops[p] & (curs[p] == i) for p in range(P)]) if P > 1 else \
+                pops[0] & (curs[0] == i)
+            with m.If(w_new[i]):
                 m.d.sync += waiters[i].eq(1)
             with m.Else():
-                m.d.sync += waiters[i].eq(waiters[i] + add - gone)
-            f = (state[i] == MshrState.FREE) | drained[i]
+                m.d.sync += waiters[i].eq(waiters[i] + merge_en[i] - gone)
+            free = (state[i] == MshrState.FREE) | drained[i]
             invariant(m, checks, ~drained[i] | (state[i] == MshrState.RETURN),
                       f"MSHR entry {i}: drained outside RETURN")
-            invariant(m, checks, f == (waiters[i] == 0),
-                      f"MSHR entry {i}: FREE exactly when its waiter list is empty")
-            invariant(m, checks, f | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                      f"MSHR entry {i}: head == tail exactly when one waiter is left")
-            # v2 §4.2.3 (S1): a grant is one-hot and goes to a FREE entry
-            g = grants[i]
-            invariant(m, checks, (g & (g - 1)) == 0,
-                      f"MSHR entry {i} granted to two ports in one cycle")
-            invariant(m, checks, ~g.any() | free[i], f"MSHR entry {i} granted while not FREE")
-            for j in range(i + 1, n if cfg.mshr_merge else 0):
-                invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
-                          f"MSHR entries {i} and {j} are both mergeable for one page")
-        # the k-th free rule: the granted ports hold the lowest free entries, as many as
-        # min(wanting ports, free entries)
-        n_free, n_want, n_got = tree_sum(free), tree_sum(want), tree_sum(granted)
-        invariant(m, checks, n_got == Mux(n_want < n_free, n_want, n_free),
-                  "MSHR allocation: granted ports differ from min(wanting, free) (v2 §4.2.3)")
-        states = Array(state)
-        for c in range(len(self.issue)):
-            ev, done = self.issue[c], self.done[c]
-            protocol(m, checks,
-                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
-                     f"issue[{c}] names an MSHR entry that is not QUEUED")
-            protocol(m, checks,
-                     ~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
-                     f"done[{c}] names an MSHR entry that is not ISSUED")
-        for p in range(P):
-            ev = self.launched[p]
-            protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
-                     f"launched[{p}] names an MSHR entry with waiters left to take")
-        cap = cfg.admission * PAGE_BYTES
-        for i in range(n):
-            for p, d in enumerate(disps):
-                invariant(m, checks, ~(merges[p] & (hit_indexes[p] == i))
-                          | (nbytes[i] + d.payload.bytes <= cap),
-                          f"MSHR entry {i}: byte count overflows")
-        cover(m, checks, Cat(*granted).all(), "every port allocates an MSHR entry in a cycle")
-        cover(m, checks, Cat(*[w & ~g for w, g in zip(want, granted)]).any(),
-              "a read stalls: no free entry for its rank")
-
-    def _add_checks(self, m, state, page, mergeable, head, tail, allocate, merge, hit_index,
-                    free_index, pop, cur, locked, nbytes, fire, ready, drained):
-        cfg, checks = self._cfg, self._checks
-        v2 = cfg.contract == 2
-        n = cfg.mshr_entries
-        d = self.disp.payload
-        protocol(m, checks, ~self.disp.valid | ((d.bytes >= 1) & (d.bytes <= PAGE_BYTES)),
-                 "read dispatched with a size outside 1..4096 bytes")
-        check_waiters(m, checks, cfg.admission, fire, d.slot, pop, self.ret,
-                      Cat(*[s == MshrState.FREE for s in state]).all(), "MSHR")
-        # Waiters per entry: simulation-only bookkeeping for the leak checks.
-        waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
-        for i in range(n):
-            with m.If(allocate & (free_index == i)):
-                m.d.sync += waiters[i].eq(1)
-            with m.If(merge & (hit_index == i)):
-                m.d.sync += waiters[i].eq(waiters[i] + 1)
-            with m.If(pop & (cur == i)):
-                m.d.sync += waiters[i].eq(waiters[i] - 1)
-            free = state[i] == MshrState.FREE
-            if v2:   # v2 §8: all waiters taken into R, the last not yet launched
-                free = free | drained[i]
-                invariant(m, checks, ~drained[i] | (state[i] == MshrState.RETURN),
-                          f"MSHR entry {i}: drained outside RETURN")
             invariant(m, checks, free == (waiters[i] == 0),
                       f"MSHR entry {i}: FREE exactly when its waiter list is empty")
-            invariant(m, checks, free | ((head[i] == tail[i]) == (waiters[i] == 1)),
-                      f"MSHR entry {i}: head == tail exactly when one waiter is left")
-            for j in range(i + 1, n if cfg.mshr_merge else 0):
+            # DP7: the cursor holds the next waiter of the entry it drains
+            first = head[i]
+            for regs in regss:
+                first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], first)
+            invariant(m, checks, free | ((first == tail[i]) == (waiters[i] == 1)),
+                      f"MSHR entry {i}: next waiter == tail exactly when one waiter is left")
+            for j in range(i + 1, n) if cfg.mshr_merge else ():
                 invariant(m, checks, ~(mergeable[i] & mergeable[j] & (page[i] == page[j])),
                           f"MSHR entries {i} and {j} are both mergeable for one page")
         states = Array(state)
+        issue_q, done_q = Array(issue_qs), Array(done_qs)
         for c in range(len(self.issue)):
             ev, done = self.issue[c], self.done[c]
+            # one issue per QUEUED entry: it is QUEUED until its issue applies (DP6)
             protocol(m, checks,
-                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)),
+                     ~ev.valid | ((ev.index < n) & (states[ev.index] == MshrState.QUEUED)
+                                  & ~issue_q[ev.index]),
                      f"issue[{c}] names an MSHR entry that is not QUEUED")
+            # DP6: ISSUED from td + 2; a completion in td + 1 would find its issue pending;
+            # one completion per entry
             protocol(m, checks,
-                     ~done.valid | ((done.index < n) & (states[done.index] == MshrState.ISSUED)),
+                     ~done.valid | ((done.index < n) & ((states[done.index] == MshrState.ISSUED)
+                                                        | issue_q[done.index])
+                                    & ~done_q[done.index]),
                      f"done[{c}] names an MSHR entry that is not ISSUED")
-        if v2:
-            ev = self.launched
+        for ev in ([self.launched] if P == 1 else list(self.launched)):
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
                      "launched names an MSHR entry with waiters left to take")
-        else:
-            protocol(m, checks, ~locked | self.ret_sel,
-                     "ret_sel dropped while an MSHR entry was being drained")
         cap = cfg.admission * PAGE_BYTES
         for i in range(n):
-            invariant(m, checks, ~(merge & (hit_index == i)) | (nbytes[i] + d.bytes <= cap),
-                      f"MSHR entry {i}: byte count overflows")
-        cover(m, checks, merge, "a read merges (MSHR hit)")
-        cover(m, checks, self.disp.valid & ~self.disp.ready, "a read stalls: no free entry")
+            for p in range(P):
+                invariant(m, checks, ~merge_en_p[p][i] | (nbytes[i] + w_d[p].bytes <= cap),
+                          f"MSHR entry {i}: byte count overflows")
+        # DP4: the free list holds the FREE entries that no W is writing
+        free_now = [(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)]
+        invariant(m, checks, free_count == tree_sum(free_now),
+                  "the MSHR free list's count differs from the FREE entries (DP4)")
+        if P == 1:
+            invariant(m, checks, ~any_free | Array(free_now)[free_index],
+                      "the MSHR free list's head is not a FREE entry (DP4)")
+        else:
+            for p in range(P):
+                invariant(m, checks, ~fires[p] | self.disp_hit[p]
+                          | Array(free_now)[free_indexes[p]],
+                          f"port {p}: the MSHR free list's head is not a FREE entry (DP4)")
+                for q in range(p):
+                    invariant(m, checks, ~(fires[p] & ~self.disp_hit[p] & fires[q]
+                                           & ~self.disp_hit[q])
+                              | (free_indexes[p] != free_indexes[q]),
+                              f"ports {q} and {p} allocated one MSHR entry (DP4)")
+        # DP2: each channel's offer FIFO holds its WAIT entries; the head is one of them
+        for c, count in enumerate(fifo_count):
+            invariant(m, checks, (count == 0) | (states[enq_index[c]] == MshrState.WAIT),
+                      f"channel {c}: the MSHR offer FIFO's head is not a WAIT entry (DP2)")
+        if fifo_count:
+            invariant(m, checks, tree_sum(fifo_count) == tree_sum([s == MshrState.WAIT
+                                                                   for s in state]),
+                      "the MSHR offer FIFOs hold other than the WAIT entries (DP2)")
+        for c, (hv, hi) in enumerate(held):   # DP2a: OR_c holds a WAIT entry
+            invariant(m, checks, ~hv | (states[hi] == MshrState.WAIT),
+                      f"channel {c}: the MSHR offer register holds a non-WAIT entry (DP2a)")
+        cover(m, checks, Cat(*merge_en).any(), "a read merges (MSHR hit)")
+        cover(m, checks, Cat(*[d.valid & ~d.ready for d in disps]).any() if P > 1 else
+              disps[0].valid & ~disps[0].ready, "a read stalls: no free entry")
         for st in (MshrState.QUEUED, MshrState.ISSUED, MshrState.RETURN):
             cover(m, checks, Cat(*[s == st for s in state]).any(), f"an entry in {st.name}")
-        cover(m, checks, locked & ~pop, "a chosen entry keeps the port without a handshake")
-        cover(m, checks, pop & ~self.ret.payload.last, "a merged waiter is answered")
-        if cfg.read_mode == "aggregation":
-            for i in range(n):
-                cover(m, checks, ready[i] & (nbytes[i] >= cfg.read_agg_threshold_bytes),
-                      f"MSHR entry {i} ready by the byte threshold")
+        for p, regs in enumerate(regss):
+            cover(m, checks, regs["locked"] & ~pops[p],
+                  "the cursor keeps its entry without a handshake")
+            ret = self.ret if P == 1 else self.ret[p]
+            cover(m, checks, pops[p] & ~ret.payload.last, "a merged waiter is answered")
+            cover(m, checks, regs["v1"] & regs["v2"], "C1 holds an entry while C2 holds another")
+        if P > 1:
+            cover(m, checks, Cat(*[f & ~self.disp_hit[p] for p, f in enumerate(fires)]).all(),
+                  "every port allocates an MSHR entry in one cycle (DP4)")

@@ -32,6 +32,10 @@ class Mutation:
     check : str
         What catches it: (part of) the failing property's message, or ``scoreboard`` (the
         co-simulation's comparison with the golden model).
+    depth : int
+        For ``formal``: the BMC depth that catches it, when deeper than the block's CI
+        depth (0: the CI depth); such a kind is checked only in the full formal run
+        (``HBFSIM_FORMAL_FULL=1``), for its minutes.
     """
 
     name: str
@@ -40,6 +44,7 @@ class Mutation:
     what: str
     caught_by: str
     check: str
+    depth: int = 0
 
 
 MUTATIONS = {mu.name: mu for mu in (
@@ -58,33 +63,36 @@ MUTATIONS = {mu.name: mu for mu in (
     Mutation("scheduler-wb-first", "scheduler", "wrong priority",
              "the enqueue arbiter takes the write buffer's offer before the MSHR's", "formal",
              "the write buffer's offer taken over the MSHR's"),
+    # the registered MSHR answers from tc + 2 through C1 / C2 / cursor (DP6, DP7): the
+    # second waiter's response, or a merge into a drained entry, lies 11 steps deep
     Mutation("mshr-dropped-waiter", "mshr", "dropped waiter",
              "a merge does not link the new waiter behind the old tail", "formal",
-             "(duplicated waiter)"),
+             "(duplicated waiter)", 11),
     Mutation("mshr-merge-return", "mshr", "wrong state set",
-             "an entry in RETURN still accepts merges (its byte count only grows)", "formal",
-             "byte count overflows"),
+             "an entry in RETURN still accepts merges (a waiter joins a drained entry)",
+             "formal", "FREE exactly when its waiter list is empty", 11),
     Mutation("wb-coverage-overwrite", "write_buffer", "lost update",
              "a merge replaces the coverage bitmap instead of OR-ing into it", "formal",
              "coverage shrank while OPEN"),
+    # registered flush decisions and offers (DP3, DP5): the PROGRAM lies 10 steps deep
     Mutation("wb-strict-partial", "write_buffer", "missing condition",
-             "under the strict policy an incomplete FLUSH entry is still programmed", "formal",
-             "PROGRAM of an incomplete page under the strict policy"),
+             "under the strict policy an incomplete FLUSH entry is programmed (no error "
+             "response)", "formal", "PROGRAM of an incomplete page under the strict policy",
+             10),
     Mutation("wb-w4-ignored", "write_buffer", "missing condition",
              "a FLUSH entry programs although an older entry of its page is in use (W4)",
-             "formal", "programs while an older entry of its page is in use"),
+             "formal", "eligible while an older entry of its page is in use", 10),
     Mutation("admission-slot-reuse", "admission", "lost update",
              "taking a slot does not mark it used, so the next request gets it again",
-             "formal", "a request slot handed out while it still holds a request"),
-    Mutation("credit-off-by-one", "response", "off-by-one",
-             "the credit check is one byte short: a response may spend one byte's credit "
-             "more than its channel has", "formal", "spends more link credit"),
+             "formal", "the registered admission count differs from the used slots"),
+    Mutation("credit-off-by-one", "link_credit", "off-by-one",
+             "a launch charges the link credit one byte less than the response's size",
+             "formal", "the credit's next state differs from min(γ, x - cost + γ)"),
     Mutation("credit-stale", "response", "stale credit",
-             "the credit check reads last cycle's credit, before the last charge", "formal",
-             "spends more link credit"),
+             "K's launch test reads last cycle's positive credit, before the last charge",
+             "formal", "a response launched without positive link credit"),
     Mutation("response-wb-first", "response", "wrong priority",
-             "the response arbiter prefers the write buffer's offer to the MSHR's", "cosim",
-             "scoreboard"),
+             "R takes the write buffer's offer before the MSHR's", "cosim", "scoreboard"),
 )}
 
 

@@ -1,15 +1,9 @@
-"""Response arbiter with per-channel link credits.
+"""The response stages of one response port: R, K and E with the link credit.
 
-Implements docs/history.md §8 (L2): at most one response per cycle; the entry being
-drained keeps the port, otherwise the lowest-index MSHR entry in RETURN, then the lowest-index
-write-buffer entry; a response of ``n`` bytes needs ``n * memory_clock_khz`` credit on its
-channel, and each cycle adds ``channel_bw_gbps * 10**6`` credit up to
-``link_burst_bytes * memory_clock_khz``.
-
-Under contract 2 (``cfg.contract == 2``) it is the response pipeline of
-docs/timing-contract.md §8: R (choose the next waiter by the same rule), K (launch with
-the deficit credit of :mod:`.link_credit`) and the two-entry egress queue E
-(:mod:`.stage_queue`), whose head is ``resp``.
+Implements docs/timing-contract.md §8 and DP7: R takes the next waiter (a locked table
+keeps the port, else the MSHR's offer first), K launches it while its channel's deficit
+credit (:mod:`.link_credit`) is positive and the two-entry egress queue E
+(:mod:`.stage_queue`), whose head is ``resp``, has room.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from hbfsim.rtl.stage_queue import StageQueue
 
 
 def waiter_layout(w: Widths) -> data.StructLayout:
-    """A waiter taken by R (contract 2, v2 §8): its table entry, request slot and flags."""
+    """A waiter taken by R (§8): its table entry, request slot and flags."""
     return data.StructLayout({
         "kind": EntryKind,
         "index": unsigned(w.tag_index),
@@ -43,25 +37,20 @@ def waiter_layout(w: Widths) -> data.StructLayout:
 
 
 def egress_layout(w: Widths) -> data.StructLayout:
-    """A launched response in E (v2 §8): the response and the slot its handshake releases."""
+    """A launched response in E (§8): the response and the slot its handshake releases."""
     return data.StructLayout({"resp": resp_layout(w), "slot": unsigned(w.slot)})
 
 
 class ResponseArbiter(wiring.Component):
-    """Choose the table that answers, check its channel's credit, drive ``resp``.
+    """R, K and E of one response port (docs/timing-contract.md §8, DP7).
 
     Each table (:class:`~hbfsim.rtl.mshr.Mshr`, :class:`~hbfsim.rtl.write_buffer.WriteBuffer`)
-    already offers the head waiter of the entry it drains, or of its lowest RETURN entry; this
-    block picks between the two tables (a locked table keeps the port, else the MSHR first),
-    tells the chosen one with ``*_sel`` so that its entry stays chosen even without a
-    handshake, and reads the request's slot for the response fields. The response is valid
-    only with enough credit on the entry's channel. Credit per channel follows
-    ``credit(t+1) = min(cap, credit(t) - spent(t) + gain)``, starting full, where
-    ``spent(t)`` is ``n * memory_clock_khz`` in a handshake cycle, else 0.
-
-    Under ``pipeline = "deep"`` (docs/timing-contract.md DP7) every waiter R takes
-    spends at least one cycle in R: K takes only from R, so the admission store's read
-    address (``slot_next``) is R's or K's register, never a table's offer.
+    offers the next waiter of the entry its response choice holds; R takes one of the two
+    offers (a locked table keeps the port, else the MSHR first) while R is empty or hands
+    its waiter to K. Every waiter spends at least one cycle in R (DP7): K takes only from R,
+    so the admission store's read address (``slot_next``) is R's or K's register, never a
+    table's offer. K launches its waiter into E while the channel's credit is positive and
+    E has room; the handshake on ``resp`` (E's head) releases the request slot.
 
     Parameters
     ----------
@@ -75,35 +64,27 @@ class ResponseArbiter(wiring.Component):
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     own_credit : bool
-        Contract 2, channel shape (v2 §8, §15 item 4): this is the response port of one
-        channel, whose entries alone it serves, so it keeps that channel's one
-        :class:`LinkCredit` and K tests it without a channel multiplexer.
+        Channel shape (§8, §15 item 4): this is the response port of one channel, whose
+        entries alone it serves, so it keeps that channel's one :class:`LinkCredit` and K
+        tests it without a channel multiplexer.
 
     Members
     -------
     mshr_ret, wb_ret : ``In(stream.Signature(ret_layout))``
         The tables' offers; ``ready`` is the handshake.
     mshr_sel, wb_sel : ``Out(1)``
-        The table chosen in this cycle.
+        R takes that table's offer in this cycle (the ``ret`` handshake).
     mshr_locked, wb_locked : ``In(1)``
         The table is draining an entry it was chosen for.
     slot : ``Out(range(admission))``
-        Slot of the offered response, for the slot table read.
-    slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
-        The slot's request fields and ``mshr_hit`` flag.
-    resp : ``Out(stream.Signature(resp_layout))``
-        The host response.
-    credit : ``Out(ArrayLayout(unsigned(bits), channels))``
-        Link credit per channel (observability; contract 1 only).
-
-    Contract 2 (v2 §8): ``*_sel`` is high when R takes that table's offer (the ``ret``
-    handshake), ``slot`` is the slot of the waiter in K, ``slot_data`` / ``slot_hit`` its
-    size and response fields, read synchronously from ``slot_next`` in the cycle before,
-    ``resp`` is the head of E, and these ports are added:
-
+        The slot of the waiter in K.
     slot_next : ``Out(range(admission))``
         The slot of the waiter K holds in the next cycle (the synchronous read address, S5).
-
+    slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
+        The size and response fields of K's slot, read synchronously from ``slot_next`` in
+        the cycle before, and its ``mshr_hit`` flag.
+    resp : ``Out(stream.Signature(resp_layout))``
+        The host response: the head of E.
     mshr_launched, wb_launched : ``Out(event_layout)``
         K launched the last waiter of the named entry: FREE from the next cycle.
     release : ``Out(data.StructLayout({"valid": 1, "slot": slot}))``
@@ -120,27 +101,7 @@ class ResponseArbiter(wiring.Component):
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._cap = cfg.link_cap
-        if cfg.contract == 2:
-            slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
-            super().__init__({
-                "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
-                "wb_ret": In(stream.Signature(ret_layout(w, w.wb_index))),
-                "mshr_sel": Out(1),
-                "wb_sel": Out(1),
-                "mshr_locked": In(1),
-                "wb_locked": In(1),
-                "mshr_launched": Out(event_layout(w.mshr_index)),
-                "wb_launched": Out(event_layout(w.wb_index)),
-                "slot": Out(w.slot),
-                "slot_next": Out(w.slot),
-                "slot_data": In(slot_layout(w)),
-                "slot_hit": In(1),
-                "resp": Out(stream.Signature(resp_layout(w))),
-                "release": Out(slot_ev),
-                "k_valid": Out(1),
-                "e_occupancy": Out(range(3)),
-            })
-            return
+        slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
         super().__init__({
             "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
             "wb_ret": In(stream.Signature(ret_layout(w, w.wb_index))),
@@ -148,99 +109,29 @@ class ResponseArbiter(wiring.Component):
             "wb_sel": Out(1),
             "mshr_locked": In(1),
             "wb_locked": In(1),
+            "mshr_launched": Out(event_layout(w.mshr_index)),
+            "wb_launched": Out(event_layout(w.wb_index)),
             "slot": Out(w.slot),
+            "slot_next": Out(w.slot),
             "slot_data": In(slot_layout(w)),
             "slot_hit": In(1),
             "resp": Out(stream.Signature(resp_layout(w))),
-            "credit": Out(data.ArrayLayout(range(self._cap + 1), cfg.channels)),
+            "release": Out(slot_ev),
+            "k_valid": Out(1),
+            "e_occupancy": Out(range(3)),
         })
 
     def elaborate(self, platform):
-        if self._cfg.contract == 2:
-            return self._elaborate_v2()
-        m = Module()
-        cfg = self._cfg
-        cap, gain, khz = self._cap, cfg.link_gain_per_tick, cfg.memory_clock_khz
-        credit = [Signal(range(cap + 1), init=cap, name=f"credit{c}")
-                  for c in range(cfg.channels)]
-        for c in range(cfg.channels):
-            m.d.comb += self.credit[c].eq(credit[c])
-
-        mr, wr = self.mshr_ret, self.wb_ret
-        mut = self._mutations
-        if "response-wb-first" in mut:
-            sel_wb = self.wb_locked | (~self.mshr_locked & wr.valid)
-            sel_mshr = ~sel_wb & (self.mshr_locked | mr.valid)
-        else:
-            sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
-            sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
-        m.d.comb += [self.mshr_sel.eq(sel_mshr), self.wb_sel.eq(sel_wb)]
-        # The two offers have index fields of different widths: pick field by field.
-        offer = Signal(ret_layout(self._w, max(self._w.mshr_index, self._w.wb_index)))
-        m.d.comb += [getattr(offer, f).eq(Mux(sel_mshr, getattr(mr.payload, f),
-                                              getattr(wr.payload, f)))
-                     for f in ("index", "slot", "channel", "last", "buffer_hit", "error")]
-        m.d.comb += self.slot.eq(offer.slot)
-
-        cost = Signal(range(4096 * khz + 1))
-        m.d.comb += cost.eq(self.slot_data.bytes * khz)
-        have = Array(credit)[offer.channel]
-        if "credit-off-by-one" in mut:
-            ok = have + khz >= cost
-        elif "credit-stale" in mut:
-            before = [Signal.like(credit[c], name=f"credit_before{c}")
-                      for c in range(cfg.channels)]
-            m.d.sync += [before[c].eq(credit[c]) for c in range(cfg.channels)]
-            ok = Array(before)[offer.channel] >= cost
-        else:
-            ok = have >= cost
-        r = self.resp
-        m.d.comb += [
-            r.valid.eq((sel_mshr | sel_wb) & ok),
-            r.payload.id.eq(self.slot_data.id),
-            r.payload.op.eq(self.slot_data.op),
-            r.payload.source.eq(self.slot_data.source),
-            r.payload.mshr_hit.eq(self.slot_hit),
-            r.payload.buffer_hit.eq(offer.buffer_hit),
-            r.payload.cache_hit.eq(0),
-            r.payload.error.eq(offer.error),
-        ]
-        handshake = r.valid & r.ready
-        m.d.comb += [mr.ready.eq(handshake & sel_mshr), wr.ready.eq(handshake & sel_wb)]
-
-        for c in range(cfg.channels):
-            spent = Mux(handshake & (offer.channel == c), cost, 0)
-            after = Signal(range(cap + gain + 1), name=f"credit_next{c}")
-            m.d.comb += after.eq(credit[c] - spent + gain)
-            m.d.sync += credit[c].eq(Mux(after > cap, cap, after))
-
-        checks = self._checks
-        protocol(m, checks, ~(sel_mshr | sel_wb) | ((self.slot_data.bytes >= 1)
-                                                    & (self.slot_data.bytes <= 4096)),
-                 "a request slot holds a size outside 1..4096 bytes")
-        protocol(m, checks, ~(self.mshr_locked & self.wb_locked),
-                 "the MSHR and the write buffer are both locked on the response")
-        invariant(m, checks, ~handshake | (have >= cost),
-                  "a response spends more link credit than its channel has (underflow)")
-        for c in range(cfg.channels):
-            invariant(m, checks, credit[c] <= cap, f"channel {c}: credit above its cap")
-        invariant(m, checks, ~self.mshr_locked | sel_mshr, "a locked MSHR lost the port (§8)")
-        invariant(m, checks, ~self.wb_locked | sel_wb,
-                  "a locked write buffer lost the port (§8)")
-        cover(m, checks, (sel_mshr | sel_wb) & ~ok, "a response waits for link credit")
-        cover(m, checks, self.wb_locked & mr.valid & handshake,
-              "a locked write buffer answers while the MSHR offers")
-        return m
-
-    def _elaborate_v2(self):
-        """R, K and E of one response port (v2 §8)."""
+        """R, K and E of one response port (§8, DP7)."""
         m = Module()
         cfg, w, checks = self._cfg, self._w, self._checks
         wl = waiter_layout(w)
         m.submodules.egress = egress = StageQueue(egress_layout(w), checks=checks)
         credits = []
         for c in range(1 if self._own else cfg.channels):
-            credits.append(LinkCredit(cfg, checks=checks))
+            # the credit's protocol (a launch only with positive credit) is K's to keep: an
+            # assertion here even in a proof of this block
+            credits.append(LinkCredit(cfg, checks=bool(checks), mutations=self._mutations))
             m.submodules[f"credit{c}"] = credits[-1]
 
         # R and K hold a waiter each; payloads are defined only while valid (v2 §0)
@@ -252,6 +143,10 @@ class ResponseArbiter(wiring.Component):
         m.d.comb += self.slot.eq(k.slot)
         positive = Array([cr.positive for cr in credits])[k.channel] if len(credits) > 1 \
             else credits[0].positive
+        if "credit-stale" in self._mutations:
+            stale = Signal(init=1, name="positive_before")
+            m.d.sync += stale.eq(positive)
+            positive = stale
         launch = Signal()
         m.d.comb += launch.eq(k_valid & positive & egress.inp.ready)
         for c, cr in enumerate(credits):
@@ -277,8 +172,12 @@ class ResponseArbiter(wiring.Component):
 
         # ---- R: take the next waiter while R is empty or its waiter moves to K (v2 §8) ----
         mr, wr = self.mshr_ret, self.wb_ret
-        sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
-        sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
+        if "response-wb-first" in self._mutations:
+            sel_wb = self.wb_locked | (~self.mshr_locked & wr.valid)
+            sel_mshr = ~sel_wb & (self.mshr_locked | mr.valid)
+        else:
+            sel_mshr = self.mshr_locked | (~self.wb_locked & mr.valid)
+            sel_wb = ~sel_mshr & (self.wb_locked | wr.valid)
         take = Signal()
         m.d.comb += take.eq((~r_valid | k_free) & (sel_mshr | sel_wb))
         m.d.comb += [mr.ready.eq(take & sel_mshr), wr.ready.eq(take & sel_wb),
@@ -290,31 +189,24 @@ class ResponseArbiter(wiring.Component):
                      for f in ("index", "slot", "channel", "last", "error")]
         m.d.comb += chosen.buffer_hit.eq(sel_mshr & mr.payload.buffer_hit)
 
-        # a waiter taken while K is free goes straight to K; else it waits in R
+        # R hands its waiter to K when K is empty or launches in this cycle
         r_to_k = r_valid & k_free
-        deep = getattr(cfg, "pipeline", "standard") == "deep"
-        # DP7: under deep every waiter spends a cycle in R, so the admission store's read
-        # address is R's register (nothing of the tables' offer reaches it)
-        new_to_k = ~r_valid & take & k_free if not deep else 0
+        # DP7: every waiter spends a cycle in R, none goes straight from the tables' offer to
+        # K, so the admission store's read address is R's register (``new_to_k``, the
+        # straight path, is a constant 0; kept as such, the emitted Verilog is unchanged)
+        new_to_k = 0
         m.d.sync += k_valid.eq(r_to_k | new_to_k | (k_valid & ~launch))
-        # v2 §8, §16 (S5): the slot K holds in the next cycle, for the admission store's
-        # synchronous read (R issues the read, K uses the data)
+        # §8, S5: the slot K holds in the next cycle, for the admission store's synchronous
+        # read (R issues the read, K uses the data)
         m.d.comb += self.slot_next.eq(Mux(r_to_k, r.slot, Mux(new_to_k, chosen.slot, k.slot)))
         with m.If(r_to_k):
             m.d.sync += k.eq(r)
         with m.Elif(new_to_k):
             m.d.sync += k.eq(chosen)
-        if deep:
-            with m.If(take):
-                m.d.sync += [r_valid.eq(1), r.eq(chosen)]
-            with m.Elif(r_to_k):
-                m.d.sync += r_valid.eq(0)
-        else:
-            with m.If(r_valid):
-                with m.If(k_free):
-                    m.d.sync += [r_valid.eq(take), r.eq(chosen)]
-            with m.Elif(take & ~k_free):
-                m.d.sync += [r_valid.eq(1), r.eq(chosen)]
+        with m.If(take):
+            m.d.sync += [r_valid.eq(1), r.eq(chosen)]
+        with m.Elif(r_to_k):
+            m.d.sync += r_valid.eq(0)
 
         # ---- E: the response port; the handshake releases the request slot (§4.1) ----
         out = egress.out.payload
@@ -337,11 +229,9 @@ class ResponseArbiter(wiring.Component):
                   "a locked MSHR lost the port (§8)")
         invariant(m, checks, ~self.wb_locked | ~take | sel_wb,
                   "a locked write buffer lost the port (§8)")
-        if deep:   # DP7: R may hold a waiter while K is empty, for one cycle only
-            invariant(m, checks, ~r_valid | k_valid | r_to_k,
-                      "R holds a waiter while K is empty and does not hand it to K (DP7)")
-        else:
-            invariant(m, checks, ~r_valid | k_valid, "R holds a waiter while K is empty")
+        # DP7: R may hold a waiter while K is empty, for one cycle only
+        invariant(m, checks, ~r_valid | k_valid | r_to_k,
+                  "R holds a waiter while K is empty and does not hand it to K (DP7)")
         cover(m, checks, k_valid & ~positive, "a launch waits for link credit")
         cover(m, checks, k_valid & positive & ~egress.inp.ready, "a launch waits: E full")
         cover(m, checks, r_valid, "R holds a waiter behind K")

@@ -1,6 +1,6 @@
 """Stack scheduler: the channel queues, the enqueue arbiter and the write-drain window.
 
-Implements docs/history.md §6 (enqueue arbiter: per channel the MSHR's offer before
+Implements docs/timing-contract.md §6 (enqueue arbiter: per channel the MSHR's offer before
 the write buffer's) and §7 (issue per channel through :class:`ChannelQueue`, and the
 stack's write-drain window); sources.md M2.
 """
@@ -38,9 +38,9 @@ class Scheduler(wiring.Component):
     Stack-wide active cap (§7, ``active_total > 0``): channel ``c`` may issue in t only while
     the stack's active count at the start of t plus the commands channels ``0..c-1`` issue in
     t is below ``active_total``, so channels take the stack's slots in ascending order (a
-    ripple of adders over the channels' ``active`` registers and this cycle's issues). Under
-    contract 2 the sum is over the decisions of ``td`` and the active counts with the
-    completions of ``td`` released (v2 §7), and ``cmd[c]`` is each queue's command register.
+    ripple of adders over the channels' ``active`` registers and this cycle's issues): the
+    sum is over the decisions of ``td`` and the active counts with the completions of ``td``
+    released (§7), and ``cmd[c]`` is each queue's command register.
 
     Parameters
     ----------
@@ -58,9 +58,9 @@ class Scheduler(wiring.Component):
     mshr_enq, wb_enq : ``In(stream.Signature(queue_op_layout)).array(channels)``
         Per-channel offers of the MSHR and of the write buffer.
     cmd : ``Out(cmd_layout).array(channels)``
-        Commands issued in this cycle (contract 2: decided in the previous cycle, v2 §7).
+        Commands issued in this cycle (decided in the previous cycle, §7).
     dec : ``Out(cmd_layout).array(channels)``
-        Contract 2 only: the issue decisions of this cycle (v2 §7), with the completions of
+        The issue decisions of this cycle (§7), with the completions of
         this cycle forwarded into them.
     cpl : ``In(cpl_layout).array(channels)``
         Completions delivered in this cycle.
@@ -92,8 +92,7 @@ class Scheduler(wiring.Component):
             "wb_occupied": In(range(cfg.write_buffer_entries + 1)),
             "drain_open": Out(1),
         }
-        if cfg.contract == 2:
-            ports["dec"] = Out(cmd_layout(w)).array(c)
+        ports["dec"] = Out(cmd_layout(w)).array(c)
         if w.planes:
             ports["dec_ops"] = Out(lane_layout(w)).array(c * w.planes)
             ports["cpl_ops"] = Out(lane_done_layout(w)).array(c * w.planes)
@@ -125,8 +124,7 @@ class Scheduler(wiring.Component):
                 q.cpl.eq(self.cpl[c]),
                 q.drain_window.eq(self.drain_open),
             ]
-            if cfg.contract == 2:
-                m.d.comb += self.dec[c].eq(q.dec)
+            m.d.comb += self.dec[c].eq(q.dec)
             planes = self._w.planes
             for p in range(planes):
                 m.d.comb += [self.dec_ops[c * planes + p].eq(q.dec_ops[p]),
@@ -151,7 +149,7 @@ class Scheduler(wiring.Component):
             used = sum((q.active for q in queues[1:]), queues[0].active)
             for q in queues:
                 m.d.comb += q.total_room.eq(used < cfg.active_total)
-                used = used + (q.dec.valid if cfg.contract == 2 else q.cmd.valid)
+                used = used + q.dec.valid
 
         if cfg.scheduler == "write-drain":
             window = cfg.write_drain_window_ticks

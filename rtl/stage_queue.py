@@ -33,15 +33,15 @@ class StageQueue(wiring.Component):
     layout : data.StructLayout
         The item.
     depth : int
-        Entries (2 for every queue of contract 2).
+        Entries (2 for every queue of the contract).
     checks : bool or "formal"
         Properties (:mod:`hbfsim.rtl.checks`): occupancy within ``0..depth``.
     ring : bool
         Keep the items in a ring (written at a write pointer, the head read at a read
         pointer through a ``depth``:1 multiplexer; a pop moves no item) instead of a shift
-        register: the same items in the same cycles. The controller's ingress queue under
-        ``pipeline = "deep"`` uses it (docs/rtl.md "Issue 12, part C", the what-if's (k): no
-        shift path from a pop to every item).
+        register: the same items in the same cycles. The controller's ingress queue uses it
+        (docs/rtl.md "Issue 12, part C", the what-if's (k): no shift path from a pop to
+        every item).
 
     Members
     -------

@@ -1,14 +1,13 @@
 """The system layer: several stack controllers behind one request and one response port
-(or, in the channel shape of contract 2, behind their own ports).
+(or, in the channel shape, behind their own ports).
 
-Implements docs/history.md §2 (stack selection A2, combinational routing of the one
-system request port, round-robin return arbitration in zero cycles) and the system-wide parts
-of §1 (media ports of every stack, one ``drain``, ``m_valid``). With ``stacks = 1`` the system
-layer is a wire and :class:`~hbfsim.rtl.controller.Controller` itself is the top (§2).
-Under ``contract = 2`` (stack shape) the routing is docs/timing-contract.md §2's registered
-route stage (a two-entry system ingress queue, :mod:`.stage_queue`) and the round robin
-selects among the stacks' egress heads. In the channel shape (v2 §2) the system layer is
-wiring: ``S * C`` request and response ports, each its stack's own.
+Implements docs/timing-contract.md §2 and the system-wide parts of §1 (media ports of every
+stack, one ``drain``, ``m_valid``). With ``stacks = 1`` the system layer is a wire and
+:class:`~hbfsim.rtl.controller.Controller` itself is the top. In the stack shape the
+routing is a registered route stage (a two-entry system ingress queue,
+:mod:`.stage_queue`, stack selection A2) and a round robin selects among the stacks'
+egress heads in zero cycles. In the channel shape the system layer is wiring: ``S * C``
+request and response ports, each its stack's own.
 """
 
 from __future__ import annotations
@@ -57,29 +56,21 @@ def top(cfg: HbfConfig, **options) -> wiring.Component:
 class System(wiring.Component):
     """``cfg.stacks`` stack controllers behind one system request and response port.
 
-    Request routing (§2, A2): the system address is relative to ``base_address``; its logical
-    page ``p`` goes to stack ``p mod S`` with stack-local page ``p div S`` under
-    ``stack_select = interleave``, to stack ``p div P`` with page ``p mod P`` under
-    ``contiguous`` (``P`` = pages per stack). Routing is combinational: ``req.valid`` reaches
-    the selected stack only, and ``req.ready`` is that stack's ``req.ready``, so
-    ``req.ready`` depends on ``req.payload`` in the same cycle (the only input-to-output path
-    of the system; contract §1's "no combinational path" holds per stack controller).
+    Stack shape (docs/timing-contract.md §2): ``req`` enters a two-entry system ingress
+    queue (``ready`` = its occupancy at the start of the cycle below 2, a register). The
+    system address is relative to ``base_address``; its logical page ``p`` goes to stack
+    ``p mod S`` with stack-local page ``p div S`` under ``stack_select = interleave``, to
+    stack ``p div P`` with page ``p mod P`` under ``contiguous`` (``P`` = pages per stack),
+    both computed on the way in. The head, accepted in ``ts``, is presented to its stack
+    from ``ts + 1`` (the route stage) and waits there, in order, until that stack accepts
+    it. ``m_valid`` also covers the route stage.
 
-    Return (§2): round robin over the stacks whose ``resp.valid`` is high; the grant goes to
-    the first such stack at or after the pointer, and a handshake moves the pointer to the
-    granted stack + 1 (mod S). No register on the way: a stack's response leaves in the cycle
-    it is offered if granted. A stack that is not granted sees ``resp.ready`` low; its
-    response arbiter keeps the chosen entry chosen (§8), which is what the golden model's
-    ``HbfSystem._return_arbiter`` does by asking every stack for its candidate each cycle.
+    Return (§2): round robin over the stacks whose ``resp.valid`` (their egress heads,
+    registers) is high; the grant goes to the first such stack at or after the pointer, and
+    a handshake moves the pointer to the granted stack + 1 (mod S). A stack that is not
+    granted sees ``resp.ready`` low and keeps its response in its egress queue.
 
-    Contract 2 (v2 §2, stack shape): ``req`` enters a two-entry system ingress queue
-    (``ready`` = its occupancy at the start of the cycle below 2, a register); the stack and
-    the stack-local address are computed on the way in, and the head, accepted in ``ts``, is
-    presented to its stack from ``ts + 1`` (the route stage) and waits there, in order,
-    until that stack accepts it. The round robin below is unchanged; what it selects among
-    are the stacks' egress heads (registers). ``m_valid`` also covers the route stage.
-
-    Channel shape (contract 2, ``host_ports = "channel"``, v2 §2): no route stage and no
+    Channel shape (``host_ports = "channel"``, §2): no route stage and no
     round robin; ``req`` and ``resp`` are arrays of ``stacks * channels`` ports, port ``k =
     stack * channels + channel`` wired to that stack's port, with the stack-local
     ``req_layout`` (the requester maps the address, §1); no ``rr``, ``offers`` or ``routed``.
@@ -121,7 +112,7 @@ class System(wiring.Component):
         Statistics (§5): the stacks' write-buffer flush counters summed per cause, as the
         golden model's system-wide ``flush_<cause>`` counters.
     routed : ``Out(stacks)``
-        Contract 2 only (observability): bit ``s``, stack ``s`` accepts the route stage's
+        Observability: bit ``s``, stack ``s`` accepts the route stage's
         head in this cycle (its Ingress depth is counted then, as the golden model does).
 
     Raises
@@ -171,7 +162,8 @@ class System(wiring.Component):
             "rr": Out(range(cfg.stacks)),
             "offers": Out(cfg.stacks),
             "flushes": Out(flushes_layout()),
-        } | ({"routed": Out(cfg.stacks)} if cfg.contract == 2 else {}))
+            "routed": Out(cfg.stacks),
+        })
 
     @property
     def cfg(self) -> HbfConfig:
@@ -183,9 +175,8 @@ class System(wiring.Component):
 
     @property
     def channel_shape(self) -> bool:
-        """The channel shape of contract 2 (v2 §2): the system layer is wiring."""
-        cfg = self._cfg
-        return cfg.contract == 2 and getattr(cfg, "host_ports", "stack") == "channel"
+        """The channel shape (docs/timing-contract.md §2): the system layer is wiring."""
+        return self._cfg.host_ports == "channel"
 
     @property
     def widths(self) -> Widths:
@@ -211,12 +202,8 @@ class System(wiring.Component):
                     wiring.connect(m, resp, wiring.flipped(self.resp[k]))
                     k += 1
             route_valid = 0
-        elif cfg.contract == 2:
-            route_valid = self._route_v2(m, stacks)
-            self._return(m, stacks)
         else:
-            self._route_v1(m, stacks)
-            route_valid = 0
+            route_valid = self._route(m, stacks)
             self._return(m, stacks)
 
         # ---- media ports, drain, m_valid (§1, per stack; numbered globally) ----
@@ -241,40 +228,9 @@ class System(wiring.Component):
             return [(ctl.req, ctl.resp)]
         return list(zip(ctl.req, ctl.resp))
 
-    def _route_v1(self, m, stacks):
-        """Request routing of contract 1 (§2, A2): combinational."""
-        cfg = self._cfg
-        n_stacks = cfg.stacks
-        offset_bits = ceil_log2(PAGE_BYTES)
-        req = self.req
-        page = req.payload.addr[offset_bits:]
-        if cfg.stack_select == "interleave":
-            local, stack = divmod_const(page, n_stacks)
-        else:  # contiguous
-            stack, local = divmod_const(page, cfg.pages_per_stack)
-        # A page beyond the system (only possible when the page count is not a power of
-        # two) is never routed: it stalls, and the checks flag it.
-        inside = named(m, page < cfg.pages, "req_inside") if cfg.pages < 1 << len(page) else 1
-        sel = Signal(range(n_stacks), name="req_stack")
-        m.d.comb += sel.eq(stack)
-        local = named(m, local, "req_local_page")
-        for s, ctl in enumerate(stacks):
-            p = ctl.req.payload
-            m.d.comb += [
-                ctl.req.valid.eq(req.valid & inside & (sel == s)),
-                p.id.eq(req.payload.id),
-                p.op.eq(req.payload.op),
-                p.addr.eq(Value.cast(local)[:self._w.page] << offset_bits
-                          | req.payload.addr[:offset_bits]),
-                p.bytes.eq(req.payload.bytes),
-                p.source.eq(req.payload.source),
-            ]
-        m.d.comb += req.ready.eq(inside & Array(_pad([ctl.req.ready for ctl in stacks]))[sel])
-        if self._checks:
-            m.d.sync += Assert(~req.valid | inside, "request address outside the system (A1)")
-
-    def _route_v2(self, m, stacks):
-        """The route stage of contract 2 (v2 §2, stack shape); returns its valid bit."""
+    def _route(self, m, stacks):
+        """The route stage (docs/timing-contract.md §2, stack shape); returns its valid
+        bit."""
         cfg, w = self._cfg, self._w
         n_stacks = cfg.stacks
         offset_bits = ceil_log2(PAGE_BYTES)
@@ -312,8 +268,8 @@ class System(wiring.Component):
         return route.out.valid
 
     def _return(self, m, stacks):
-        """Fair return arbitration (§2): round robin, zero cycles (contract 2: among the
-        stacks' egress heads, v2 §2)."""
+        """Fair return arbitration (§2): round robin among the stacks' egress heads, zero
+        cycles."""
         n_stacks = self._cfg.stacks
         # ---- fair return arbitration (§2): round robin, zero cycles ----
         rr = Signal(range(n_stacks))

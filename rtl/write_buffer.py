@@ -1,8 +1,13 @@
 """Write coverage buffer: per-page entries with a coverage bitmap, flush causes and waiters.
 
-Implements docs/history.md §4.2 (write dispatch, and read dispatch step 1: the
+Implements docs/timing-contract.md §4.2 (write dispatch, and read dispatch step 1: the
 read-after-write probe), §4.4 (write-buffer entries), §5 (flush causes), the write-buffer side
-of §6 (enqueue candidates) and of §8 (responses); sources.md W1-W4, W6.
+of §6 (enqueue offers) and of §8 (responses) under the registered pipeline: DP1 (the
+dispatch written a cycle later from the register W), DP3 (registered offers), DP4 (the free
+list), DP5 (registered flush decisions) and the write buffer's side of DP7 (C1 / C2 /
+cursor); with the structures of docs/rtl.md "Issue 12, part C" that change no cycle (the
+state as an AND-OR of its events, "coverage complete" a flip-flop). The port count ``P`` is
+a parameter (1 in the stack shape, ``channels`` in the channel shape). sources.md W1-W4, W6.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
-from hbfsim.rtl.entry_table import check_waiters, drain_waiters, offer_enqueues
-from hbfsim.rtl.logic import at_least, lowest_set, named, select, tree_sum
+from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
+                                    offer_registered)
+from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -78,14 +84,6 @@ def count_flushes(m, leaving: dict, flushes, checks=False) -> None:
                       f"flush counter {why.name} differs from the plain count")
 
 
-def _or_fields(onehot, values):
-    """``values[p]`` for the set bit ``p`` of a one-hot (or zero) vector, as an AND-OR."""
-    out = Const(0, 1)
-    for p, v in enumerate(values):
-        out = out | Mux(onehot[p], v, 0)
-    return out
-
-
 def sectors_layout(sector_bytes: int) -> data.StructLayout:
     """The sectors ``[first, end)`` a write covers, in units of ``sector_bytes``."""
     sectors = PAGE_BYTES // sector_bytes
@@ -117,27 +115,28 @@ class WriteBuffer(wiring.Component):
     """Write coverage buffer of ``write_buffer_entries`` page entries.
 
     A write on ``disp`` merges into the OPEN entry of its page (coverage ``|=`` its range,
-    waiter appended) or allocates the lowest FREE entry as OPEN with a deadline of
-    ``write_deadline_ticks``. With neither, ``disp.ready`` is low (the write stalls) and,
+    waiter appended) or allocates the entry at the head of the free list (DP4) as OPEN with
+    a deadline of ``write_deadline_ticks``; the decision is written a cycle later from the
+    port's register W (DP1). With neither, ``disp.ready`` is low (the write stalls) and,
     unless an entry chosen for pressure is still not FREE, the oldest OPEN entry is flushed
-    with cause ``pressure``.
+    with cause ``pressure`` (one victim per cycle however many ports stall).
 
-    In each cycle an OPEN entry goes to FLUSH on the first of ``full`` (coverage complete at
-    the start of the cycle), ``raw`` (``probe`` names its page), ``pressure``, ``deadline``
-    and ``drain``. A FLUSH entry with incomplete coverage under the ``strict`` policy goes
-    to RETURN with ``error`` on every response (W3); otherwise it is offered on ``enq[c]``
-    once no older entry of its page is in use (W4) and no MSHR entry of its page is
-    mergeable. ``issue[c]`` moves it to PROGRAM, ``done[c]`` to RETURN; ``ret`` then answers
-    its waiters in arrival order, as in :class:`~hbfsim.rtl.mshr.Mshr`.
-
-    Under contract 2 (v2 §4.4, §8) a handshake on ``ret`` is the response stage R taking the
-    waiter; an entry whose waiters have all been taken stays in RETURN (still in use for the
-    read-after-write probe and W4) until ``launched`` names it: FREE from the cycle after its
-    last waiter's launch.
+    An OPEN entry goes to FLUSH on the first of ``full`` (coverage complete), ``raw``
+    (``probe`` names its page), ``pressure``, ``deadline`` and ``drain``, decided from the
+    state at the start of a cycle and taking effect a cycle later (DP5). A FLUSH entry with
+    incomplete coverage under the ``strict`` policy goes to RETURN with ``error`` on every
+    response (W3); otherwise it becomes a candidate once no older entry of its page is in
+    use (W4) and no MSHR entry of its page is mergeable, and a registered offer per channel
+    takes the lowest-index candidate (DP3). ``issue[c]`` moves it to PROGRAM, ``done[c]`` to
+    RETURN; ``ret`` then answers its waiters in arrival order through C1 / C2 / a cursor
+    (DP7), as in :class:`~hbfsim.rtl.mshr.Mshr`: a handshake on ``ret`` is R taking the
+    waiter, and an entry whose waiters have all been taken stays in RETURN (still in use for
+    the read-after-write probe and W4) until ``launched`` names it.
 
     Age order between entries is an age matrix: ``older[i]`` has bit ``j`` set when entry
     ``j`` was allocated before entry ``i`` (and bit ``j`` is cleared when ``j`` is
-    allocated again), so "smaller alloc" costs no timestamp and never wraps.
+    allocated again; of the entries allocated in one cycle, those of lower rank are older),
+    so "smaller alloc" costs no timestamp and never wraps.
 
     Parameters
     ----------
@@ -157,14 +156,10 @@ class WriteBuffer(wiring.Component):
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
     ports : int
-        1, or ``P = channels`` in the channel shape of contract 2 (v2 §4.2.3, §4.2.4, §8):
-        then ``disp``, ``disp_index``, ``probe``, ``disp_open``, ``probe_used``,
-        ``disp_pend``, ``ret`` and ``launched`` are arrays of ``P`` and ``disp_merge``,
-        ``probe_block``, ``ret_sel``, ``ret_locked`` ``P``-bit vectors; ``disp_fwd`` (per
-        port) names the MSHR entry a read of the same page merged into or allocated in this
-        cycle on another port (§4.2.4: it joins the blocker set of an entry the write
-        allocates). Allocation by :func:`~hbfsim.rtl.entry_table.grant_free`, at most one
-        pressure victim per cycle, response port ``p`` for the entries of channel ``p``.
+        The port count ``P``: 1 in the stack shape, ``channels`` in the channel shape
+        (§4.2.3, §4.2.4, §8). With ``P > 1`` the per-port members below are arrays of ``P``
+        (the one-bit ones ``P``-bit vectors); response port ``p`` drains the entries of
+        channel ``p``.
     sectors_in : bool
         The write's sectors come decoded on ``disp_sectors`` (the controller decodes them in
         X and holds them in M, issue 12 part B: no adder between M's dispatch and the
@@ -172,27 +167,49 @@ class WriteBuffer(wiring.Component):
 
     Members
     -------
-    disp : ``In(stream.Signature(wdisp_layout))``
+    disp : ``In(stream.Signature(wdisp_layout))``, per port
         Write dispatch from M: page, mapping, byte range, admission slot.
-    disp_sectors : ``In(sectors_layout(sector_bytes))``
-        With ``sectors_in`` (an array of ``P`` in the channel shape): the sectors ``[first,
-        end)`` of the write on ``disp``; with checks, a protocol assert compares them with
-        the byte range's.
-    disp_merge : ``Out(1)``
+    disp_sectors : ``In(sectors_layout(sector_bytes))``, per port
+        With ``sectors_in``: the sectors ``[first, end)`` of the write on ``disp``; with
+        checks, a protocol assert compares them with the byte range's.
+    disp_open, probe_used : ``In(write_buffer_entries)``, per port
+        M's registered match vectors (§4.2, the lookup L), without W's entry, for the write
+        on ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use
+        for its page); the table qualifies them by the entries' states instead of
+        comparing pages.
+    disp_pend : ``In(mshr_entries)``, per port
+        M's pending-MSHR vector for the write's page: its blocker set (§4.4).
+    w_match : ``In(1)``, per port
+        W's entry was allocated for the page of the request on ``disp`` / ``probe`` (the
+        controller's flag, registered with M's load): the table adds W's entry to the
+        vectors, and its hit and ``probe_block`` are ``w_match`` ORed after the entries'
+        trees (from registers only).
+    w_entry : ``Out(write_buffer_entries)``, per port
+        The entry W writes in this cycle (one-hot), for the controller's forwarding into
+        M's vectors.
+    probe_xfwd : ``In(write_buffer_entries)``, per port, ``P > 1`` only
+        Under a partition scheduler, the entries the Ws of the write ports allocate in this
+        cycle for the page of read port ``p``'s request (M's flags ``w_xfwd``, DP1).
+    disp_fwd : ``In(mshr_entries)``, per port, ``P > 1`` only
+        The MSHR entry a read of the same page merged into or allocated in this cycle on
+        another port (§4.2.4: it joins the blocker set of an entry the write allocates).
+    disp_merge : ``Out(1)``, per port
         The write on ``disp`` merges into an OPEN entry.
-    disp_index : ``Out(range(write_buffer_entries))``
+    disp_index : ``Out(range(write_buffer_entries))``, per port
         The entry it merges into or allocates.
-    probe : ``In(data.StructLayout({"valid": 1, "page": page}))``
+    probe : ``In(data.StructLayout({"valid": 1, "page": page}))``, per port
         The read waiting in M, if any (its page).
-    probe_block : ``Out(1)``
+    probe_block : ``Out(1)``, per port
         Some entry of the probed page is not FREE: the read must stall (§4.2 read step 1).
     drain : ``In(1)``
         Flush every OPEN entry (idle tail drain, W2).
     mshr_tags : ``In(ArrayLayout(page, mshr_entries))``, ``mshr_pending`` : ``In(mshr_entries)``
         The MSHR entries' pages and which are in WAIT, QUEUED or ISSUED, for the flush rule
         "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4).
-    enq, issue, done, ret, ret_sel, ret_locked
+    enq, issue, done, ret, ret_sel, ret_locked, launched
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
+    tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
+        Every entry's page, and which are in use / OPEN (W's entries included), for L.
     occupied : ``Out(range(write_buffer_entries + 1))``
         Non-FREE entries (write-drain trigger, §7).
     programs_queued : ``Out(1)``
@@ -203,36 +220,6 @@ class WriteBuffer(wiring.Component):
         Statistics (§5): entries that left OPEN so far, per cause ``FULL``, ``RAW``,
         ``PRESSURE``, ``DEADLINE``, ``DRAIN`` (index = cause - 1); 32-bit, wrapping. The
         golden model's ``flush_<cause>`` counters.
-    launched : ``In(event_layout)``
-        Contract 2 only: the last waiter of the named entry was launched (v2 §8).
-    disp_open, probe_used : ``In(write_buffer_entries)``
-        Contract 2 only: M's registered match vectors (v2 §4.2, the lookup L) for the write on
-        ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use for
-        its page); the table qualifies them by the entries' states instead of comparing
-        pages.
-    tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
-        Contract 2 only: every entry's page, and which are in use / OPEN, for the lookup L.
-    w_entry : ``Out(write_buffer_entries)``
-        ``pipeline = "deep"`` only (docs/timing-contract.md DP1): the entry the W
-        register writes in this cycle (one-hot), for the controller's forwarding into M's
-        vectors; ``tags``, ``in_use`` and ``is_open`` include it. Under deep the flush
-        decisions are registered (DP5), offers come from a register per channel (DP3), free
-        entries from a free list (DP4) and ``ret`` from C1 / C2 / a cursor (DP7):
-        :mod:`hbfsim.rtl.write_buffer_deep`.
-    w_match : ``In(1)``
-        ``pipeline = "deep"`` only: W's entry was allocated for the page of the request on
-        ``disp`` / ``probe`` (the controller's flag, registered with M's load). Under deep
-        ``disp_open`` and ``probe_used`` are M's registered vectors without W's entry; the
-        table adds W's entry itself, and its hit and ``probe_block`` are ``w_match`` ORed
-        after the entries' trees (from registers only).
-        In the channel shape (``ports = P``) under deep, ``w_entry`` is an array of ``P``
-        and ``w_match`` a ``P``-bit vector (one per port); ``probe_xfwd[p]`` (partition
-        schedulers) names the entries the Ws of the write ports allocate in this cycle for
-        the page of read port ``p``'s request (M's flags ``w_xfwd``, DP1), added to its
-        in-use vector as ``w_match`` adds the port's own W; and
-        :mod:`hbfsim.rtl.write_buffer_deep` elaborates the table with ``P`` W registers and
-        RAW probes, a free list with ``P`` heads, one pressure victim per cycle and ``C1`` /
-        ``C2`` / a cursor per response port.
 
     Raises
     ------
@@ -258,65 +245,41 @@ class WriteBuffer(wiring.Component):
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
-        if P > 1:   # the channel shape (v2 §4.2.3, §4.2.4, §8): one of each per port
-            deep = ({"w_entry": Out(m).array(P), "w_match": In(P),
-                     "probe_xfwd": In(m).array(P)}
-                    if getattr(cfg, "pipeline", "standard") == "deep" else {})
-            super().__init__(deep | {
-                "launched": In(event_layout(w.wb_index)).array(P),
-                "disp_open": In(m).array(P),
-                "probe_used": In(m).array(P),
-                "disp_pend": In(n).array(P),
-                "disp_fwd": In(n).array(P),
-                **({"disp_sectors": In(sectors_layout(sector_bytes)).array(P)}
-                   if sectors_in else {}),
-                "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
-                "in_use": Out(m),
-                "is_open": Out(m),
-                "disp": In(stream.Signature(wdisp_layout(w))).array(P),
-                "disp_merge": Out(P),
-                "disp_index": Out(range(max(2, m))).array(P),
-                "probe": In(data.StructLayout({"valid": 1, "page": unsigned(w.page)})).array(P),
-                "probe_block": Out(P),
-                "drain": In(1),
-                "mshr_tags": In(data.ArrayLayout(unsigned(w.page), n)),
-                "mshr_pending": In(n),
-                "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
-                "issue": In(event_layout(w.wb_index)).array(c * max(1, w.planes)),
-                "done": In(done_layout(w.wb_index)).array(c * max(1, w.planes)),
-                "ret": Out(stream.Signature(ret_layout(w, w.wb_index))).array(P),
-                "ret_sel": In(P),
-                "ret_locked": Out(P),
-                "occupied": Out(range(m + 1)),
-                "programs_queued": Out(1),
-                "cause": Out(data.ArrayLayout(FlushCause, m)),
-                "flushes": Out(flushes_layout()),
-            })
-            return
-        v2 = {"launched": In(event_layout(w.wb_index)), "disp_open": In(m), "probe_used": In(m),
-              "disp_pend": In(n),
-              "tags": Out(data.ArrayLayout(unsigned(w.page), m)), "in_use": Out(m),
-              "is_open": Out(m)} if cfg.contract == 2 else {}
-        if self._sectors_in:   # the byte range's sectors, decoded by the neighbour
-            v2["disp_sectors"] = In(sectors_layout(sector_bytes))
-        if getattr(cfg, "pipeline", "standard") == "deep":   # DP1: W's allocation, for M
-            v2["w_entry"] = Out(m)
-            v2["w_match"] = In(1)
-        super().__init__(v2 | {
-            "disp": In(stream.Signature(wdisp_layout(w))),
-            "disp_merge": Out(1),
-            "disp_index": Out(range(max(2, m))),
-            "probe": In(data.StructLayout({"valid": 1, "page": unsigned(w.page)})),
-            "probe_block": Out(1),
+
+        def per_port(member):
+            return member if P == 1 else member.array(P)
+
+        members = {
+            "launched": per_port(In(event_layout(w.wb_index))),
+            "disp_open": per_port(In(m)),
+            "probe_used": per_port(In(m)),
+            "disp_pend": per_port(In(n)),
+            "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
+            "in_use": Out(m),
+            "is_open": Out(m),
+        }
+        if sectors_in:   # the byte range's sectors, decoded by the neighbour
+            members["disp_sectors"] = per_port(In(sectors_layout(sector_bytes)))
+        members["w_entry"] = per_port(Out(m))
+        members["w_match"] = In(P)
+        if P > 1:   # §4.2.4: the other direction's W entries and same-cycle reads
+            members["probe_xfwd"] = In(m).array(P)
+            members["disp_fwd"] = In(n).array(P)
+        super().__init__(members | {
+            "disp": per_port(In(stream.Signature(wdisp_layout(w)))),
+            "disp_merge": Out(P),
+            "disp_index": per_port(Out(range(max(2, m)))),
+            "probe": per_port(In(data.StructLayout({"valid": 1, "page": unsigned(w.page)}))),
+            "probe_block": Out(P),
             "drain": In(1),
             "mshr_tags": In(data.ArrayLayout(unsigned(w.page), n)),
             "mshr_pending": In(n),
             "enq": Out(stream.Signature(queue_op_layout(w))).array(c),
             "issue": In(event_layout(w.wb_index)).array(c * max(1, w.planes)),
             "done": In(done_layout(w.wb_index)).array(c * max(1, w.planes)),
-            "ret": Out(stream.Signature(ret_layout(w, w.wb_index))),
-            "ret_sel": In(1),
-            "ret_locked": Out(1),
+            "ret": per_port(Out(stream.Signature(ret_layout(w, w.wb_index)))),
+            "ret_sel": In(P),
+            "ret_locked": Out(P),
             "occupied": Out(range(m + 1)),
             "programs_queued": Out(1),
             "cause": Out(data.ArrayLayout(FlushCause, m)),
@@ -332,27 +295,34 @@ class WriteBuffer(wiring.Component):
         return self._sector
 
     def elaborate(self, platform):
-        if getattr(self._cfg, "pipeline", "standard") == "deep":
-            from hbfsim.rtl.write_buffer_deep import elaborate_deep
-
-            return elaborate_deep(self)
-        if self._ports > 1:
-            from hbfsim.rtl.write_buffer_ports import elaborate_ports
-
-            return elaborate_ports(self)
+        """Per port a W register, a merge, a RAW probe and a head of the free list (DP4),
+        one pressure victim per cycle (DP5), per response port ``C1``, ``C2`` and a cursor
+        over the entries of its channel (DP7)."""
         m = Module()
-        cfg, w = self._cfg, self._w
+        cfg, w, checks = self._cfg, self._w, self._checks
         n = cfg.write_buffer_entries
         strict = cfg.write_timeout_policy == "strict"
         sectors = PAGE_BYTES // self._sector
         deadline = cfg.write_deadline_ticks
         mut = self._mutations
+        P = self._ports
+
+        def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
+            return "" if P == 1 else f"_p{p}"
+
+        def per_port(x):
+            return [x] if P == 1 else list(x)
+
+        disps, probes, launched = per_port(self.disp), per_port(self.probe), per_port(self.launched)
+        disp_open_in, probe_used_in = per_port(self.disp_open), per_port(self.probe_used)
+        disp_pend = per_port(self.disp_pend)
+        w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
 
         state = [Signal(WbState, name=f"state{i}") for i in range(n)]
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
         target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
         cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
-        # Cycles left to the deadline: 0 from cycle alloc + write_deadline_ticks on (§4.4).
+        # Cycles left to the deadline: 0 from cycle alloc + write_deadline_ticks on (§4.4)
         remain = [Signal(range(max(2, deadline)), name=f"remain{i}") for i in range(n)]
         cause = [Signal(FlushCause, name=f"cause{i}") for i in range(n)]
         pressure = [Signal(name=f"pressure{i}") for i in range(n)]
@@ -360,154 +330,259 @@ class WriteBuffer(wiring.Component):
         head = [Signal(w.slot, name=f"head{i}") for i in range(n)]
         tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
         error = [Signal(name=f"error{i}") for i in range(n)]
-
+        drained = [Signal(name=f"drained{i}") for i in range(n)]
+        # "coverage complete" as a flip-flop from the coverage's next value (part C, (j))
+        full = [Signal(name=f"full{i}") for i in range(n)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
-        link_wr = next_slot.write_port()
-        link_rd = next_slot.read_port(domain="comb")
+        if P == 1:   # (the ports' names come from these variables)
+            link_wr = next_slot.write_port()
+            link_rd = next_slot.read_port(domain="comb")
+            link_wrs, link_rds = [link_wr], [link_rd]
+        else:
+            link_wrs = [next_slot.write_port() for _ in range(P)]
+            link_rds = [next_slot.read_port(domain="comb") for _ in range(P)]
 
         used = [named(m, s != WbState.FREE, f"used{i}") for i, s in enumerate(state)]
         is_open = [named(m, s == WbState.OPEN, f"open{i}") for i, s in enumerate(state)]
-        full = [named(m, c.all(), f"full{i}") for i, c in enumerate(cov)]
 
-        # ---- dispatch of a write: merge into the OPEN entry or allocate (§4.2) ----
-        d = self.disp.payload
-        if cfg.contract == 2:
-            # v2 §4.2: the lookup register, qualified by the entry's state (no page compare)
-            match = [is_open[i] & self.disp_open[i] for i in range(n)]
-            m.d.comb += [self.tags[i].eq(page[i]) for i in range(n)]
-            m.d.comb += [self.in_use.eq(Cat(*used)), self.is_open.eq(Cat(*is_open))]
+        # ---- DP1: per port a W holds M's decision of the previous cycle and writes it into
+        # its entry ----
+        w_alloc = [Signal(name=f"w_alloc{sx(p)}") for p in range(P)]
+        w_merge = [Signal(name=f"w_merge{sx(p)}") for p in range(P)]
+        w_oh = [Signal(n, name=f"w_onehot{sx(p)}") for p in range(P)]
+        w_d = [Signal(wdisp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
+               for p in range(P)]
+        w_mask = [Signal(sectors, name=f"w_mask{sx(p)}", reset_less=True) for p in range(P)]
+        w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
+        w_blk = [Signal(cfg.mshr_entries, name=f"w_blockers{sx(p)}", reset_less=True)
+                 for p in range(P)]
+        w_old = [Signal(n, name=f"w_older_page{sx(p)}", reset_less=True) for p in range(P)]
+        if P == 1:
+            w_new_p = [[named(m, w_alloc[0] & w_oh[0][i], f"w_new{i}") for i in range(n)]]
+            w_new = w_new_p[0]
+            m.d.comb += self.w_entry.eq(Cat(*w_new))
         else:
-            match = [is_open[i] & (page[i] == d.page) for i in range(n)]
-        hit, hit_index = lowest_set(m, match, "hit_index")
-        any_free, free_index = lowest_set(m, [~u for u in used], "free_index")
-        m.d.comb += [
-            self.disp.ready.eq(hit | any_free),
-            self.disp_merge.eq(hit),
-            self.disp_index.eq(Mux(hit, hit_index, free_index)),
-        ]
-        fire = named(m, self.disp.valid & self.disp.ready, "fire")
-        merge = named(m, fire & hit, "merge")
-        allocate = named(m, fire & ~hit, "allocate")
-        stalled = named(m, self.disp.valid & ~hit & ~any_free, "stalled")
-        # Sectors [lo, hi] of the byte range [offset, offset + bytes).
-        if self._sectors_in:
-            # decoded by the controller as the write moved into M (its X stage): the
-            # adder is off the path from M's dispatch to the coverage registers
-            lo, hi_plus_1 = self.disp_sectors.first, self.disp_sectors.end
-            if self._checks:
-                ref_lo, ref_end = sector_range(m, d.offset, d.bytes, self._sector,
-                                               "chk_sectors")
-                protocol(m, self._checks, ~self.disp.valid | ((lo == ref_lo)
-                                                              & (hi_plus_1 == ref_end)),
-                         "disp_sectors differs from the sectors of the write's byte range")
+            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+                       for p in range(P)]
+            w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
+                     for i in range(n)]
+            for p in range(P):
+                m.d.comb += self.w_entry[p].eq(Cat(*w_new_p[p]))
+        # for M and L the entries the Ws allocate are in use and OPEN, with their pages (DP1)
+        used_e = [named(m, used[i] | w_new[i], f"used_e{i}") for i in range(n)]
+        open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
+        for i in range(n):
+            tag = page[i]
+            for p in reversed(range(P)):
+                tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+            m.d.comb += self.tags[i].eq(tag)
+        m.d.comb += [self.in_use.eq(Cat(*used_e)), self.is_open.eq(Cat(*open_e))]
+        fires, allocates, stalls, matches, probe_useds, masks = [], [], [], [], [], []
+        hits, hit_indexes = [], []
+        for p in range(P):
+            # M's vectors (registered) plus W's entry when the controller's flag ``w_match``
+            # says W allocated it for M's page (DP1; a page's writes and reads enter one port)
+            w_fwd = [named(m, w_match[p] & w_new_p[p][i], f"w_fwd{i}{sx(p)}") for i in range(n)]
+            disp_open = Cat(*[disp_open_in[p][i] | w_fwd[i] for i in range(n)])
+            probe_used = Cat(*[probe_used_in[p][i] | w_fwd[i] for i in range(n)])
+            if P > 1:   # the write ports' Ws, for a read port (partition schedulers, §4.2.4)
+                probe_used = probe_used | self.probe_xfwd[p]
+            probe_useds.append(probe_used)
+            # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of
+            # the hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off
+            # M's registered vectors; the flag implies W's allocation), so the hit reads
+            # registers only (issue 12); an invariant compares it with the OR of ``match``.
+            match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}") for i in range(n)]
+            matches.append(match)
+            hit = named(m, Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
+                        | w_match[p], f"hit{sx(p)}")
+            hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
+            invariant(m, checks, hit == Cat(*match).any(),
+                      f"the write buffer's hit{sx(p)} differs from the OR of its match vector "
+                      "(DP1, W's flag)")
+            hits.append(hit)
+            hit_indexes.append(hit_index)
+        if checks:
+            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, w_match,
+                                  w_alloc, w_new_p, w_d, w_blk, is_open, used, page)
+        # DP4: allocation from the free list; with several ports, a head per port
+        if P == 1:
+            any_free, free_index, free_oh, free_pop, free_count = free_list(
+                m, n, self.launched.valid, self.launched.index, "free_list")
         else:
-            lo, hi_plus_1 = sector_range(m, d.offset, d.bytes, self._sector, "sectors")
-        mask = Signal(sectors)
-        m.d.comb += mask.eq(at_least(m, lo, sectors, "from_lo")
-                            & ~at_least(m, hi_plus_1, sectors, "from_hi"))
-        m.d.comb += [
-            link_wr.addr.eq(select(m, tail, hit_index, "hit_tail")),
-            link_wr.data.eq(d.slot),
-            link_wr.en.eq(merge),
-        ]
+            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+            granted, free_indexes, free_count, _ap, ranks = free_list_heads(
+                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+                "free_list")
+            free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
+                         for i in range(n)] for p in range(P)]
+            any_free, free_index = Cat(*granted).any(), free_indexes[0]
+        for p, d in enumerate(disps):
+            hit, hit_index, match = hits[p], hit_indexes[p], matches[p]
+            got = any_free if P == 1 else granted[p]
+            if P == 1:
+                m.d.comb += [
+                    d.ready.eq(hit | any_free),
+                    self.disp_merge.eq(hit),
+                    self.disp_index.eq(Mux(hit, hit_index, free_index)),
+                ]
+            else:
+                m.d.comb += [
+                    d.ready.eq(hit | got),
+                    self.disp_merge[p].eq(hit),
+                    self.disp_index[p].eq(Mux(hit, hit_index, free_indexes[p])),
+                ]
+            fire = named(m, d.valid & d.ready, f"fire{sx(p)}")
+            merge = named(m, fire & hit, f"merge{sx(p)}")
+            allocate = named(m, fire & ~hit, f"allocate{sx(p)}")
+            stalls.append(named(m, d.valid & ~hit & ~got, f"stalled{sx(p)}"))
+            fires.append(fire)
+            allocates.append(allocate)
+            if P == 1:
+                free_pop(allocate)
+            dp = d.payload
+            if self._sectors_in:
+                sec = self.disp_sectors if P == 1 else self.disp_sectors[p]
+                lo, hi_plus_1 = sec.first, sec.end
+                if checks:
+                    ref_lo, ref_end = sector_range(m, dp.offset, dp.bytes, self._sector,
+                                                   f"chk_sectors{sx(p)}")
+                    protocol(m, checks, ~d.valid | ((lo == ref_lo) & (hi_plus_1 == ref_end)),
+                             "disp_sectors differs from the sectors of the write's byte range")
+            else:
+                lo, hi_plus_1 = sector_range(m, dp.offset, dp.bytes, self._sector,
+                                             f"sectors{sx(p)}")
+            mask = Signal(sectors, name=f"mask{sx(p)}" if P > 1 else None)
+            m.d.comb += mask.eq(at_least(m, lo, sectors, f"from_lo{sx(p)}")
+                                & ~at_least(m, hi_plus_1, sectors, f"from_hi{sx(p)}"))
+            masks.append(mask)
+            # a merge behind the entry W is writing appends to W's waiter (its tail is not
+            # written)
+            same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
+                           f"w_same{sx(p)}")
+            hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+            m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
+                         w_oh[p].eq(Mux(allocate, Cat(*(free_oh if P == 1 else free_ohs[p])),
+                                        Cat(*match))),
+                         w_d[p].eq(dp), w_mask[p].eq(mask), w_tail[p].eq(hit_tail),
+                         # the blocker and older sets (v2 §16 S2, S3) from M's vectors
+                         w_blk[p].eq(disp_pend[p] & Cat(*self.mshr_pending) if P == 1 else
+                                     # §4.2.4: a read's entry of the same cycle, another port
+                                     (disp_pend[p] & Cat(*self.mshr_pending)) | self.disp_fwd[p]),
+                         w_old[p].eq(probe_useds[p] & Cat(*used_e))]
+            m.d.comb += [link_wrs[p].addr.eq(w_tail[p]), link_wrs[p].data.eq(w_d[p].slot),
+                         link_wrs[p].en.eq(w_merge[p])]
+        stalled = stalls[0] if P == 1 else named(m, Cat(*stalls).any(), "stalled")
+        if P > 1:
+            # the order of the cycle's allocations (the k-th head before the k+1-th, §4.2.3),
+            # held with W: of the entries allocated in one cycle, those of lower rank are older
+            # (the pressure victim's "smallest alloc", DP5)
+            w_rank = [Signal(range(P), name=f"w_rank{sx(p)}", reset_less=True) for p in range(P)]
+            m.d.sync += [w_rank[p].eq(ranks[p]) for p in range(P)]
+        allocate = allocates[0] if P == 1 else Cat(*allocates).any()
+        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+                      for p in range(P)]
+        merge_en = merge_en_p[0] if P == 1 else [
+            named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+            for i in range(n)]
 
-        # ---- flush triggers (§4.4 first bullet) ----
-        if cfg.contract == 2:
-            probe_match = [named(m, used[i] & self.probe_used[i], f"probe_match{i}")
-                           for i in range(n)]
-        else:
-            probe_match = [named(m, used[i] & (page[i] == self.probe.page), f"probe_match{i}")
-                           for i in range(n)]
-        m.d.comb += self.probe_block.eq(Cat(*probe_match).any())
+        # ---- DP5: flush decisions, from the state at the start of the cycle ----
+        probe_match = [[named(m, used_e[i] & probe_useds[p][i], f"probe_match{i}{sx(p)}")
+                        for i in range(n)] for p in range(P)]
+        # as the hit: W's term is the flag, after the entries' tree
+        for p in range(P):
+            block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any() | w_match[p]
+            if P > 1:
+                block = block | self.probe_xfwd[p].any()
+            if P == 1:
+                m.d.comb += self.probe_block.eq(block)
+            else:
+                m.d.comb += self.probe_block[p].eq(block)
+            invariant(m, checks, (self.probe_block if P == 1 else self.probe_block[p])
+                      == Cat(*probe_match[p]).any(),
+                      f"probe_block{sx(p)} differs from the OR of the in-use match vector "
+                      "(DP1, W's flag)")
         pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
                               "pressure_live")
+        # the victim: the oldest entry OPEN at the start of the cycle (W's entries are not yet);
+        # one per cycle however many ports stall
         oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
-        remain_zero = [r == 0 for r in remain]
-        triggers = []
+        # a decision pending (taken last cycle): the entry is still OPEN, FLUSH from next cycle
+        dec = [Signal(len(FLUSH_CAUSES), name=f"flush_dec{i}") for i in range(n)]
+        pending = [named(m, dec[i].any(), f"flush_pending{i}") for i in range(n)]
+        victims, leaving = [], {why: [] for why in FLUSH_CAUSES}
         for i in range(n):
-            raw = self.probe.valid & probe_match[i] & is_open[i]
-            victim = named(m, stalled & ~pressure_live & oldest_open[i], f"victim{i}")
-            triggers.append((victim, [(full[i], FlushCause.FULL), (raw, FlushCause.RAW),
-                                      (victim, FlushCause.PRESSURE),
-                                      (remain_zero[i], FlushCause.DEADLINE),
-                                      (self.drain, FlushCause.DRAIN)]))
-
-        # ---- FLUSH: strict errors and enqueue eligibility (§4.4 second and third bullets) ----
-        eligible = []
-        mshr_wait = []
-        strict_error = []
-        serialized = []
-        if cfg.contract == 2:
-            # v2 §4.4, §16 (S2, S3): the blocker set (pending MSHR entries of the page) and the
-            # older set (older write-buffer entries of the page in use), recorded at allocation
-            # from M's match vectors; a bit stays only while its entry is still pending / in
-            # use (no entry of the page becomes either while this one is in use: a read of
-            # the page stalls in M on the RAW probe, a newer write entry is not older)
-            blockers = [Signal(cfg.mshr_entries, name=f"blockers{i}") for i in range(n)]
-            older_page = [Signal(n, name=f"older_page{i}") for i in range(n)]
-            pend_now, used_now = Cat(*self.mshr_pending), Cat(*used)
-            blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}")
-                            for i in range(n)]
-            older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
-            for i in range(n):
-                with m.If(allocate & (free_index == i)):
-                    m.d.sync += [blockers[i].eq(self.disp_pend & pend_now),
-                                 older_page[i].eq(self.probe_used & used_now)]
-                with m.Else():
-                    m.d.sync += [blockers[i].eq(blocker_live[i]),
-                                 older_page[i].eq(older_live[i])]
-        for i in range(n):
-            in_flush = state[i] == WbState.FLUSH
-            if cfg.contract == 2:
-                same_page_older = older_live[i].any()
-                mshr_busy = blocker_live[i].any()
-                if self._checks:   # v2 §18 step 4: the recorded sets equal v1's comparisons
-                    v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
-                                     for j in range(n)])
-                    v1_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
-                                    for k in range(cfg.mshr_entries)])
-                    if i == 0:   # the recorded sets start from M's vectors: exact inputs
-                        fresh_used = Cat(*[used[j] & (page[j] == d.page) for j in range(n)])
-                        fresh_pend = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == d.page)
-                                           for k in range(cfg.mshr_entries)])
-                        protocol(m, self._checks, ~allocate
-                                 | ((self.probe_used & used_now) == fresh_used),
-                                 "probe_used differs from the in-use entries of the page of a "
-                                 "write that allocates (v2 §4.2)")
-                        protocol(m, self._checks, ~allocate
-                                 | ((self.disp_pend & pend_now) == fresh_pend),
-                                 "disp_pend differs from the pending MSHR entries of the page "
-                                 "of a write that allocates (v2 §4.4)")
-                    invariant(m, self._checks, ~used[i] | (older_live[i] == v1_older),
-                              f"write-buffer entry {i}: the recorded older set differs from "
-                              "the page comparisons (v2 §4.4)")
-                    invariant(m, self._checks, ~used[i] | (blocker_live[i] == v1_busy),
-                              f"write-buffer entry {i}: the recorded blocker set differs from "
-                              "the MSHR page comparisons (v2 §4.4)")
+            if P == 1:
+                raw = probes[0].valid & probe_match[0][i] & is_open[i]
             else:
-                same_page_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i])
-                                        for j in range(n)]).any()
-                mshr_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
-                                  for k in range(cfg.mshr_entries)]).any()
-            complete = full[i] if strict and "wb-strict-partial" not in mut else 1
-            serialized.append(named(m, ~same_page_older, f"serialized{i}"))
-            order_ok = 1 if "wb-w4-ignored" in mut else serialized[i]
-            eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy,
-                                  f"eligible{i}"))
-            mshr_wait.append(in_flush & mshr_busy)
-            strict_error.append(in_flush & ~full[i] if strict else Const(0))
-        enq_fire, enq_index = offer_enqueues(m, self.enq, eligible, target, EntryKind.WBUF)
+                raw = Cat(*[probes[p].valid & probe_match[p][i] for p in range(P)]).any() \
+                    & is_open[i]
+            victim = named(m, stalled & ~pressure_live & oldest_open[i], f"victim{i}")
+            victims.append(victim)
+            conds = [full[i], raw, victim, remain[i] == 0, self.drain]
+            flags, earlier = [], Const(0)
+            for cond in conds:   # by §4.4's priority, among OPEN entries with none pending
+                flags.append(is_open[i] & ~pending[i] & cond & ~earlier)
+                earlier = earlier | cond
+            m.d.sync += dec[i].eq(Cat(*flags))
+            # counted as it leaves OPEN (the flush counters show it from t + 2, DP5)
+            for k, why in enumerate(FLUSH_CAUSES):
+                leaving[why].append(dec[i][k])
 
-        # ---- responses: drain one entry's waiter list in order (§8) ----
-        v2 = cfg.contract == 2
-        # v2 §8: every waiter of the entry has been taken into R; FREE after the last launch
-        drained = [Signal(name=f"drained{i}") for i in range(n)] if v2 else [Const(0)] * n
-        pop, cur, last, locked = drain_waiters(
-            m, self.ret, self.ret_sel, self.ret_locked,
-            [(s == WbState.RETURN) & ~drained[i] for i, s in enumerate(state)]
-            if v2 else [s == WbState.RETURN for s in state],
-            head, tail, target, error, link_rd, taken=v2)
+        # ---- FLUSH: strict errors and enqueue eligibility (§4.4, DP3) ----
+        blockers = [Signal(cfg.mshr_entries, name=f"blockers{i}") for i in range(n)]
+        older_page = [Signal(n, name=f"older_page{i}") for i in range(n)]
+        pend_now, used_now = Cat(*self.mshr_pending), Cat(*used)
+        blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}") for i in range(n)]
+        older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
+        eligible, serialized, strict_error, mshr_wait, cand, elig_q = [], [], [], [], [], []
+        for i in range(n):
+            for p in range(P):
+                with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+                    m.d.sync += [blockers[i].eq(w_blk[p] & pend_now),
+                                 older_page[i].eq(w_old[p] & used_now)]
+            with m.Else():
+                m.d.sync += [blockers[i].eq(blocker_live[i]), older_page[i].eq(older_live[i])]
+            in_flush = state[i] == WbState.FLUSH
+            mshr_busy = blocker_live[i].any()
+            complete = full[i] if strict and "wb-strict-partial" not in mut else 1
+            serialized.append(named(m, ~older_live[i].any(), f"serialized{i}"))
+            order_ok = 1 if "wb-w4-ignored" in mut else serialized[i]
+            # DP5: a merge still in W completes its coverage before the entry is offered or
+            # errors (the merge of the cycle after the decision lands in FLUSH)
+            eligible.append(named(m, in_flush & complete & order_ok & ~mshr_busy & ~merge_en[i],
+                                  f"eligible{i}"))
+            invariant(m, checks, ~eligible[i] | serialized[i],
+                      f"write-buffer entry {i} eligible while an older entry of its page is in "
+                      "use (W4)")
+            mshr_wait.append(in_flush & mshr_busy)
+            # (the mutation "wb-strict-partial" also drops the error path, which would
+            # otherwise answer the incomplete entry before its offer: an equivalent mutant)
+            strict_error.append(named(m, in_flush & ~full[i] & ~merge_en[i], f"strict_error{i}")
+                                if strict and "wb-strict-partial" not in mut else Const(0))
+            # DP3: a candidate from the cycle after it is first eligible until it is enqueued
+            q = Signal(name=f"eligible_q{i}")
+            m.d.sync += q.eq(eligible[i])
+            elig_q.append(q)
+            cand.append(named(m, q & in_flush, f"candidate{i}"))
+        enq_fire, enq_index, held = offer_registered(m, self.enq, cand, target, EntryKind.WBUF)
+
+        # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
+        # its channel ----
+        pops, curs, lasts, regss = [], [], [], []
+        for p in range(P):
+            pop, cur, last, regs = drain_cursor(
+                m, self.ret if P == 1 else self.ret[p],
+                self.ret_locked if P == 1 else self.ret_locked[p],
+                [(s == WbState.RETURN) & ~drained[i] if P == 1 else
+                 (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 for i, s in enumerate(state)],
+                head, tail, target, error, link_rds[p], prefix="" if P == 1 else f"p{p}_")
+            pops.append(pop)
+            curs.append(cur)
+            lasts.append(last)
+            regss.append(regs)
 
         m.d.comb += [
             self.occupied.eq(tree_sum(used)),
@@ -517,73 +592,144 @@ class WriteBuffer(wiring.Component):
             m.d.comb += self.cause[i].eq(cause[i])
 
         # ---- per-entry next state ----
-        leaving = {why: [] for why in FLUSH_CAUSES}
-        alloc_onehot = Cat(*[free_index == j for j in range(n)])
+        if P == 1:
+            w_oh_now = Cat(*[w_oh[0][j] for j in range(n)])
+            any_w_alloc = w_alloc[0]
+        else:   # the entries the Ws allocate in this cycle
+            w_oh_now = Cat(*w_new)
+            any_w_alloc = Cat(*w_alloc).any()
+        w_mask_all = [named(m, w_mask[p].all(), f"w_mask_all{sx(p)}") for p in range(P)]
         for i in range(n):
-            allocated_here = allocate & (free_index == i)
-            with m.If(allocated_here):
-                m.d.sync += [
-                    state[i].eq(WbState.OPEN),
-                    page[i].eq(d.page),
-                    target[i].eq(d.target),
-                    cov[i].eq(mask),
-                    remain[i].eq(deadline - 1),
-                    cause[i].eq(FlushCause.NONE),
-                    pressure[i].eq(0),
-                    older[i].eq(Cat(*used)),
-                    head[i].eq(d.slot),
-                    tail[i].eq(d.slot),
-                    error[i].eq(0),
-                ]
-            with m.Elif(allocate):
-                m.d.sync += older[i].eq(older[i] & ~alloc_onehot)
-            with m.If(merge & (hit_index == i)):
-                merged = mask if "wb-coverage-overwrite" in mut else cov[i] | mask
-                m.d.sync += [cov[i].eq(merged), tail[i].eq(d.slot)]
-            with m.If(~allocated_here & (remain[i] != 0)):
+            for p in range(P):
+                with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+                    m.d.sync += [
+                        page[i].eq(w_d[p].page),
+                        target[i].eq(w_d[p].target),
+                        # DP1: deadline = tm + write_deadline_ticks; W writes in tm + 1
+                        remain[i].eq(max(0, deadline - 2)),
+                        cause[i].eq(FlushCause.NONE),
+                        pressure[i].eq(0),
+                        # the entries in use are older; of those allocated in the same cycle,
+                        # those of the ports of lower rank (allocated first, §4.2.3)
+                        older[i].eq(Cat(*used) if P == 1 else
+                                    Cat(*used) | Cat(*[
+                                        Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
+                                              for q in range(P) if q != p]).any()
+                                        for j in range(n)])),
+                        head[i].eq(w_d[p].slot),
+                        tail[i].eq(w_d[p].slot),
+                        error[i].eq(0),
+                    ]
+            with m.Elif(any_w_alloc):
+                m.d.sync += older[i].eq(older[i] & ~w_oh_now)
+            for p in range(P):
+                with m.If(merge_en_p[p][i]):
+                    m.d.sync += tail[i].eq(w_d[p].slot)
+            cov_next = Signal(sectors, name=f"cov_next{i}")
+            full_next = full[i]
+            cov_val = cov[i]
+            for p in reversed(range(P)):
+                merged = w_mask[p] if "wb-coverage-overwrite" in mut else cov[i] | w_mask[p]
+                cov_val = Mux(merge_en_p[p][i], merged, cov_val)
+                full_next = Mux(merge_en_p[p][i], merged.all(), full_next)
+            for p in reversed(range(P)):
+                cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
+                full_next = Mux(w_new_p[p][i], w_mask_all[p], full_next)
+            m.d.comb += cov_next.eq(cov_val)
+            # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
+            # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
+            m.d.sync += [cov[i].eq(cov_next), full[i].eq(full_next)]
+            with m.If(~w_new[i] & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)
-
-            victim, causes = triggers[i]
-            with m.If(victim):
+            with m.If(victims[i]):
                 m.d.sync += pressure[i].eq(1)
-            earlier = Const(0)
-            for cond, why in causes:   # the cause this entry leaves OPEN with, if any
-                leaving[why].append(is_open[i] & cond & ~earlier)
-                earlier = earlier | cond
-            with m.If(is_open[i]):
-                for k, (cond, why) in enumerate(causes):
-                    with (m.If if k == 0 else m.Elif)(cond):
-                        m.d.sync += [state[i].eq(WbState.FLUSH), cause[i].eq(why)]
+            ev_l = pending[i]   # leaves OPEN with the cause decided last cycle
+            with m.If(ev_l):
+                for k, why in enumerate(FLUSH_CAUSES):
+                    with (m.If if k == 0 else m.Elif)(dec[i][k]):
+                        m.d.sync += cause[i].eq(why)
             with m.If(strict_error[i]):
-                m.d.sync += [state[i].eq(WbState.RETURN), error[i].eq(1)]
-            # one issue and one done port per channel, or per plane of its megaplane (MP9)
-            lanes = len(self.issue) // cfg.channels
-            for c in range(cfg.channels):
-                with m.If(enq_fire[c] & (enq_index[c] == i)):
-                    m.d.sync += state[i].eq(WbState.QUEUED)
-                for k in range(c * lanes, (c + 1) * lanes):
-                    with m.If(self.issue[k].valid & (self.issue[k].index == i)):
-                        m.d.sync += state[i].eq(WbState.PROGRAM)
-                    with m.If(self.done[k].valid & (self.done[k].index == i)):
-                        m.d.sync += [state[i].eq(WbState.RETURN),
-                                     error[i].eq(self.done[k].error)]
-            with m.If(pop & (cur == i)):
-                with m.If(last):
-                    m.d.sync += drained[i].eq(1) if v2 else state[i].eq(WbState.FREE)
-                with m.Else():
-                    m.d.sync += head[i].eq(link_rd.data)
-            if v2:
-                with m.If(self.launched.valid & (self.launched.index == i)):
-                    m.d.sync += [state[i].eq(WbState.FREE), drained[i].eq(0)]
+                m.d.sync += error[i].eq(1)
+            done_i = Cat(*[e.valid & (e.index == i) for e in self.done]).any()
+            with m.If(done_i):
+                m.d.sync += error[i].eq(Cat(*[e.valid & (e.index == i) & e.error
+                                              for e in self.done]).any())
+            for p in range(P):
+                with m.If(pops[p] & (curs[p] == i) & lasts[p]):
+                    m.d.sync += drained[i].eq(1)
+            ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                    Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+            with m.If(ev_f):
+                m.d.sync += drained[i].eq(0)
+            # exclusive events, AND-OR next state (part C, (i))
+            ev_o = w_new[i]
+            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(cfg.channels)]).any()
+            ev_p = Cat(*[e.valid & (e.index == i) for e in self.issue]).any()
+            ev_r = done_i | strict_error[i]
+            hold = named(m, ~(ev_o | ev_l | ev_q | ev_p | ev_r | ev_f), f"state_hold{i}")
+            sv = state[i].as_value()
+            # FREE 0, OPEN 1, FLUSH 2, QUEUED 3, PROGRAM 4, RETURN 5
+            m.d.sync += sv.eq(Cat(ev_o | ev_q | ev_r | (hold & sv[0]),
+                                  ev_l | ev_q | (hold & sv[1]),
+                                  ev_p | ev_r | (hold & sv[2])))
+            events = Cat(ev_o, ev_l, ev_q, ev_p, ev_r, ev_f)
+            invariant(m, checks, (events & (events - 1)) == 0,
+                      f"write-buffer entry {i}: two state events in one cycle")
 
-        # ---- statistics (§5): per cause, the entries leaving OPEN in this cycle ----
-        count_flushes(m, leaving, self.flushes, self._checks)
+        count_flushes(m, leaving, self.flushes, checks)
 
-        if self._checks:
-            self._add_checks(m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                             pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
-                             strict_error, mshr_wait, drained)
+        if checks:
+            self._add_checks(m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en,
+                        fires, pops, curs, regss, serialized, cov, full, leaving, stalled,
+                        strict_error, mshr_wait, drained, allocates, blocker_live, older_live,
+                        older, eligible, elig_q, cand, held, dec, is_open, any_free, free_index,
+                        free_count, probe_useds, disps, victims)
         return m
+
+    def _lookup_protocol(self, m, disps, probes, disp_open, probe_used, w_match, w_alloc,
+                         w_new_p, w_d, w_blk, is_open, used, page):
+        """What the controller's M promises the table (DP1; the controller asserts the same
+        of its vectors against a fresh lookup): the flag ``w_match`` only with W's
+        allocation, M's vectors without W's entry, and for the request on ``disp`` or
+        ``probe`` the vector (over the OPEN or in-use entries) and the flag equal to a fresh
+        lookup of its page."""
+        checks, n = self._checks, self._cfg.write_buffer_entries
+        for p, (d, pr) in enumerate(zip(disps, probes)):
+            protocol(m, checks, ~w_match[p] | w_alloc[p],
+                     f"port {p}: w_match without W's allocation (DP1)")
+            w_oh = Cat(*w_new_p[p])
+            protocol(m, checks, ((disp_open[p] & w_oh) == 0) & ((probe_used[p] & w_oh) == 0),
+                     f"port {p}: M's write-buffer vectors hold W's entry (DP1)")
+            for valid, pg, vec, live, what in (
+                    (d.valid, d.payload.page, disp_open[p], is_open, "OPEN"),
+                    (pr.valid, pr.page, probe_used[p], used, "in-use")):
+                fresh = Cat(*[live[i] & (page[i] == pg) for i in range(n)])
+                protocol(m, checks, ~valid | (((Cat(*live) & vec) == fresh)
+                                              & (w_match[p] == (w_alloc[p]
+                                                                & (w_d[p].page == pg)))),
+                         f"port {p}: M's {what} vector differs from a fresh lookup of its page "
+                         "(DP1)")
+        # the MSHR's promise (§4.2 read step 1: a read of a page with a write-buffer entry in
+        # use stalls): a pending MSHR entry keeps its page, and none becomes pending for the
+        # page of an entry in use, or of one being written unless it is among that entry's
+        # blockers (a read of the page dispatched in the write's cycle on another port,
+        # §4.2.4)
+        k_n = self._cfg.mshr_entries
+        pend_prev = Signal(k_n, name="chk_mshr_pending_prev")
+        tags_prev = [Signal.like(self.mshr_tags[k], name=f"chk_mshr_tag_prev{k}")
+                     for k in range(k_n)]
+        m.d.sync += [pend_prev.eq(self.mshr_pending)] + \
+            [tags_prev[k].eq(self.mshr_tags[k]) for k in range(k_n)]
+        for k in range(k_n):
+            pend = self.mshr_pending[k]
+            protocol(m, checks, ~(pend & pend_prev[k]) | (self.mshr_tags[k] == tags_prev[k]),
+                     f"MSHR entry {k} changed its page while pending")
+            rising = pend & ~pend_prev[k]
+            for i in range(n):
+                new = Cat(*[w_new_p[p][i] & ~w_blk[p][k] for p in range(len(w_new_p))]).any()
+                protocol(m, checks, ~(rising & (used[i] | new)
+                                      & (self.mshr_tags[k] == self.tags[i])),
+                         f"MSHR entry {k} became pending for the page of write-buffer entry {i}")
 
     def _coverage_checks(self, m, i, state, cov, full):
         """W1 (coverage never shrinks while OPEN) and W3 (no strict PROGRAM of an incomplete
@@ -604,7 +750,8 @@ class WriteBuffer(wiring.Component):
 
     def _entry_invariants(self, m, i, state, page, head, tail, waiters, serialized, drained):
         """Entry ``i``'s waiter-list and page invariants against the check's own waiter
-        count; ``drained`` (contract 2, or None) counts as FREE (v2 §8)."""
+        count; ``drained`` (all waiters taken, the last not yet launched) counts as FREE
+        (§8)."""
         checks, n = self._checks, self._cfg.write_buffer_entries
         free = state[i] == WbState.FREE
         if drained is not None:
@@ -637,19 +784,32 @@ class WriteBuffer(wiring.Component):
                      ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
                      f"done[{c}] names a write-buffer entry that is not PROGRAM")
 
-    def _add_checks(self, m, state, page, head, tail, allocate, merge, hit_index, free_index,
-                    pop, cur, locked, serialized, cov, full, fire, leaving, stalled,
-                    strict_error, mshr_wait, drained):
+    def _add_checks(self, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en,
+                    fires,
+                    pops, curs, regss, serialized, cov, full, leaving, stalled, strict_error,
+                    mshr_wait, drained, allocates, blocker_live, older_live, older, eligible,
+                    elig_q, cand, held, dec, is_open, any_free, free_index, free_count,
+                    probe_useds, disps, victims):
+        """``WriteBuffer._add_checks`` with W (waiters counted when W writes, the lookup vectors
+        checked against W's entry too) and the cursor, plus the deep structures' properties: a
+        decision only for an OPEN entry, a candidate stays eligible, the offer register holds a
+        FLUSH entry, the free list holds exactly the FREE entries no W writes, at most one
+        pressure victim per cycle. Lists hold one item per port."""
         cfg, checks = self._cfg, self._checks
-        v2 = cfg.contract == 2
-        n = cfg.write_buffer_entries
+        n, P = cfg.write_buffer_entries, len(fires)
         strict = cfg.write_timeout_policy == "strict"
-        d = self.disp.payload
-        protocol(m, checks, ~self.disp.valid | ((d.bytes >= 1) & (d.offset + d.bytes
-                                                                  <= PAGE_BYTES)),
-                 "write dispatched with a byte range outside its page")
-        check_waiters(m, checks, cfg.admission, fire, d.slot, pop, self.ret,
-                      Cat(*[s == WbState.FREE for s in state]).all(), "write buffer")
+        for d in disps:
+            dp = d.payload
+            protocol(m, checks, ~d.valid | ((dp.bytes >= 1) & (dp.offset + dp.bytes <= PAGE_BYTES)),
+                     "write dispatched with a byte range outside its page")
+        all_free = Cat(*[s == WbState.FREE for s in state]).all() & (
+            ~w_alloc[0] if P == 1 else ~Cat(*w_alloc).any())
+        if P == 1:
+            check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot, pops[0],
+                          self.ret, all_free, "write buffer")
+        else:
+            check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
+                          list(self.ret), all_free, "write buffer")
         for why in FLUSH_CAUSES:
             cover(m, checks, Cat(*leaving[why]).any(), f"an entry flushes with cause {why.name}")
         cover(m, checks, stalled, "a write stalls: no OPEN entry of its page, none FREE")
@@ -659,24 +819,83 @@ class WriteBuffer(wiring.Component):
                                for i in range(n)]).any(),
               "a FLUSH entry waits for an older entry of its page (W4)")
         cover(m, checks, Cat(*mshr_wait).any(), "a FLUSH entry waits for an MSHR entry")
+        cover(m, checks, Cat(*[(state[i] == WbState.FLUSH) & merge_en[i] for i in range(n)]).any(),
+              "a merge decided in the cycle after a flush decision lands in FLUSH (DP5)")
         for i in range(n):
             self._coverage_checks(m, i, state, cov, full)
+            invariant(m, checks, full[i] == cov[i].all(),
+                      f"write-buffer entry {i}: the full flag differs from the coverage "
+                      "(part C, j)")
         waiters = [Signal(range(cfg.admission + 1), name=f"waiters{i}") for i in range(n)]
+        firsts = []
         for i in range(n):
-            with m.If(allocate & (free_index == i)):
+            gone = pops[0] & (curs[0] == i) if P == 1 else \
+                tree_sum([pops[p] & (curs[p] == i) for p in range(P)])
+            with m.If(w_new[i]):
                 m.d.sync += waiters[i].eq(1)
-            with m.If(merge & (hit_index == i)):
-                m.d.sync += waiters[i].eq(waiters[i] + 1)
-            with m.If(pop & (cur == i)):
-                m.d.sync += waiters[i].eq(waiters[i] - 1)
-            # v2 §8: all waiters taken into R, the last not yet launched, counts as FREE
-            self._entry_invariants(m, i, state, page, head, tail, waiters, serialized,
-                                   drained[i] if v2 else None)
+            with m.Else():
+                m.d.sync += waiters[i].eq(waiters[i] + merge_en[i] - gone)
+            # DP7: the cursor holds the next waiter of the entry it drains
+            first = head[i]
+            for regs in regss:
+                first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], first)
+            firsts.append(first)
+        for i in range(n):
+            self._entry_invariants(m, i, state, page, firsts, tail, waiters, serialized, drained[i])
         self._media_protocols(m, state)
-        if v2:
-            ev = self.launched
+        for ev in ([self.launched] if P == 1 else list(self.launched)):
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
                      "launched names a write-buffer entry with waiters left to take")
+        # v2 §18 step 4: the recorded sets equal v1's comparisons, and start from exact vectors
+        tags_e = [self.tags[j] for j in range(n)]
+        for p, d in enumerate(disps):
+            dp = d.payload
+            pend_in = self.disp_pend if P == 1 else self.disp_pend[p]
+            fresh_used = Cat(*[used_e[j] & (tags_e[j] == dp.page) for j in range(n)])
+            fresh_pend = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == dp.page)
+                               for k in range(cfg.mshr_entries)])
+            protocol(m, checks, ~allocates[p] | ((probe_useds[p] & Cat(*used_e)) == fresh_used),
+                     "probe_used differs from the in-use entries of the page of a write that "
+                     "allocates (v2 §4.2)")
+            protocol(m, checks, ~allocates[p] | ((pend_in & Cat(*self.mshr_pending)) == fresh_pend),
+                     "disp_pend differs from the pending MSHR entries of the page of a write that "
+                     "allocates (v2 §4.4)")
+        for i in range(n):
+            v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i]) for j in range(n)])
+            v1_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
+                            for k in range(cfg.mshr_entries)])
+            invariant(m, checks, ~used[i] | (older_live[i] == v1_older),
+                      f"write-buffer entry {i}: the recorded older set differs from the page "
+                      "comparisons (v2 §4.4)")
+            invariant(m, checks, ~used[i] | (blocker_live[i] == v1_busy),
+                      f"write-buffer entry {i}: the recorded blocker set differs from the MSHR "
+                      "page comparisons (v2 §4.4)")
+            # DP5: a decision is taken for an OPEN entry and leaves it OPEN for one cycle
+            invariant(m, checks, ~dec[i].any() | is_open[i],
+                      f"write-buffer entry {i}: a flush decision pending outside OPEN (DP5)")
+            # DP3: eligibility, once reached, lasts until the entry is enqueued
+            invariant(m, checks, ~cand[i] | eligible[i],
+                      f"write-buffer entry {i}: a candidate is no longer eligible (DP3)")
+        states = Array(state)
+        for c, (hv, hi) in enumerate(held):
+            invariant(m, checks, ~hv | (states[hi] == WbState.FLUSH),
+                      f"channel {c}: the write buffer's offer register holds a non-FLUSH entry "
+                      "(DP3)")
+        free_now = [(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)]
+        invariant(m, checks, free_count == tree_sum(free_now),
+                  "the write buffer's free list count differs from the FREE entries (DP4)")
+        if P == 1:
+            invariant(m, checks, ~any_free | Array(free_now)[free_index],
+                      "the write buffer's free list head is not a FREE entry (DP4)")
         else:
-            protocol(m, checks, ~locked | self.ret_sel,
-                     "ret_sel dropped while a write-buffer entry was being drained")
+            for p in range(P):
+                invariant(m, checks, ~allocates[p] | Array(free_now)[self.disp_index[p]],
+                          f"port {p}: the write buffer's free list head is not a FREE entry (DP4)")
+                for q in range(p):
+                    invariant(m, checks, ~(allocates[p] & allocates[q])
+                              | (self.disp_index[p] != self.disp_index[q]),
+                              f"ports {q} and {p} allocated one write-buffer entry (DP4)")
+            invariant(m, checks, (tree_sum(victims) <= 1),
+                      "more than one pressure victim in one cycle (DP5)")
+            cover(m, checks, Cat(*allocates).all(),
+                  "every port allocates a write-buffer entry in one cycle (DP4)")

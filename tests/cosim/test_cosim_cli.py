@@ -73,59 +73,30 @@ def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     # one configuration (an RTL set the scenario suite builds anyway) keeps this test short;
     # the real soak uses scenarios.soak_configs(): every policy, 1 to 16 channels
     monkeypatch.setattr(scenarios, "soak_configs",
-                        lambda contract=1, pipeline="standard": [scenarios.config()])
+                        lambda: [scenarios.config()])
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
                         r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", last)
 
 
-def test_soak_configurations_cover_every_policy_under_both_contracts():
+def test_soak_configurations_cover_every_mode_in_both_shapes():
+    """The soak's eighteen configurations: every scheduler, read mode, write policy,
+    merging setting and multi-plane mode, 1 to 16 channels and two stacks, in each shape."""
     from hbfsim.config import SCHEDULERS
 
-    for contract in (1, 2):
-        cfgs = scenarios.soak_configs(contract)
-        assert {c.contract for c in cfgs} == {contract}
-        assert {c.scheduler for c in cfgs} >= set(SCHEDULERS)
-        assert {c.read_mode for c in cfgs} == {"demand", "aggregation"}
-        assert {c.write_timeout_policy for c in cfgs} == {"strict", "partial"}
-        assert {c.mshr_merge for c in cfgs} == {True, False}
-        assert max(c.stacks for c in cfgs) == 2
-    assert {c.multiplane for c in scenarios.soak_configs(1)} == {"off"}
-    assert {c.multiplane for c in scenarios.soak_configs(2)} == {"off", "page", "megaplane"}
-    # contract 2 covers the channel shape too, every policy in it (v2 §1, §18 step 6)
-    assert {c.host_ports for c in scenarios.soak_configs(1)} == {"stack"}
-    chan = [c for c in scenarios.soak_configs(2) if c.host_ports == "channel"]
-    assert {c.scheduler for c in chan} >= set(SCHEDULERS)
-    assert {c.read_mode for c in chan} == {"demand", "aggregation"}
-    assert {c.write_timeout_policy for c in chan} == {"strict", "partial"}
-    assert {c.mshr_merge for c in chan} == {True, False}
-    assert {c.stacks for c in chan} == {1, 2}     # S * C ports (v2 §2)
-    with pytest.raises(ValueError, match="contract must be 1 or 2"):
-        scenarios.soak_configs(3)
-
-
-def test_soak_configurations_under_the_registered_pipeline():
-    """``--pipeline deep``: contract 2's eighteen soak configurations under the registered
-    pipeline (docs/timing-contract.md): every scheduler, read mode, write policy, merging
-    setting and multi-plane mode, in both shapes."""
-    from hbfsim.config import SCHEDULERS
-
-    cfgs = scenarios.soak_configs(2, "deep")
-    assert [c.replace(pipeline="standard") for c in cfgs] == scenarios.soak_configs(2)
-    assert {(c.contract, c.pipeline) for c in cfgs} == {(2, "deep")}
-    assert {c.host_ports for c in cfgs} == {"stack", "channel"}
-    assert {c.scheduler for c in cfgs} >= set(SCHEDULERS)
-    assert {c.read_mode for c in cfgs} == {"demand", "aggregation"}
-    assert {c.mshr_merge for c in cfgs} == {True, False}
-    assert {c.multiplane for c in cfgs} == {"off", "page", "megaplane"}
-    assert {c.write_timeout_policy for c in cfgs} == {"strict", "partial"}
-    assert {c.channels for c in cfgs} >= {1, 2, 4, 8, 16}
-    assert max(c.stacks for c in cfgs) == 2
-    with pytest.raises(ValueError, match="pipeline = 'deep' needs contract = 2"):
-        scenarios.soak_configs(1, "deep")
-    with pytest.raises(ValueError, match="pipeline must be standard or deep"):
-        scenarios.soak_configs(2, "deeper")
+    cfgs = scenarios.soak_configs()
+    assert len(cfgs) == 18
+    for shape in ("stack", "channel"):
+        mine = [c for c in cfgs if c.host_ports == shape]
+        assert len(mine) == 9
+        assert {c.scheduler for c in mine} >= set(SCHEDULERS)
+        assert {c.read_mode for c in mine} == {"demand", "aggregation"}
+        assert {c.write_timeout_policy for c in mine} == {"strict", "partial"}
+        assert {c.mshr_merge for c in mine} == {True, False}
+        assert {c.multiplane for c in mine} == {"off", "page", "megaplane"}
+        assert {c.channels for c in mine} >= {1, 2, 4, 8, 16}
+        assert {c.stacks for c in mine} == {1, 2}     # in the channel shape S * C ports
 
 
 def test_soak_traffic_walks_megapages_on_a_multiplane_configuration():

@@ -85,12 +85,12 @@ def test_channel_shape_grants_are_the_golden_models(scenario_key, cosim_results)
 
 def test_soak_runs_gpu_programs_in_the_channel_shape(capsys, monkeypatch):
     """Every other soak run is a closed-loop GPU program, in the channel shape too (here RTL
-    set ``ports``, the CI's two-port build; the real contract-2 soak has six channel-shape
-    rows, scenarios.soak_configs)."""
+    set ``ports``, the CI's two-port build; the real soak has nine channel-shape rows,
+    scenarios.soak_configs)."""
     verilator_or_skip()
     monkeypatch.setattr(scenarios, "soak_configs",
-                        lambda contract=1, pipeline="standard": [scenarios.config("ports")])
-    assert cli("cosim", "soak", "--requests", 700, "--seed", 5, "--contract", 2) == 0
+                        lambda: [scenarios.config("ports")])
+    assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
                         r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", out[-1])

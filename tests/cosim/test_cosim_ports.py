@@ -55,12 +55,11 @@ def test_codec_rejects_bad_fields():
         codec.pack({"subarray": 4})
 
 
-@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("rtl", ["A", "C", "2stacks", "3stacks-contiguous"])
-def test_port_names_and_widths_match_emitted_verilog(rtl, contract):
+def test_port_names_and_widths_match_emitted_verilog(rtl):
     from hbfsim.rtl.emit import emit_verilog
 
-    cfg = config(rtl, contract=contract)
+    cfg = config(rtl)
     text = emit_verilog(cfg)
     header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
     assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))
@@ -79,7 +78,7 @@ def test_port_names_and_widths_match_emitted_verilog(rtl, contract):
 
 @pytest.mark.parametrize("rtl,stacks", [("ports", 1), ("ports-partition", 1), ("ports", 2)])
 def test_channel_shape_port_names_match_emitted_verilog(rtl, stacks):
-    """v2 §1, §2: ``req__<k>`` and ``resp__<k>`` per channel of every stack
+    """§1, §2: ``req__<k>`` and ``resp__<k>`` per channel of every stack
     (``k = stack * C + channel``), each with the one-stack layouts."""
     from hbfsim.cosim.ports import host_ports
     from hbfsim.rtl.emit import emit_verilog
@@ -90,7 +89,7 @@ def test_channel_shape_port_names_match_emitted_verilog(rtl, stacks):
     header = re.search(r"module hbf_controller\((.*?)\);", text, re.S).group(1)
     assert sorted(n.strip() for n in header.split(",")) == sorted(port_names(cfg))
     codecs = Codecs(cfg)
-    assert not codecs.system    # each port is its stack's: stack-local addresses (v2 §2)
+    assert not codecs.system    # each port is its stack's: stack-local addresses (§2)
     for p in range(stacks * cfg.channels):
         for port, codec in [(f"req__{p}__payload", codecs.req),
                             (f"resp__{p}__payload", codecs.resp)]:

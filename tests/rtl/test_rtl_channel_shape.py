@@ -1,9 +1,8 @@
-"""The channel shape of contract 2 in the RTL (docs/timing-contract.md §18 step 6): the
-shared-pool allocation of §4.2.3 and the admission term of §4.1, each against a plain-Python
-reference cycle for cycle; the refusals; and the shape with one channel, which is the stack
-shape. The whole controller is compared with the golden model by the co-simulation
-(tests/cosim, scenarios ``ports-*``, ``pool-fairness``, ``admission-full``,
-``partition-same-page`` and ``<name>-ch``)."""
+"""The channel shape in the RTL (docs/timing-contract.md §1, §14): the admission term of
+§4.1 against a plain-Python reference cycle for cycle, the ports, multi-plane commands, the
+system layer as wiring, and the shape with one channel, which is the stack shape. The whole
+controller is compared with the golden model in tests/rtl/test_rtl_controller.py and by
+the co-simulation (tests/cosim, the channel-shape scenarios)."""
 
 from __future__ import annotations
 
@@ -11,66 +10,12 @@ import random
 import re
 
 import pytest
-from amaranth.hdl import Elaboratable, Fragment, Module, Shape, Signal
+from amaranth.hdl import Fragment, Shape
 from rtl_helpers import simulate, small_config
 
 from hbfsim.rtl.admission import Admission
 from hbfsim.rtl.controller import check_supported
 from hbfsim.rtl.emit import emit_verilog
-from hbfsim.rtl.entry_table import grant_free
-
-
-class _Pool(Elaboratable):
-    """A module around :func:`grant_free` with its free and want bits as inputs."""
-
-    def __init__(self, n: int, ports: int):
-        self.free = Signal(n)
-        self.want = Signal(ports)
-        self.n, self.P = n, ports
-
-    def elaborate(self, platform):
-        m = Module()
-        self.grants, self.granted, self.index = grant_free(
-            m, [self.free[i] for i in range(self.n)], [self.want[p] for p in range(self.P)],
-            "alloc")
-        return m
-
-
-@pytest.mark.parametrize("n,ports", [(3, 4), (8, 2), (5, 4), (4, 16)])
-def test_grant_free_is_the_kth_free_entry_from_the_pointer(n, ports):
-    """v2 §4.2.3: the ports that allocate, in order from ``ap``, take the FREE entries in
-    index order; ports beyond the free count stall; ``ap`` moves to the last granted port
-    + 1 (kept in a cycle without a grant); each entry's grant is one-hot."""
-    dut = _Pool(n, ports)
-    rng = random.Random(n * 100 + ports)
-    seen = {"stall": 0, "wrap": 0}
-
-    async def tb(ctx):
-        ap = 0
-        for _ in range(300):
-            free = [rng.random() < min(0.5, ports / (2 * n)) for _ in range(n)]
-            want = [rng.random() < 0.6 for _ in range(ports)]
-            ctx.set(dut.free, sum(1 << i for i, f in enumerate(free) if f))
-            ctx.set(dut.want, sum(1 << p for p, w in enumerate(want) if w))
-            order = [(ap + k) % ports for k in range(ports) if want[(ap + k) % ports]]
-            entries = [i for i in range(n) if free[i]]
-            expect = dict(zip(order, entries))
-            for p in range(ports):
-                assert ctx.get(dut.granted[p]) == (p in expect), (p, ap, free, want)
-                if p in expect:
-                    assert ctx.get(dut.index[p]) == expect[p]
-            for i in range(n):
-                g = ctx.get(dut.grants[i])
-                owner = [p for p, e in expect.items() if e == i]
-                assert g == (1 << owner[0] if owner else 0)
-            seen["stall"] += len(order) > len(entries)
-            seen["wrap"] += any(p < ap for p in expect)
-            if expect:
-                ap = (order[len(expect) - 1] + 1) % ports
-            await ctx.tick()
-
-    simulate(dut, tb)
-    assert seen["stall"] > 10 and seen["wrap"] > 10
 
 
 @pytest.mark.parametrize("admission,ports", [(3, 4), (6, 4), (16, 2)])
@@ -79,7 +24,7 @@ def test_admission_ready_follows_the_admission_term(admission, ports):
     ``(p - t) mod P < admission - inflight(t)`` below ``P`` slots, a register; an accept
     takes a slot, a release frees it from the next cycle; accepted ports get distinct
     slots."""
-    cfg = small_config(contract=2, host_ports="channel", channels=ports, admission=admission)
+    cfg = small_config(host_ports="channel", channels=ports, admission=admission)
     dut = Admission(cfg, ports=ports)
     rng = random.Random(admission * 10 + ports)
     stats = {"held": 0, "all": 0}
@@ -111,15 +56,15 @@ def test_admission_ready_follows_the_admission_term(admission, ports):
 
 def test_channel_shape_with_one_channel_is_the_stack_shape():
     """With one channel there is one port: the channel shape's Verilog is the stack
-    shape's (the golden model's channel shape equals its stack shape there, v2 §14)."""
-    stack = small_config(contract=2, channels=1)
-    chan = small_config(contract=2, channels=1, host_ports="channel")
+    shape's (the golden model's channel shape equals its stack shape there, §14)."""
+    stack = small_config(channels=1)
+    chan = small_config(channels=1, host_ports="channel")
     assert emit_verilog(chan, sector_bytes=32) == emit_verilog(stack, sector_bytes=32)
 
 
 def test_channel_shape_ports():
-    """v2 §1: ``req__<p>`` and ``resp__<p>`` per channel."""
-    v = emit_verilog(small_config(contract=2, channels=2, host_ports="channel"),
+    """§1: ``req__<p>`` and ``resp__<p>`` per channel."""
+    v = emit_verilog(small_config(channels=2, host_ports="channel"),
                      sector_bytes=32)
     for p in range(2):
         for name in ("req", "resp"):
@@ -134,7 +79,7 @@ def test_channel_shape_takes_multiplane_commands(mode):
     media ports carry the stack shape's multi-plane command layout (no tag; plane mask)."""
     from hbfsim.rtl.layouts import Widths, cmd_layout
 
-    cfg = small_config(contract=2, channels=2, host_ports="channel", multiplane=mode,
+    cfg = small_config(channels=2, host_ports="channel", multiplane=mode,
                        megaplane_planes=2)
     check_supported(cfg)
     v = emit_verilog(cfg, sector_bytes=32)
@@ -147,13 +92,13 @@ def test_channel_shape_takes_multiplane_commands(mode):
 
 @pytest.mark.parametrize("channels", [1, 2])
 def test_channel_shape_of_several_stacks_is_wiring(channels):
-    """v2 §2: ``S * C`` request and response ports, port ``k = stack * C + channel`` wired to
+    """§2: ``S * C`` request and response ports, port ``k = stack * C + channel`` wired to
     its stack's port with the stack-local request layout; no route stage, no round robin
     (no ``rr``, ``offers`` or ``routed``)."""
     from hbfsim.rtl.layouts import req_layout
     from hbfsim.rtl.system import System, stack_config
 
-    cfg = small_config(contract=2, channels=channels, stacks=2, host_ports="channel")
+    cfg = small_config(channels=channels, stacks=2, host_ports="channel")
     check_supported(cfg)
     sys_ = System(cfg, checks=False)
     assert len(sys_.req) == len(sys_.resp) == 2 * channels

@@ -51,8 +51,8 @@ def test_emit_verilog_rejects_unsupported_configurations():
 
 
 def test_geometry_vocabulary_changes_nothing_in_the_rtl():
-    """Dies, megaplanes and SRAM sizes are labels until hyperpage commands exist (contract
-    v2): the RTL accepts them and emits the same Verilog (docs/flashaccel.md)."""
+    """Dies, megaplanes and SRAM sizes are labels while ``multiplane = "off"``: the RTL
+    accepts them and emits the same Verilog (docs/flashaccel.md)."""
     plain = small_config(subarrays_per_channel=6, active_per_channel=6)
     named = small_config(subarrays_per_channel=6, active_per_channel=6, planes_per_die=3,
                          megaplane_planes=3, plane_sram_bytes=32 << 10,
@@ -79,7 +79,7 @@ def test_multiplane_commands_carry_the_planes_mask():
     row), cpl (valid, megaplane, planes, buffer_hit mask, error mask); no tag."""
     from hbfsim.rtl.layouts import Widths, cmd_layout, cpl_layout
 
-    cfg = small_config(contract=2, multiplane="megaplane", megaplane_planes=2)
+    cfg = small_config(multiplane="megaplane", megaplane_planes=2)
     w = Widths.of(cfg)
     assert [n for n, _ in cmd_layout(w)] == ["valid", "op", "megaplane", "planes", "row"]
     assert [n for n, _ in cpl_layout(w)] == ["valid", "megaplane", "planes", "buffer_hit",
@@ -91,20 +91,18 @@ def test_multiplane_commands_carry_the_planes_mask():
 
 
 def test_multiplane_off_has_no_new_hardware():
-    """With multiplane off the layouts are contract 1's (the emitted Verilog of every
-    existing configuration is unchanged)."""
+    """With multiplane off the layouts are the single-plane ones (subarray, page, tag)."""
     from hbfsim.rtl.layouts import Widths, cmd_layout
 
-    w = Widths.of(small_config(contract=2, megaplane_planes=2))
+    w = Widths.of(small_config(megaplane_planes=2))
     assert w.planes == 0
     assert [n for n, _ in cmd_layout(w)] == ["valid", "op", "subarray", "page", "tag"]
 
 
 def test_multiplane_is_supported_in_both_shapes():
-    """Multi-plane commands under contract 2 in the stack and (since 2026-12-02) the
-    channel shape; under contract 1 the configuration refuses them first."""
+    """Multi-plane commands in the stack and the channel shape."""
     from hbfsim.rtl.controller import check_supported
 
-    check_supported(small_config(contract=2, multiplane="page", megaplane_planes=2))
-    check_supported(small_config(contract=2, multiplane="megaplane", megaplane_planes=2,
+    check_supported(small_config(multiplane="page", megaplane_planes=2))
+    check_supported(small_config(multiplane="megaplane", megaplane_planes=2,
                                  host_ports="channel"))

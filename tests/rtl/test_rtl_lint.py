@@ -10,44 +10,30 @@ from hbfsim.rtl.emit import emit_verilog
 
 
 @pytest.mark.parametrize("over", [
+    # the stack shape
     dict(),
     dict(scheduler="write-drain", read_mode="aggregation"),
     dict(channels=4, scheduler="partition-1r3w", placement="contiguous"),
-    dict(channels=4, active_per_channel=2, active_total=5),
+    dict(channels=4, active_per_channel=2, active_total=5, mshr_entries=32,
+         scheduler="write-drain", write_timeout_policy="partial", mshr_merge=False,
+         channel_bw_gbps=0.85),
     dict(stacks=2),                                      # the system layer (rtl/system.py)
     dict(stacks=3, stack_select="contiguous", capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
-    # timing contract 2, stack shape (docs/timing-contract.md §18 step 3)
-    dict(contract=2),
-    dict(contract=2, scheduler="write-drain", read_mode="aggregation", mshr_merge=False,
-         channels=4, active_per_channel=2, active_total=5, channel_bw_gbps=0.85),
-    dict(contract=2, stacks=2),
-    dict(contract=2, stacks=3, stack_select="contiguous",
-         capacity_bytes=3 * 2 * 4 * 256 * PAGE_BYTES),
-    # timing contract 2, channel shape (docs/timing-contract.md §18 step 6)
-    dict(contract=2, host_ports="channel"),
-    dict(contract=2, host_ports="channel", channels=4, scheduler="partition-2r2w",
-         mshr_merge=False, read_mode="aggregation"),
-    # Amendment A, stack shape (docs/timing-contract.md)
-    dict(contract=2, pipeline="deep"),
-    dict(contract=2, pipeline="deep", channels=4, mshr_entries=32, scheduler="write-drain",
-         write_timeout_policy="partial"),
-    dict(contract=2, pipeline="deep", stacks=2),
-    # the registered pipeline in the channel shape and its modes (issue 23 step 3)
-    dict(contract=2, pipeline="deep", host_ports="channel"),
-    dict(contract=2, pipeline="deep", host_ports="channel", channels=4,
-         scheduler="partition-2r2w", read_mode="aggregation", mshr_merge=False,
-         write_timeout_policy="partial"),
-    dict(contract=2, pipeline="deep", host_ports="channel", multiplane="megaplane",
-         megaplane_planes=2, stacks=2),
+    # the channel shape (docs/timing-contract.md §1, §14)
+    dict(host_ports="channel"),
+    dict(host_ports="channel", channels=4, scheduler="partition-2r2w", read_mode="aggregation",
+         mshr_merge=False, write_timeout_policy="partial", active_per_channel=2,
+         active_total=5),
+    dict(host_ports="channel", multiplane="megaplane", megaplane_planes=2, stacks=2),
     # multi-plane commands (docs/timing-contract.md §7a)
-    dict(contract=2, multiplane="megaplane", megaplane_planes=2),
-    dict(contract=2, multiplane="page", megaplane_planes=4),
-    dict(contract=2, multiplane="megaplane", subarrays_per_channel=6, planes_per_die=6,
+    dict(multiplane="megaplane", megaplane_planes=2),
+    dict(multiplane="page", megaplane_planes=4),
+    dict(multiplane="megaplane", subarrays_per_channel=6, planes_per_die=6,
          megaplane_planes=3, active_per_channel=4, active_total=5, mshr_merge=False,
          scheduler="write-drain", capacity_bytes=2 * 6 * 256 * PAGE_BYTES * 4),
 ])
 def test_verilator_lint_clean(tmp_path, over):
-    cfg = load_config(**({"contract": 1, "host_ports": "stack", "channels": 2,
+    cfg = load_config(**({"host_ports": "stack", "channels": 2,
                           "subarrays_per_channel": 4, "mshr_entries": 8,
                           "write_buffer_entries": 4, "admission": 16, "queue_depth": 4,
                           "capacity_bytes": 4 * 4 * 256 * PAGE_BYTES * 4} | over))

@@ -24,7 +24,7 @@ MSHR, WBUF = 0, 1
 
 
 def mp_config(**over):
-    v = dict(contract=2, multiplane="megaplane", megaplane_planes=2, subarrays_per_channel=4,
+    v = dict(multiplane="megaplane", megaplane_planes=2, subarrays_per_channel=4,
              active_per_channel=4, queue_depth=4)
     v.update(over)
     return small_config(**v)

@@ -4,9 +4,9 @@ The reference keeps each queue as a Python list with enqueue cycles as ages and 
 window with absolute ``start`` and ``cooldown`` ticks, as contract §6-§7 words them. The
 environment offers random operations and plays the media of contract §1 (completion due at
 issue + latency; per channel one delivery per cycle, earliest due first, ties by lowest
-subarray). Under timing contract 2 (``contract = 2``, docs/timing-contract.md §7) the
-reference's choice is the *decision* (``dec``), taken with this cycle's completion already
-released (the forwarding), and ``cmd`` must show the previous cycle's decision.
+subarray). The reference's choice is the *decision* (``dec``, docs/timing-contract.md §7),
+taken with this cycle's completion already released (the forwarding), and ``cmd`` must show
+the previous cycle's decision (the command register).
 """
 
 from __future__ import annotations
@@ -53,11 +53,10 @@ class RefScheduler:
         cfg = self.cfg
         drain, _, _ = self._window(inp["occupied"])
         out = {"drain_open": int(drain), "mshr_ready": [], "wb_ready": [], "cmd": []}
-        # v2 §7: this cycle's completions are released for this cycle's decisions
-        v2 = cfg.contract == 2
-        busy = [b - ({inp["cpl"][c][0]} if v2 and inp["cpl"][c] else set())
+        # §7: this cycle's completions are released for this cycle's decisions
+        busy = [b - ({inp["cpl"][c][0]} if inp["cpl"][c] else set())
                 for c, b in enumerate(self.busy)]
-        active = [a - (1 if v2 and inp["cpl"][c] else 0) for c, a in enumerate(self.active)]
+        active = [a - (1 if inp["cpl"][c] else 0) for c, a in enumerate(self.active)]
         # stack-wide cap (§7): channels take the stack's free slots in ascending order
         used = sum(active)
         for c, q in enumerate(self.queues):
@@ -122,7 +121,7 @@ def apply_inputs(ctx, dut, inp):
 
 
 def read_outputs(ctx, dut, port="cmd"):
-    """The scheduler's outputs; ``port="dec"`` reads contract 2's decisions as ``cmd``."""
+    """The scheduler's outputs; ``port="dec"`` reads this cycle's decisions as ``cmd``."""
     out = {"drain_open": ctx.get(dut.drain_open), "mshr_ready": [], "wb_ready": [], "cmd": []}
     for c in range(len(dut.cmd)):
         out["mshr_ready"].append(ctx.get(dut.mshr_enq[c].ready))
@@ -171,8 +170,8 @@ class Env:
         return inp
 
     def observe(self, out):
-        # v2: the decision of t is on cmd in t + 1, the media's latency counts from there
-        ti = self.now + (1 if self.cfg.contract == 2 else 0)
+        # the decision of t is on cmd in t + 1, the media's latency counts from there
+        ti = self.now + 1
         for c, cmd in enumerate(out["cmd"]):
             if cmd is not None:
                 self.inflight[c].append((ti + self.rng.randint(*self.latency), cmd[1]))
@@ -186,7 +185,6 @@ def run_lockstep(cfg, seed, cycles=300, **env_kw):
     env = Env(cfg, seed, cycles, **env_kw)
     opened = []
 
-    v2 = cfg.contract == 2
     previous = [None] * cfg.channels
 
     async def tb(ctx):
@@ -195,11 +193,11 @@ def run_lockstep(cfg, seed, cycles=300, **env_kw):
             assert env.now < cycles + 5000, "the queues did not empty"
             inp = env.inputs()
             apply_inputs(ctx, dut, inp)
-            got, want = read_outputs(ctx, dut, "dec" if v2 else "cmd"), ref.comb(inp)
+            got, want = read_outputs(ctx, dut, "dec"), ref.comb(inp)
             assert got == want, f"cycle {env.now}: RTL {got} != reference {want}"
-            if v2:   # the command register: last cycle's decision (v2 §7)
-                assert read_outputs(ctx, dut)["cmd"] == previous, f"cycle {env.now}"
-                previous = want["cmd"]
+            # the command register: last cycle's decision (§7)
+            assert read_outputs(ctx, dut)["cmd"] == previous, f"cycle {env.now}"
+            previous = want["cmd"]
             opened.append(want["drain_open"])
             env.observe(want)
             ref.tick(inp)
@@ -227,10 +225,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_scheduler_matches_reference(name, contract):
-    cfg = small_config(**CASES[name], contract=contract)
+def test_scheduler_matches_reference(name):
+    cfg = small_config(**CASES[name])
     env, opened = run_lockstep(cfg, seed=len(name))
     assert env.issued > 50
     if cfg.scheduler == "write-drain":
@@ -239,10 +236,9 @@ def test_scheduler_matches_reference(name, contract):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(sorted(CASES)), seed=st.integers(0, 2**32 - 1),
-       p_offer=st.floats(0.05, 1.0), max_latency=st.integers(1, 30),
-       contract=st.sampled_from([1, 2]))
-def test_scheduler_matches_reference_random(case, seed, p_offer, max_latency, contract):
-    cfg = small_config(**CASES[case], contract=contract)
+       p_offer=st.floats(0.05, 1.0), max_latency=st.integers(1, 30))
+def test_scheduler_matches_reference_random(case, seed, p_offer, max_latency):
+    cfg = small_config(**CASES[case])
     run_lockstep(cfg, seed, cycles=150, p_offer=p_offer, latency=(1, max_latency))
 
 
@@ -264,9 +260,11 @@ def idle(cfg, **kw):
     return inp
 
 
-def step(ctx, dut, cfg, **kw):
+def step(ctx, dut, cfg, port="dec", **kw):
+    """Apply one cycle's inputs; the outputs with this cycle's issue decisions as ``cmd``
+    (``port="cmd"``: the command register, last cycle's decisions)."""
     apply_inputs(ctx, dut, idle(cfg, **kw))
-    return read_outputs(ctx, dut)
+    return read_outputs(ctx, dut, port)
 
 
 @pytest.mark.parametrize("policy,first", [("fcfs", "PROGRAM"), ("read-priority", "READ"),
@@ -283,10 +281,9 @@ def test_policy_choice_and_enqueue_to_issue_latency(policy, first):
         await ctx.tick()
         step(ctx, dut, cfg, mshr=[(MSHR, 2, 2, 12)])
         await ctx.tick()
-        assert step(ctx, dut, cfg, cpl=[(0,)])["cmd"] == [None]  # slot free from tc + 1
-        await ctx.tick()
-        # An older PROGRAM and a younger READ, both on free subarrays: the policy decides.
-        assert step(ctx, dut, cfg)["cmd"][0][0] == first
+        # The completion in tc releases the slot for the decision of tc (§7): an older
+        # PROGRAM and a younger READ, both on free subarrays, and the policy decides.
+        assert step(ctx, dut, cfg, cpl=[(0,)])["cmd"][0][0] == first
 
     run_directed(cfg, body)
 
@@ -302,10 +299,9 @@ def test_busy_subarray_and_active_cap_without_head_of_line_blocking():
         out = step(ctx, dut, cfg)
         assert out["cmd"] == [None]  # two active: the cap holds op 3 back
         await ctx.tick()
-        out = step(ctx, dut, cfg, cpl=[(1,)])  # completion on subarray 1 in tc
-        assert out["cmd"] == [None]
-        await ctx.tick()
-        assert step(ctx, dut, cfg)["cmd"] == [("READ", 1, 6, MSHR, 1)]  # tc + 1, oldest first
+        # completion on subarray 1 in tc: released for the decision of tc (§7), oldest first
+        out = step(ctx, dut, cfg, cpl=[(1,)])
+        assert out["cmd"] == [("READ", 1, 6, MSHR, 1)]
 
     run_directed(cfg, body)
 
@@ -368,34 +364,31 @@ def test_active_total_takes_stack_slots_in_channel_order():
         assert out["cmd"] == [None] * 4              # the stack's two slots are taken
         await ctx.tick()
         out = step(ctx, dut, cfg, cpl=[None, (0,), None, None])
-        assert out["cmd"] == [None] * 4              # free again only from tc + 1
-        await ctx.tick()
-        out = step(ctx, dut, cfg)
+        # the completion releases its stack slot for the decision of tc (§7)
         assert [c is not None for c in out["cmd"]] == [False, False, True, False]
 
     run_directed(cfg, body)
 
 
-def test_v2_completion_forwarding_and_command_register():
-    """v2 §7: enqueued in t, decided in t+1, on cmd in t+2; a completion in tc frees its
+def test_completion_forwarding_and_command_register():
+    """§7: enqueued in t, decided in t+1, on cmd in t+2; a completion in tc frees its
     subarray and active slot for the decision of tc, so the next command is on cmd in
-    tc + 1 (v1's pacing)."""
-    cfg = small_config(channels=1, active_per_channel=1, subarrays_per_channel=2,
-                       contract=2)
+    tc + 1."""
+    cfg = small_config(channels=1, active_per_channel=1, subarrays_per_channel=2)
 
     async def body(ctx, dut):
-        out = step(ctx, dut, cfg, mshr=[(MSHR, 0, 0, 10)])
+        out = step(ctx, dut, cfg, "cmd", mshr=[(MSHR, 0, 0, 10)])
         assert ctx.get(dut.dec[0].valid) == 0 and out["cmd"] == [None]
         await ctx.tick()
         step(ctx, dut, cfg, mshr=[(MSHR, 1, 0, 11)])     # the same subarray
         assert ctx.get(dut.dec[0].valid) == 1 and ctx.get(dut.dec[0].page) == 10
         await ctx.tick()
-        out = step(ctx, dut, cfg)          # op 1 waits: subarray 0 and the active slot taken
+        out = step(ctx, dut, cfg, "cmd")   # op 1 waits: subarray 0 and the active slot taken
         assert out["cmd"] == [("READ", 0, 10, MSHR, 0)] and ctx.get(dut.dec[0].valid) == 0
         await ctx.tick()
         step(ctx, dut, cfg, cpl=[(0,)])     # tc: released for this cycle's decision
         assert ctx.get(dut.dec[0].valid) == 1 and ctx.get(dut.dec[0].page) == 11
         await ctx.tick()
-        assert step(ctx, dut, cfg)["cmd"] == [("READ", 0, 11, MSHR, 1)]   # tc + 1
+        assert step(ctx, dut, cfg, "cmd")["cmd"] == [("READ", 0, 11, MSHR, 1)]   # tc + 1
 
     run_directed(cfg, body)

@@ -1,5 +1,5 @@
-"""The RTL system layer (rtl/system.py) against the golden model, cycle for cycle (contract §2;
-contract 2's route stage and egress round robin, docs/timing-contract.md §2).
+"""The RTL system layer (rtl/system.py) against the golden model, cycle for cycle (the route
+stage and the egress round robin, docs/timing-contract.md §2).
 
 ``System(cfg)`` with 2, 3 and 4 stacks runs the same requests as ``HbfSystem(cfg)``, each stack
 with the model's NAND media behind it (``rtl_helpers.run_rtl``); every request's accept cycle,
@@ -68,11 +68,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("contract", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_system_matches_golden_model(name, contract):
+def test_system_matches_golden_model(name):
     cfg_kw, load, ready = CASES[name]
-    cfg = small_config(**(FAST | cfg_kw | dict(contract=contract)))
+    cfg = small_config(**(FAST | cfg_kw))
     reqs = workload(len(name), 60, **load) if isinstance(load, dict) else load
     reqs = spread(reqs, cfg)
     want, probe = {}, {}
@@ -85,14 +84,13 @@ def test_system_matches_golden_model(name, contract):
     assert probe["contended"] > 0
 
 
-@pytest.mark.parametrize("contract,extra", [(1, 4), (2, 9)])
-def test_isolated_read_through_two_stacks(contract, extra):
-    """§10: tR + 4 from the system accept under v1; tR + 9 under v2 (the route stage, v2
-    §2), on either stack."""
-    cfg = small_config(**(FAST | dict(stacks=2, contract=contract)))
+def test_isolated_read_through_two_stacks():
+    """§10, §2: 13 + tR from a stack's accept (§4a), one cycle more through the route stage:
+    14 + tR from the system accept, on either stack."""
+    cfg = small_config(**(FAST | dict(stacks=2)))
     for page in (0, 1):
         rtl, cmds = run_rtl(cfg, [("R", page, 0, 32, 3)], **SECTOR)
-        assert rtl[0][:2] == (3, 3 + extra + cfg.t_read_ticks)
+        assert rtl[0][:2] == (3, 3 + 14 + cfg.t_read_ticks)
         assert cmds[0][1] // cfg.channels == page
 
 

@@ -21,8 +21,8 @@ from hbfsim.rtl.controller import Controller
 from hbfsim.rtl.timing import PACKAGE_IOS, _tool, amaranth_name, endpoint_wall, port_bits
 from hbfsim.rtl.timing_wrapper import ScanWrapper
 
-BASE = dict(contract=1, channels=2, subarrays_per_channel=4, mshr_entries=8, write_buffer_entries=4,
-            admission=16, queue_depth=4, capacity_bytes=256 * 2**20)
+BASE = dict(host_ports="stack", channels=2, subarrays_per_channel=4, mshr_entries=8,
+            write_buffer_entries=4, admission=16, queue_depth=4, capacity_bytes=256 * 2**20)
 
 
 def hbfsim(*args):
