@@ -23,7 +23,6 @@ golden model's before any figure is printed. Figures are the best of ``--repeat`
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -35,15 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine_components import machine  # noqa: E402
 from bench_model import baseline, mixed_stream, read_stream  # noqa: E402
 
-from hbfsim.config import HbfConfig, load_config  # noqa: E402
+from hbfsim.config import load_config  # noqa: E402
 from hbfsim.engine import compiled_available, engine_status, run_compiled  # noqa: E402
 from hbfsim.model.system import HbfSystem  # noqa: E402
 
 
 def contract_config(**kw):
-    """The one timing contract (``pipeline = "deep"`` while HbfConfig has the key)."""
-    if "pipeline" in {f.name for f in dataclasses.fields(HbfConfig)}:
-        kw.setdefault("pipeline", "deep")
+    """A configuration of the one timing contract (the only controller)."""
     return load_config(**kw)
 
 

@@ -20,7 +20,6 @@ checked equal before the figures are printed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import resource
 import sys
@@ -31,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decode import decode_config  # noqa: E402
 from bench_engine_components import machine  # noqa: E402
 
-from hbfsim.config import HbfConfig  # noqa: E402
 from hbfsim.engine import (compiled_available, engine_status, program_arrays,  # noqa: E402
                            run_compiled_closed_loop)
 from hbfsim.engine_standin import gpu_figures  # noqa: E402
@@ -49,9 +47,7 @@ def main(argv=None):
     if not compiled_available():
         print(engine_status())
         return 2
-    over = {"pipeline": "deep"} if "pipeline" in {
-        f.name for f in dataclasses.fields(HbfConfig)} else {}
-    cfg = decode_config(**over)
+    cfg = decode_config()
     w = llm_decode(cfg, scale=a.scale, layers=a.layers)
     print(f"decode step: {w.params['model']}, scale {a.scale}, {w.params['layers']} layer(s), "
           f"the one timing contract, {cfg.host_ports} shape, {cfg.channels} channels")

@@ -14,7 +14,7 @@ timing (:class:`hbfsim.model.media.Media`) and the same consumer ``ready`` per t
 
 from __future__ import annotations
 
-__all__ = ["ONE_CONTRACT", "SCENARIO_ENV", "Batch", "Scenario", "ready_function"]
+__all__ = ["SCENARIO_ENV", "Batch", "Scenario", "ready_function"]
 
 import json
 from dataclasses import asdict, dataclass, field
@@ -25,12 +25,6 @@ from hbfsim.model.controller import Request
 from hbfsim.model.gpu import GpuProgram, program_from_spec, program_spec
 from hbfsim.model.mapping import Mapper
 from hbfsim.model.requests import write_pattern
-
-#: The golden model's keys for the one timing contract (docs/timing-contract.md, the
-#: registered pipeline) while the model still holds the retired controllers: the only place
-#: the co-simulation names them; every scenario's configuration (:meth:`Scenario.cfg`) gets
-#: them, the RTL reads neither. Empty once the model has no other controller.
-ONE_CONTRACT = dict(contract=2, pipeline="deep")
 
 #: Environment variable naming the batch file the cocotb test module reads.
 SCENARIO_ENV = "HBFSIM_COSIM_BATCH"
@@ -141,7 +135,7 @@ class Scenario:
                    for p in k["producers"])
 
     def cfg(self, golden: bool = False) -> HbfConfig:
-        values = dict(self.config) | ONE_CONTRACT
+        values = dict(self.config)
         values["explicit_map"] = tuple(tuple(r) for r in values.get("explicit_map", ()))
         if golden and self.golden_overrides:
             values |= self.golden_overrides

@@ -22,7 +22,7 @@ from hbfsim.model.media import FLAG_BUFFER_HIT, FLAG_ERROR, Media
 from hbfsim.model.system import HbfSystem
 from hbfsim.rtl.system import top
 
-__all__ = ["CLOCK_PERIOD", "FAST", "ONE_CONTRACT", "assert_same_run", "run_model", "run_rtl",
+__all__ = ["CLOCK_PERIOD", "FAST", "assert_same_run", "run_model", "run_rtl",
            "run_rtl_ports", "simulate", "small_config", "workload"]
 
 #: Any period will do: the contract counts cycles, not seconds.
@@ -88,18 +88,12 @@ def key_signals(dut) -> list:
     return out
 
 
-#: The golden model's keys for the one timing contract (docs/timing-contract.md, the
-#: registered pipeline) while the model still holds the retired controllers: the only place
-#: the tests name them (the RTL reads neither key). Empty once the model has no other.
-ONE_CONTRACT = dict(contract=2, pipeline="deep")
-
-
 def small_config(**overrides):
     """A small, valid stack configuration for unit tests (overrides win), in the stack
     shape unless the overrides ask for the channel shape (``host_ports = "channel"``)."""
     from hbfsim.config import load_config
 
-    v = dict(ONE_CONTRACT, host_ports="stack", channels=2, subarrays_per_channel=4,
+    v = dict(host_ports="stack", channels=2, subarrays_per_channel=4,
              active_per_channel=4, admission=16, mshr_entries=8, queue_depth=4,
              write_buffer_entries=4, pages_per_block=256)
     v.update(overrides)
