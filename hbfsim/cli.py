@@ -133,8 +133,9 @@ def _parser() -> argparse.ArgumentParser:
 
     prv.add_argument("--block", action="append",
                      help="block to check (repeatable; default: every block): channel_queue, "
-                          "scheduler, mshr, write_buffer, admission, response, controller, "
-                          "controller_v2, stage_queue, link_credit")
+                          "channel_queue_mp, scheduler, mshr, write_buffer, admission, "
+                          "admission_channel, response, controller, controller_channel, "
+                          "stage_queue, link_credit")
     prv.add_argument("--depth", type=int, help="steps (default: each block's own)")
     prv.add_argument("--no-covers", action="store_true", help="skip the cover goals")
     prv.add_argument("--mutation", choices=tuple(MUTATIONS), action="append", default=[],
@@ -510,8 +511,9 @@ def _cmd_rtl_prove(a) -> int:
 
     if a.depth is not None and a.depth < 1:
         raise UsageError(f"--depth must be a positive integer, not {a.depth}")
-    # BMC time grows faster than the depth: controller_ports 11 steps 383 s, controller_deep
-    # 12 steps 522 s on this 2-core machine (docs/formal.md); 64 steps are days already
+    # BMC time grows faster than the depth: the channel-shape controller 8 steps 997 s, the
+    # stack-shape one 12 steps 522 s on this 2-core machine (docs/formal.md); 64 steps are
+    # days already
     if a.depth is not None and a.depth > MAX_PROOF_DEPTH:
         raise UsageError(f"--depth {a.depth} is more than {MAX_PROOF_DEPTH}: bounded model "
                          f"checking at 11-12 steps already takes 6-9 minutes here "

@@ -55,7 +55,7 @@ class ResponseArbiter(wiring.Component):
     Parameters
     ----------
     cfg : HbfConfig
-        ``channels``, ``channel_bw_gbps``, ``link_burst_bytes``, ``memory_clock_mhz``.
+        ``channels``, ``channel_bw_gbps``, ``memory_clock_mhz``.
     id_bits, source_bits : int
         Widths of the request id and source.
     checks : bool or "formal"
@@ -100,7 +100,6 @@ class ResponseArbiter(wiring.Component):
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
-        self._cap = cfg.link_cap
         slot_ev = data.StructLayout({"valid": 1, "slot": unsigned(w.slot)})
         super().__init__({
             "mshr_ret": In(stream.Signature(ret_layout(w, w.mshr_index))),
