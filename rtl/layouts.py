@@ -8,6 +8,9 @@ from __future__ import annotations
 
 __all__ = [
     "CmdOp",
+    "FLUSH_CAUSES",
+    "FlushCause",
+    "WbState",
     "EntryKind",
     "ReqOp",
     "Widths",
@@ -275,3 +278,31 @@ def lane_done_layout(w: Widths) -> data.StructLayout:
     """One operation of a multi-plane completion (MP7): lane ``p`` completes the entry its
     command's group register held for plane ``p``, with that plane's flags."""
     return data.StructLayout({"valid": 1, "tag": tag_layout(w), "buffer_hit": 1, "error": 1})
+
+
+# ---- the write buffer's entry state and flush causes (rtl/write_buffer.py re-exports them)
+class WbState(enum.Enum, shape=3):
+    """State of one write-buffer entry (contract §4.4)."""
+
+    FREE = 0
+    OPEN = 1
+    FLUSH = 2
+    QUEUED = 3
+    PROGRAM = 4
+    RETURN = 5
+
+
+class FlushCause(enum.Enum, shape=3):
+    """Why an entry left OPEN (contract §5), in priority order; NONE while OPEN."""
+
+    NONE = 0
+    FULL = 1
+    RAW = 2
+    PRESSURE = 3
+    DEADLINE = 4
+    DRAIN = 5
+
+
+#: The flush causes in priority order, as counted by ``WriteBuffer.flushes``.
+FLUSH_CAUSES = (FlushCause.FULL, FlushCause.RAW, FlushCause.PRESSURE, FlushCause.DEADLINE,
+                FlushCause.DRAIN)
