@@ -146,8 +146,10 @@ class CostModel:
         Tensor-parallel degree (GPUs of one replica); weights and attention heads divide by
         ``tp``, KV heads by ``min(tp, kv_heads)`` (replicated beyond).
     ep : int
-        Expert-parallel degree for MoE layers (``1``: every GPU reads its share of every
-        touched expert through TP instead; defaults to ``tp`` for MoE models).
+        Expert-parallel degree for MoE layers, a divisor of ``tp``: ``ep`` ranks hold
+        ``1/ep`` of the experts each, every expert sharded by TP over a rank's ``tp / ep``
+        GPUs, which all-reduce after the experts (``1``: every GPU reads its ``1/tp`` share
+        of every touched expert, as vLLM runs Mixtral at TP2; defaults to ``tp``).
     weights : str
         One of :data:`WEIGHT_PLACEMENTS`.
     params : CostParams
@@ -216,7 +218,12 @@ class CostModel:
             self.expert_frac = (fh, 1.0 - fh)
         else:
             self.expert_frac = (1.0, 0.0) if wt == 0 else (0.0, 1.0)
-        self.expert_gpu = m.expert_bytes / ep
+        # Experts: ``ep`` ranks hold ``1/ep`` of them each, and TP shards every expert over
+        # its rank's ``tp / ep`` GPUs (vLLM's Mixtral at TP2 is ``ep = 1``): one GPU holds
+        # ``1/tp`` of the experts' bytes and reads, on average, ``1/tp`` of a touched
+        # expert's bytes (touched experts spread evenly over the ranks).
+        self.ep_group = tp // ep
+        self.expert_gpu = m.expert_bytes / tp
         #: One token's activation vector as collectives move it (BF16 for FP8 models too).
         self.act_bytes = m.hidden * p.activation_bytes
         # GEMM shapes per GPU (K = hidden; N = the output columns of an equivalent GEMM
@@ -225,7 +232,7 @@ class CostModel:
         d, hid = m.dtype_bytes, m.hidden
         self.n_attn = m.attn_bytes / d / hid / (1 if self.dpa else tp)
         self.n_mlp = m.mlp_bytes / d / hid / tp
-        self.n_expert = m.expert_bytes / d / hid
+        self.n_expert = m.expert_bytes / d / hid / self.ep_group
         self.n_moe_fixed = m.moe_fixed_bytes / d / hid / tp
         self.n_lm = m.lm_head_bytes / d / hid / tp
         self.link_lat = node.link.latency_s if p.link_latency_s is None else p.link_latency_s
@@ -258,6 +265,15 @@ class CostModel:
         """One all-to-all of ``nbytes`` per GPU over ``ep`` GPUs (serve/collectives.py)."""
         ln, p = self.node.link, self.params
         return alltoall_seconds(nbytes, self.ep, ln.bw, self.link_lat, p.link_efficiency)
+
+    def expert_allreduce_seconds(self, tokens):
+        """All-reduce after the experts within an EP rank's ``tp / ep`` GPUs (0 when
+        ``ep == tp``): the hidden rows of the tokens that visit the rank, ``T min(k, ep) /
+        ep`` of them (one all-reduce of all ``T`` rows when ``ep = 1``, as for a dense MLP)."""
+        m, ln, p = self.model, self.node.link, self.params
+        rows = tokens * min(m.active_experts, self.ep) / self.ep
+        return allreduce_seconds(rows * self.act_bytes, self.ep_group, ln.bw, self.link_lat,
+                                 p.link_efficiency)
 
     def gemm_seconds(self, m, n, groups=1, eta_scale=1.0):
         """Compute seconds of a weight GEMM of ``m`` tokens, ``n`` columns, K = hidden
@@ -324,7 +340,10 @@ class CostModel:
                                                 self.ep, p.imbalance_spread)
             # Dispatch and combine: each token's activation to its k experts and back.
             a2a = 2 * self.alltoall_seconds(tokens * m.active_experts * self.act_bytes / tp)
-            total = total + m.moe_layers * (t_moe + a2a)
+            # Experts sharded by TP (``ep < tp``): each rank's ``tp / ep`` GPUs all-reduce
+            # the rows of the tokens that visit the rank (``min(k, ep) / ep`` of them).
+            ar_moe = self.expert_allreduce_seconds(tokens)
+            total = total + m.moe_layers * (t_moe + a2a + ar_moe)
         t_lm = self._op(self.gemm_seconds(logits, self.n_lm),
                         self._mem(*self.lm_w, hide_hbf_latency=hide))
         total = total + t_lm
@@ -356,7 +375,7 @@ class CostModel:
         """Weight bytes stored per GPU as ``(hbm, hbf)``."""
         m, tp = self.model, self.tp
         fixed = m.weight_bytes - m.moe_layers * m.experts * m.expert_bytes
-        experts = m.moe_layers * m.experts * m.expert_bytes / self.ep
+        experts = m.moe_layers * m.experts * m.expert_bytes / tp
         if self.dpa:  # attention weights are replicated: count them tp times
             fixed += (tp - 1) * m.layers * m.attn_bytes
         if self.weights == "hbm":
@@ -373,7 +392,10 @@ class CostModel:
         reduces = m.dense_layers + (0 if self.dpa else m.layers)
         a2a = 2 * (self.ep - 1) / self.ep * m.active_experts * self.act_bytes \
             if self.ep > 1 else 0.0
-        return reduces * 2 * (p - 1) * self.act_bytes + m.moe_layers * a2a
+        # ``ep`` rank groups of ``g = tp / ep`` GPUs all-reduce ``min(k, ep) / ep`` rows each.
+        g = self.ep_group
+        ar_moe = 2 * (g - 1) * min(m.active_experts, self.ep) * self.act_bytes
+        return reduces * 2 * (p - 1) * self.act_bytes + m.moe_layers * (a2a + ar_moe)
 
     def linear_flops(self, tokens):
         """Linear-layer FLOPs of the whole replica for ``tokens`` query tokens (no LM head)."""

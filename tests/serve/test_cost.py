@@ -150,3 +150,34 @@ def test_dense_tp_all_reduces_twice_per_layer(qwen32):
     no_link = float(CostModel(make_node(gpus=4, hbm_stacks=8), qwen32, tp=1)
                     .iteration_seconds(1, 1, 0, 0, 1, 0, 1))
     assert one < no_link  # a quarter of the weights per GPU beats the all-reduces
+
+
+def test_experts_sharded_by_tp_below_ep():
+    """``ep < tp`` (vLLM runs Mixtral at TP2 with ``ep = 1``): each GPU holds and reads
+    ``1/tp`` of the experts' bytes, runs ``1/(tp/ep)`` of each touched expert's columns and
+    all-reduces after the experts within its rank; ``ep = tp`` has no such all-reduce."""
+    mc = model_costs(serving_shape("qwen3-235b-a22b"))
+    node = make_node(gpus=8, hbm_stacks=8)
+    one = CostModel(node, mc, tp=1, ep=1)
+    cm = {ep: CostModel(node, mc, tp=8, ep=ep) for ep in (1, 2, 8)}
+    for ep, c in cm.items():
+        assert c.weights_resident()[0] * 8 == pytest.approx(one.weights_resident()[0])
+        for t in (1, 64, 4096):
+            assert c.weight_read_bytes(t)[0] * 8 == pytest.approx(one.weight_read_bytes(t)[0])
+        assert c.n_expert * 8 / ep == pytest.approx(one.n_expert)
+    act = cm[1].act_bytes
+    assert cm[8].expert_allreduce_seconds(64) == 0.0
+    # ep = 1: one all-reduce of every token's row over the 8 GPUs, as after a dense MLP.
+    assert cm[1].expert_allreduce_seconds(64) == pytest.approx(cm[1].allreduce_seconds(64 * act))
+    # ep = 2: every token (k = 8 experts) visits both ranks; each rank's 4 GPUs reduce it.
+    ln = node.link
+    four = 2 * 3 * cm[2].link_lat + 2 * 3 / 4 * 64 * act / (ln.bw * cm[2].params.link_efficiency)
+    assert cm[2].expert_allreduce_seconds(64) == pytest.approx(four)
+    # ep = 1: no all-to-all; an all-reduce after attention and one after the experts.
+    assert cm[1].link_bytes_per_token() == pytest.approx(2 * mc.layers * 2 * 7 * act)
+    # The iteration pays it once per MoE layer.
+    t1 = float(cm[1].iteration_seconds(8, 8, 0, 0, 8, 0, 8))
+    ar = cm[1].expert_allreduce_seconds(8.0)
+    cm[1].expert_allreduce_seconds = lambda tokens: 0.0 * tokens
+    t0 = float(cm[1].iteration_seconds(8, 8, 0, 0, 8, 0, 8))
+    assert t1 - t0 == pytest.approx(mc.moe_layers * ar)
