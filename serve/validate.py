@@ -5,8 +5,8 @@
     python -m hbfsim.serve.validate --write-doc     # regenerate docs/validation-serving.md's table
 
 Reads ``serve/data/validation.toml`` (each point: source, setup, published figure, and its
-set, fixed before any fit: ``calibration``, ``held-out``, or ``held-out-2``, a second held-out
-group added after the fit and never seen by it), writes for every point a Mooncake trace
+set, fixed before any fit: ``calibration``, ``held-out``, or ``held-out-2`` / ``held-out-3``,
+held-out groups added after the fit and never seen by it), writes for every point a Mooncake trace
 of its requests (all at time 0, exactly ISL input and OSL output tokens, no shared prefix)
 and a model file (the preset's shape at the run's weight and KV dtype) under ``--out``
 (default ``build/validation``), runs the ``hbfsim serve`` command printed in the table, and
@@ -47,8 +47,9 @@ BOUNDS = {"fp8_compute_efficiency": (0.3, 0.95), "h100_mem_efficiency": (0.5, 1.
 FIT_REQUESTS = MAX_REQUESTS
 _HBM = {"h100": (5, "hbm3"), "h200": (6, "hbm3e")}
 #: The sets of points: the fit reads ``calibration`` only; ``held-out`` was split off before
-#: the first fit, ``held-out-2`` added after the last one (never seen by any fit).
-SETS = ("calibration", "held-out", "held-out-2")
+#: the first fit, ``held-out-2`` added after the last one (never seen by any fit),
+#: ``held-out-3`` after the fix of experts sharded by TP (``ep < tp``), globals unchanged.
+SETS = ("calibration", "held-out", "held-out-2", "held-out-3")
 #: Metric name -> unit in the table.
 METRICS = {"output_tok_s": "out tok/s", "ttft_ms": "ms", "tpot_ms": "ms/token",
            "latency_ms": "ms"}
@@ -137,14 +138,19 @@ def prepare(data: dict, pt: dict, out: Path, max_requests: int = MAX_REQUESTS) -
     hbm, stack = _HBM[pt["gpu"]]
     src = data["sources"][pt["source"]]
     moe = shape.experts > 0
+    # MoE: expert parallelism over the TP group and attention data parallelism (the
+    # TensorRT-LLM points) unless the point states its engine's (vLLM shards experts by TP:
+    # ``ep = 1``, ``dpa = false``).
+    ep = pt.get("ep", pt["tp"]) if moe else None
+    dpa = bool(pt.get("dpa", moe))
     # The engine's batch limits where the source states them, else the page's defaults.
     max_batch, max_tokens = src.get("max_batch", MAX_BATCH), src.get("max_tokens", MAX_TOKENS)
     s = {"model": str(model_file), "gpu": pt["gpu"], "gpus": pt["gpus"], "tp": pt["tp"],
          "hbm": hbm, "hbf": 0, "hbm_stack": stack, "dtype": src["dtype"],
          "scheduler": "fcfs", "max_batch": max_batch, "max_tokens": max_tokens,
-         "workload": str(trace), "dpa": moe, "ep": pt["tp"] if moe else None,
+         "workload": str(trace), "dpa": dpa, "ep": ep,
          "cost_model": "calibrated", "reserve_output": src.get("reserve_output", False)}
-    ep_dpa = f" --ep {pt['tp']} --dpa" if moe else ""
+    ep_dpa = (f" --ep {ep}" if moe else "") + (" --dpa" if dpa else "")
     cmd = (f"hbfsim serve --model {model_file} --gpu {pt['gpu']} --gpus {pt['gpus']} "
            f"--tp {pt['tp']}{ep_dpa} "
            f"--hbm {hbm} --hbf 0 --hbm-stack {stack} --dtype {src['dtype']} --scheduler fcfs "

@@ -56,7 +56,7 @@ def test_data_file_sets_metrics_and_bad_entries(tmp_path):
     f = tmp_path / "v.toml"
     f.write_text(GOOD)
     assert load_points(f)["points"][0]["id"] == "p1"
-    for old, new, word in (('set = "held-out-2"', 'set = "held-out-3"', "p1: set"),
+    for old, new, word in (('set = "held-out-2"', 'set = "held-out-9"', "p1: set"),
                            ("published_requests = 4", "", "p1: needs published_requests"),
                            ('metric = "latency_ms"', 'metric = "joules"', "source s: metric")):
         f.write_text(GOOD.replace(old, new))
