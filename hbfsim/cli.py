@@ -132,10 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     from hbfsim.rtl.mutations import MUTATIONS
 
     prv.add_argument("--block", action="append",
-                     help="block to check (repeatable; default: every block): channel_queue, "
-                          "channel_queue_mp, scheduler, mshr, write_buffer, admission, "
-                          "admission_channel, response, controller, controller_channel, "
-                          "stage_queue, link_credit")
+                     help="block to check (repeatable; default: every block; --list names "
+                          "them with their properties)")
     prv.add_argument("--depth", type=int, help="steps (default: each block's own)")
     prv.add_argument("--no-covers", action="store_true", help="skip the cover goals")
     prv.add_argument("--mutation", choices=tuple(MUTATIONS), action="append", default=[],
