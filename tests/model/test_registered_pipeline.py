@@ -23,7 +23,7 @@ from hbfsim.model.system import HbfSystem
 from tests.conftest import make_reqs
 
 
-def deep(**kw):
+def stack_shape(**kw):
     """The stack shape with demand reads and merging (the defaults)."""
     return load_config(**({"host_ports": "stack"} | kw))
 
@@ -98,7 +98,7 @@ def test_dp5_merge_in_the_cycle_after_a_flush_decision(arrival, merged):
     15 (the merge is in W in 14). Dispatched in 14 it allocates a new entry and w1's entry
     errors on its half page in 14."""
     half = PAGE_BYTES // 2
-    cfg = deep(write_deadline_ticks=10, write_timeout_policy="strict")
+    cfg = stack_shape(write_deadline_ticks=10, write_timeout_policy="strict")
     spec = [("W", 0, 0, half, 0), ("W", 0, half, half, arrival)]
     system, done, log = run(cfg, spec)
     w1, w2 = done[0], done[1]
@@ -125,7 +125,7 @@ def test_dp7_first_waiters_of_consecutive_entries_back_to_back():
     ones fill E, K, R and C2; a late entry with three waiters arrives while C1 is empty
     (C1 takes it at once). From the release every cycle answers one request: C2 holds the
     next entry while the cursor drains the current one."""
-    cfg = deep(channels=4)
+    cfg = stack_shape(channels=4)
     spec = [("R", p, 0, 32, p) for p in range(5)]
     spec += [("R", 5, 32 * k, 32, 15_000 + k) for k in range(3)]     # one entry, 3 waiters
     release = 30_000
@@ -141,7 +141,7 @@ def test_dp7_first_waiters_of_consecutive_entries_back_to_back():
 def chan(**kw):
     """The one contract in the channel shape: one request and one response port per
     channel (timing-contract.md §1, §14)."""
-    return deep(**({"host_ports": "channel"} | kw))
+    return stack_shape(**({"host_ports": "channel"} | kw))
 
 
 def test_dp4_frees_of_one_cycle_join_in_port_order():
@@ -164,7 +164,7 @@ def test_dp7_response_ports_answer_in_parallel():
     the stack shape's one port answers them a cycle apart (§8, DP7 per port)."""
     spec = [("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0)]
     _, c, _ = run(chan(channels=2), spec)
-    _, s, _ = run(deep(channels=2), spec)
+    _, s, _ = run(stack_shape(channels=2), spec)
     assert c[0].entry_info[2] == c[1].entry_info[2]
     assert c[0].t_done == c[1].t_done
     assert abs(s[0].t_done - s[1].t_done) == 1
@@ -181,7 +181,7 @@ def test_channel_shape_with_one_channel_is_the_stack_shape(ops, read_mode, merge
     and every counter equal the stack shape's, through the system's per-port paths."""
     out = []
     for shape in ("stack", "channel"):
-        cfg = deep(host_ports=shape, channels=1, subarrays_per_channel=2, mshr_entries=2,
+        cfg = stack_shape(host_ports=shape, channels=1, subarrays_per_channel=2, mshr_entries=2,
                    write_buffer_entries=2, queue_depth=2, admission=6, read_mode=read_mode,
                    read_agg_window_ticks=7, read_agg_threshold_bytes=96, mshr_merge=merge,
                    write_deadline_ticks=25, t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0,
@@ -200,7 +200,7 @@ def test_channel_shape_with_one_channel_is_the_stack_shape(ops, read_mode, merge
 def test_dp2a_isolated_aggregation_read(window, ready):
     """Aggregation reads (DP2a): ready at ``alloc + max(window, 2)``, enqueued two cycles
     later through ``OR_c``; the response is ``ta + 13 + max(window, 2) + tR`` (§10)."""
-    cfg = deep(read_mode="aggregation", read_agg_window_ticks=window,
+    cfg = stack_shape(read_mode="aggregation", read_agg_window_ticks=window,
                read_agg_threshold_bytes=PAGE_BYTES)
     system, done, _ = run(cfg, [("R", 0, 0, 32, 100)])
     r = done[0]
@@ -212,7 +212,7 @@ def test_dp2a_isolated_aggregation_read(window, ready):
 def test_dp2a_offer_register_takes_the_lowest_ready_index():
     """Two entries ready while the queue is full: ``OR_c`` takes the lower index first, not
     the older entry (DP2a, unlike DP2's allocation order)."""
-    cfg = deep(channels=1, subarrays_per_channel=1, active_per_channel=1, queue_depth=1,
+    cfg = stack_shape(channels=1, subarrays_per_channel=1, active_per_channel=1, queue_depth=1,
                mshr_entries=4, t_read_us=1.0, read_mode="aggregation",
                read_agg_window_ticks=0, capacity_bytes=256 * PAGE_BYTES * 4)
     spec = [("R", 0, 0, 32, 0)] + [("R", p, 0, 32, 2000) for p in (1, 2, 3, 4)]
@@ -225,7 +225,7 @@ def test_dp2a_offer_register_takes_the_lowest_ready_index():
 def test_merging_off_every_read_allocates():
     """``mshr_merge = false``: three reads of one page take three entries and three READs
     (the second and third hit the page buffers), none an MSHR hit."""
-    cfg = deep(mshr_merge=False)
+    cfg = stack_shape(mshr_merge=False)
     system, done, log = run(cfg, [("R", 0, 32 * k, 32, k) for k in range(3)])
     assert not any(done[k].mshr_hit for k in range(3))
     assert [a for _, a in sorted(allocs(log).items())] == [("m", 0), ("m", 1), ("m", 2)]
@@ -249,7 +249,7 @@ def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc, 
     """In every shape and mode: every request answered exactly once, in-order ingress and
     one response per cycle on every port, and every read returns the last whole-page write
     of its page dispatched before it (in one cycle the reads first, §4.2.4)."""
-    cfg = deep(channels=4, subarrays_per_channel=2, active_per_channel=1, active_total=tot,
+    cfg = stack_shape(channels=4, subarrays_per_channel=2, active_per_channel=1, active_total=tot,
                admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
                scheduler=sched, placement=placement, page_cache_pages=pc, cache_hit_ticks=1,
                write_drain_high_water=1, write_deadline_ticks=30, t_read_us=0.1,
@@ -299,7 +299,7 @@ def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks,
     """Partial writes under both policies, tiny write buffers (pressure), short deadlines
     (decisions next to merges): every request answered once, no read errors, none at all
     under ``partial``, flushes counted once per programmed or errored entry."""
-    cfg = deep(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
+    cfg = stack_shape(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
                mshr_entries=2, write_buffer_entries=wb, queue_depth=2,
                write_timeout_policy=policy, write_deadline_ticks=deadline_ticks,
                t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,
@@ -340,7 +340,7 @@ def test_random_event_skipping_changes_nothing(ops, policy, deadline_ticks, wb, 
                                                read_mode, merge, multiplane):
     """C3: the run with cycle skipping equals a run that evaluates every cycle, request
     for request, so every delayed effect of DP1-DP7 has its wake-up (``next_timer``)."""
-    cfg = deep(channels=2, subarrays_per_channel=2, admission=8, mshr_entries=2,
+    cfg = stack_shape(channels=2, subarrays_per_channel=2, admission=8, mshr_entries=2,
                write_buffer_entries=wb, queue_depth=2, write_timeout_policy=policy,
                write_deadline_ticks=deadline_ticks, page_cache_pages=pc, cache_hit_ticks=3,
                t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
