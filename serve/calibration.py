@@ -39,7 +39,9 @@ COST_SOURCES = {
                                               "well-shaped GEMM; no BF16 point in the "
                                               "validation set constrains it"),
     "gemm_tiles": (ASSUMPTION, "128 x 128 output tiles, 128-byte K steps, stream-K over the "
-                               "132 SMs: the CUTLASS Hopper warp-specialized defaults"),
+                               "132 SMs: the CUTLASS Hopper warp-specialized defaults; tile "
+                               "height the power of two at or above M, at least 16 rows "
+                               "(vLLM fused MoE's small-M blocks, get_default_config)"),
     "attn_efficiency": (ASSUMPTION, "0.60 of the BF16 peak: below FlashAttention-3's 75 % "
                                     "best case (its paper), for the short and ragged "
                                     "sequences of serving"),
@@ -114,7 +116,8 @@ def format_cost_provenance(gpu: str, dtype: str) -> str:
     p = calibrated_params(gpu, dtype)
     ceil_key = f"compute_efficiency ({'fp8' if dtype == 'fp8' else 'bf16'})"
     rows = [(ceil_key, p.compute_efficiency),
-            ("gemm_tiles", f"{p.gemm_tiles.m} x {p.gemm_tiles.n} x {p.gemm_tiles.k_bytes} B"),
+            ("gemm_tiles", f"{p.gemm_tiles.m} x {p.gemm_tiles.n} x {p.gemm_tiles.k_bytes} B, "
+                           f"height >= {p.gemm_tiles.m_min}"),
             ("attn_efficiency", p.attn_efficiency), ("mem_efficiency", p.mem_efficiency),
             ("overlap_loss", p.overlap_loss), ("step_overhead_s", p.step_overhead_s),
             ("link_latency_s", p.link_latency_s), ("link_efficiency", p.link_efficiency),

@@ -40,9 +40,16 @@ def test_gemm_reaches_the_ceiling_only_on_whole_tiles_and_waves():
     # 132 x 128 tiles of 128 x 128, K a multiple of the 128-element FP8 step: whole waves.
     full = gemm_efficiency(128 * 12, 128 * 11, 128 * 32, PEAK, ETA, SMS, TILES, 1)
     assert full == pytest.approx(ETA, rel=1e-12)
-    # One decode token fills 1/128 of a tile's rows.
+    # One decode token fills 1/16 of the smallest tile's rows; 100 tokens 100/128 of a
+    # full tile (the height follows M: 16, 32, 64, 128 rows).
     assert gemm_efficiency(1, 4096, 4096, PEAK, ETA, SMS, TILES, 1) == pytest.approx(
-        ETA / 128, rel=0.05)
+        ETA / 16, rel=0.05)
+    assert gemm_efficiency(100, 4096, 4096, PEAK, ETA, SMS, TILES, 1) == pytest.approx(
+        ETA * 100 / 128, rel=0.05)
+    assert [float(TILES.height(m)) for m in (1, 16, 17, 33, 64, 65, 128, 129, 5000)] == \
+        [16, 16, 32, 64, 64, 128, 128, 128, 128]
+    with pytest.raises(ValueError, match="m_min"):
+        GemmTiles(m=64, m_min=128)
     # Without tiles, the flat roofline.
     assert gemm_seconds(3, 5, 7, PEAK, ETA, SMS, None) == pytest.approx(2 * 3 * 5 * 7
                                                                        / (PEAK * ETA))
