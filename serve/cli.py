@@ -78,7 +78,10 @@ def register(subparsers):
     g.add_argument("--tp", type=_int_arg, default=None, metavar="N",
                    help="tensor-parallel degree of one replica (default: all GPUs)")
     g.add_argument("--ep", type=_int_arg, default=None, metavar="N",
-                   help="expert-parallel degree, MoE only (default: tp)")
+                   help="expert-parallel degree, MoE only, a divisor of tp (default: tp): "
+                        "ep ranks hold 1/ep of the experts each, TP shards every expert "
+                        "over a rank's tp/ep GPUs (1: experts sharded by TP, as vLLM "
+                        "runs Mixtral)")
     g.add_argument("--dpa", action="store_true",
                    help="data-parallel attention: attention weights replicated, KV divided "
                         "by sequence over the TP group (the serving paper's Table 3)")
