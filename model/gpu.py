@@ -18,7 +18,7 @@ Structure (what the hardware has, in the order a request passes it):
 * the port arbiter - round-robin over non-empty partition FIFOs, at most one grant per
   controller tick (so at most one admission per partition per tick); a granted request is
   submitted with ``arrival`` = the grant tick and waits in the system's ingress FIFO while
-  admission is full (L1). In contract 2's channel shape (G5') every system port grants at
+  admission is full (L1). In the channel shape (G5') every system port grants at
   most one request per tick, from the partition heads that map to it.
 
 This module is the public entry point: it holds the closed-loop driver
@@ -245,7 +245,7 @@ class ClosedLoop(_GpuCore):
             elif g is not None and g < st:
                 now = g      # the system skipped no-op ticks past the next GPU event (C3)
             else:
-                # contract 2 stopped at h in a skip: the ticks up to its next event are
+                # the system stopped at h in a skip: the ticks up to its next event are
                 # no-ops (C3), so the next round starts at that event or the next GPU
                 # event, whichever is first (one-tick horizons would evaluate every tick)
                 nt = system.t_resume

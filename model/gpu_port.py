@@ -39,7 +39,7 @@ class GpuPort(_GpuCore):
 
     The grants are :class:`ClosedLoop`'s: G5 (one per tick, round-robin over the partition
     FIFOs) with one request port per stack, G5' (at most one per system port per tick,
-    ``_GpuCore._grant_ports``, the code ClosedLoop runs) in contract 2's channel shape
+    ``_GpuCore._grant_ports``, the code ClosedLoop runs) in the channel shape
     (docs/gpu.md; timing-contract.md §14). Driven so, the port sees exactly what
     :class:`ClosedLoop` sees from an :class:`HbfSystem`: :func:`run_stepped` drives it
     against one (the reference for ClosedLoop's chunked driver, tests/model/test_gpu.py,
