@@ -161,7 +161,7 @@ class Codecs:
     system : bool
         Several stacks in the stack shape: ``req.addr`` is the system address, not the
         stack-local one, and the system layer routes it (in the channel shape each system
-        port is its stack's port, with stack-local addresses: v2 §2).
+        port is its stack's port, with stack-local addresses: §2).
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8):
@@ -253,7 +253,7 @@ class ControllerPorts(Codecs):
         g = lambda n: Port(getattr(dut, n))  # noqa: E731
         self.clk = dut.clk
         self.rst = g("rst")
-        # per port (v2 §1): (valid, ready, payload) of req[p] and of resp[p]
+        # per port (§1): (valid, ready, payload) of req[p] and of resp[p]
         self.reqs, self.resps = [], []
         for rq, rs in req_names(cfg):
             self.reqs.append((g(f"{rq}__valid"), g(f"{rq}__ready"), g(f"{rq}__payload")))

@@ -91,7 +91,7 @@ class RequestDriver:
 
     def __init__(self, ports: ControllerPorts, mapper: Mapper, requests=(), gpu=None,
                  port: int = 0):
-        # the channel shape has one driver per request port (v2 §1)
+        # the channel shape has one driver per request port (§1)
         self.valid, self.ready, self.payload = ports.reqs[port]
         self.codec = ports.req
         self.system = ports.system
@@ -108,7 +108,7 @@ class RequestDriver:
 
     def _pack(self, r: Request) -> int:
         rel = r.addr - self.base
-        if not self.system:      # a stack's own port: the stack-local address (v2 §2)
+        if not self.system:      # a stack's own port: the stack-local address (§2)
             page, off = divmod(rel, PAGE_BYTES)
             rel = self.mapper.stack_of(page)[1] * PAGE_BYTES + off
         return self.codec.pack({"id": r.id, "op": OPS[r.op], "addr": rel,
@@ -159,7 +159,7 @@ class MediaResponder:
 
     def issue_group(self, t: int, k: int, op: int, g: int, planes: int, row: int) -> None:
         """A multi-plane command of cycle ``t`` on port ``k`` (MP2): plane ``p`` of the mask
-        is subarray ``g * M + p``, its page ``row * S`` plus that subarray (v2 §3); the
+        is subarray ``g * M + p``, its page ``row * S`` plus that subarray (§3); the
         media's tag of each operation is its plane."""
         s, ch = divmod(k, self.channels)
         ops = [(g * self.M + p, op, row * self.S + g * self.M + p, p)
@@ -487,7 +487,7 @@ class Testbench:
 
     def _drivers(self) -> list[RequestDriver]:
         """One request driver per port: the channel shape presents each request on the port
-        of its mapped channel (v2 §1), in arrival order per port; otherwise one driver.
+        of its mapped channel (§1), in arrival order per port; otherwise one driver.
         With a GPU program the drivers start empty and the loop hands each of the
         :class:`GpuPort`'s grants to the driver of its port (G5 / G5', docs/gpu.md)."""
         p, gpu = self.ports, self.gpu
@@ -523,7 +523,7 @@ class Testbench:
             self.wakes += 1
             # the GPU's events of this cycle and its port grants, before the request ports
             # (GpuPort: grants, controller, then respond); each grant joins its port's
-            # driver: port 0 under G5, system port stack * C + channel under G5' (v2 §1, §2)
+            # driver: port 0 under G5, system port stack * C + channel under G5' (§1, §2)
             if gpu is not None:
                 g = gpu.next_tick()
                 if g is not None and g <= t:
@@ -544,7 +544,7 @@ class Testbench:
             media.cycle(t)
             if settle and any(presented):
                 await ReadOnly()
-            # accepts in port order: each takes the next admission depth (v2 §4.1)
+            # accepts in port order: each takes the next admission depth (§4.1)
             accs = [d.take(t) if pr else None for d, pr in zip(drvs, presented)]
             accepted = [a for a in accs if a is not None]
             for acc in accepted:
@@ -556,7 +556,7 @@ class Testbench:
             routed = p.routed.read() if p.routed is not None else 0
             if routed:
                 trace.routed(t, routed)
-            # responses in port order, as the golden model hands them over (v2 §8)
+            # responses in port order, as the golden model hands them over (§8)
             check(t, "resp", evs)
             for ev in evs:
                 req = trace.respond(ev)
