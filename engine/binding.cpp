@@ -248,7 +248,26 @@ py::dict system_outputs(System& sys) {
         bp[2][i] = r.cache_hit;
         bp[3][i] = r.error;
     }
+    // the stream itself, as submitted (a closed loop's rows are the GPU's grants)
+    py::array_t<int64_t> id(nr), arrival(nr), addr(nr), nbytes(nr);
+    py::array_t<int8_t> op(nr);
+    auto *pid = id.mutable_data(), *par = arrival.mutable_data(), *pad = addr.mutable_data(),
+         *pnb = nbytes.mutable_data();
+    auto* pop = op.mutable_data();
+    for (py::ssize_t i = 0; i < nr; ++i) {
+        const Req& r = R[static_cast<size_t>(i)];
+        pid[i] = r.id;
+        par[i] = r.arrival;
+        pad[i] = r.addr;
+        pnb[i] = r.nbytes;
+        pop[i] = r.op;
+    }
     py::dict d;
+    d["id"] = id;
+    d["arrival"] = arrival;
+    d["addr"] = addr;
+    d["nbytes"] = nbytes;
+    d["op"] = op;
     for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
     for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
     py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
@@ -343,9 +362,24 @@ py::dict system_outputs(System& sys) {
     return d;
 }
 
+// Report progress to `callback(responses)` every `every` responses (a progress bar), with
+// the GIL taken for the call; a pending signal (Ctrl-C) raises there and ends the run.
+// `callback` is an argument of the caller, so it outlives the system.
+void attach_progress(System& sys, const py::object& callback, int64_t every) {
+    if (callback.is_none() || every <= 0) return;
+    py::handle cb = callback;
+    sys.progress_every = every;
+    sys.progress = [cb](int64_t n) {
+        py::gil_scoped_acquire gil;
+        cb(n);
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+}
+
 // The open-loop run (hbfsim/engine.py run_compiled).
 py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
-                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival) {
+                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                       const py::object& progress, int64_t every) {
     py::ssize_t n = id.size();
     if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
         throw std::invalid_argument("the request arrays must have one length");
@@ -356,6 +390,7 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
         sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
                    arrival.data()[i]);
     sys.close_input();
+    attach_progress(sys, progress, every);
     {
         py::gil_scoped_release nogil;
         sys.run();
@@ -366,16 +401,23 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
 // The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
 // system's outputs and the GPU's result figures.
 py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py::dict& arrays,
-                         bool channel_shape, int64_t start, bool skip) {
+                         bool channel_shape, int64_t start, bool skip,
+                         const py::object& progress, int64_t every) {
     GpuPort port(gpu_config(cfg, gpu), program_from_arrays(arrays), channel_shape,
                  mapper_config(cfg), start);
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
+    attach_progress(sys, progress, every);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
     }
     py::dict d = system_outputs(sys);
+    // each request's memory sub-partition (its trace `source`, A5), in grant order
+    py::array_t<int64_t> source(static_cast<py::ssize_t>(sys.reqs.size()));
+    auto* ps = source.mutable_data();
+    for (size_t i = 0; i < sys.reqs.size(); ++i) ps[i] = port.req_part(sys.reqs[i].id);
+    d["source"] = source;
     d["gpu"] = result_dict(port.result());
     return d;
 }
@@ -411,11 +453,12 @@ PYBIND11_MODULE(_engine, m) {
     static py::exception<DeadlockError> deadlock(m, "DeadlockError", PyExc_RuntimeError);
     m.def("run_open_loop", &run_open_loop, py::arg("cfg"), py::arg("id"), py::arg("op"),
           py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
           "contract) to completion: per-request arrays, the response order, the counters.");
     m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
           py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
-          py::arg("skip") = true,
+          py::arg("skip") = true, py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run a GPU program (program_arrays) closed loop against the compiled system, one "
           "tick at a time (model/gpu_port.py run_stepped): the run_open_loop outputs and "
           "the GPU's result figures under 'gpu'.");

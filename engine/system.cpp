@@ -83,6 +83,7 @@ void System::responded(int64_t r, int64_t tk) {
     if (reqs[r].error) ++errors;
     order.push_back(r);
     if (user_cb) user_cb(r, tk);
+    if (progress_every > 0 && n_done % progress_every == 0) progress(n_done);
 }
 
 // run_pipelined: one cycle in §16's order; a cycle in which nothing changed is followed by

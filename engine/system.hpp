@@ -41,6 +41,10 @@ public:
     int64_t run(int64_t until = -1);
     // called with (request index, tick) after each response (HbfSystem's on_response)
     std::function<void(int64_t, int64_t)> user_cb;
+    // called with the count of responses after every `progress_every`-th response (0: never):
+    // the caller's progress bar; it observes the run and changes no event
+    std::function<void(int64_t)> progress;
+    int64_t progress_every = 0;
 
     SystemConfig cfg;
     Mapper mapper;

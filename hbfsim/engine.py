@@ -179,7 +179,8 @@ class CompiledRun(dict):
     ``(stack, channel, requests, media_ops, link_stall_ticks)``)."""
 
 
-def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
+def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
+                 every: int = 0) -> CompiledRun:
     """Run an open-loop request stream through the compiled controller to completion.
 
     Parameters
@@ -192,10 +193,17 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
         ``"R"`` / ``"W"`` strings, or 0 (read) / 1 (write).
     ids : array of int, optional
         Request ids (default ``0 .. n-1``), used in error messages.
+    progress : callable, optional
+        ``progress(responses)``, called every ``every`` responses (a progress bar; it
+        changes no event). A signal (Ctrl-C) is raised there.
+    every : int
+        How many responses between calls (0: none).
 
     Returns
     -------
     CompiledRun
+        Also the stream as submitted: ``id``, ``op`` (0/1), ``addr``, ``nbytes``,
+        ``arrival``.
 
     Raises
     ------
@@ -220,12 +228,13 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
         i = int(bad[0])
         raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
     out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
-                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
+                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival,
+                            progress, every)
     return CompiledRun(out)
 
 
 def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
-                             skip: bool = True) -> CompiledRun:
+                             skip: bool = True, progress=None, every: int = 0) -> CompiledRun:
     """Run a GPU program closed loop against the compiled controller, one tick at a time:
     the compiled mirror of :func:`hbfsim.model.gpu_port.run_stepped` (the reference
     ``ClosedLoop`` equals it, docs/gpu.md).
@@ -243,13 +252,16 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     skip : bool
         Skip the ticks in which neither the GPU nor the controller has an event (C3; every
         event is the same, only ``counters["steps"]`` differs from ``run_stepped``'s).
+    progress, every : callable, int
+        As :func:`run_compiled`'s.
 
     Returns
     -------
     CompiledRun
         :func:`run_compiled`'s arrays and counters (rows in submission order: the GPU's
-        grant order; ``id`` the GPU request id) and ``gpu``: the compiled port's result
-        figures (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
+        grant order; ``id`` the GPU request id, ``arrival`` its grant tick, ``source`` its
+        memory sub-partition) and ``gpu``: the compiled port's result figures
+        (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
 
     Raises
     ------
@@ -263,7 +275,8 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     eng = require_compiled()
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
-    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip))
+    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip,
+                                           progress, every))
 
 
 def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids=None,

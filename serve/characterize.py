@@ -401,11 +401,11 @@ def _canonical(cfg: HbfConfig) -> str:
     """The device-defining keys of ``cfg`` as ``key = value`` TOML lines, in field order.
 
     The same rendering as ``hbfsim config show``, without ``profile`` (a label) and the
-    trace output keys (they change no timing).
+    trace output keys and the engine (they change no timing).
     """
     lines = []
     for k, v in _one_stack(cfg).as_dict().items():
-        if k in ("profile", "trace_file", "trace_level"):
+        if k in ("profile", "trace_file", "trace_level", "engine"):
             continue
         lines.append(f"{k} = {_toml_value(v)}")
     return "\n".join(lines) + "\n"

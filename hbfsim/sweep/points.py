@@ -157,7 +157,8 @@ def _device_identity(point: Point, cfg, memo=None) -> dict:
     from hbfsim.model.workload_params import registry_name
 
     config = {k: normal_value(v) for k, v in cfg.as_dict().items()
-              if k not in ("profile", "trace_file", "trace_level")}   # labels and outputs
+              if k not in ("profile", "trace_file", "trace_level", "engine")}
+    # (labels, outputs and the engine: both engines give the same figures)
     work = "default" if point.workload == "default" else registry_name(point.workload)
     return {"kind": "device", "workload": work, "config": config,
             "params": {k: _normal(v, memo) for k, v in sorted(point.params.items())}}
