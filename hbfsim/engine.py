@@ -23,6 +23,7 @@ import numpy as np
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
            "compiled_stats", "run_compiled", "run_compiled_closed_loop", "stale",
+           "stats_of_counters",
            "trace_compiled"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
@@ -114,11 +115,14 @@ def program_arrays(program) -> dict[str, np.ndarray]:
     GpuError
         An access whose op is not ``"R"`` or ``"W"`` (named by kernel, producer and value).
     """
+    from array import array
+
     from hbfsim.model.gpu_config import GpuError
 
     kc, kp, names = [], [0], []
     pb, ps, pc, psm, pa = [], [], [], [], [0]
-    ops, addrs, nbs = [], [], []
+    # 17 bytes an access (no Python object kept per access: a kernel may have millions)
+    ops, addrs, nbs = array("B"), array("q"), array("q")
     for k in program:
         names.append(k.name)
         kc.append(k.compute)
@@ -144,8 +148,10 @@ def program_arrays(program) -> dict[str, np.ndarray]:
     return {"kernel_compute": np.array(kc, i64), "kernel_producers": np.array(kp, i64),
             "producer_bound": np.array(pb, i64), "producer_start": np.array(ps, i64),
             "producer_compute": np.array(pc, i64), "producer_sm": np.array(psm, i64),
-            "producer_accesses": np.array(pa, i64), "access_op": np.array(ops, np.uint8),
-            "access_addr": np.array(addrs, i64), "access_nbytes": np.array(nbs, i64),
+            "producer_accesses": np.array(pa, i64),
+            "access_op": np.frombuffer(ops, np.uint8) if ops else np.zeros(0, np.uint8),
+            "access_addr": np.frombuffer(addrs, i64) if addrs else np.zeros(0, i64),
+            "access_nbytes": np.frombuffer(nbs, i64) if nbs else np.zeros(0, i64),
             "kernel_names": names}
 
 
@@ -335,10 +341,6 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
         The stream as given to :func:`run_compiled`.
     """
     from array import array
-    from collections import Counter
-    from types import SimpleNamespace
-
-    from hbfsim.model.stats import collect_stats
 
     c = run["counters"]
     op = np.asarray(op)
@@ -349,6 +351,39 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
     lat = (run["t_done"] - arrival)[order]
     w = write[order]
     first = ~w & ~run["mshr_hit"][order]
+    n = len(arrival)
+    return stats_of_counters(
+        cfg, c, submitted=n, first_arrival=int(arrival[0]) if n else None,
+        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
+        n_req={"R": int((~write).sum()), "W": int(write.sum())},
+        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
+        lat_first=array("q", lat[first].tolist()))
+
+
+def stats_of_counters(cfg, c: dict, submitted: int, first_arrival, requested: dict,
+                      n_req: dict, lat: dict, lat_first) -> dict:
+    """:func:`hbfsim.model.stats.collect_stats` of a compiled run given by its counters and
+    the per-request sums it reads (the system is presented as the finished ``HbfSystem``).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    c : dict
+        The run's ``counters``.
+    submitted : int
+    first_arrival : int or None
+        The first request's arrival tick (None: no request).
+    requested, n_req : dict
+        ``"R"`` / ``"W"``: bytes and requests submitted.
+    lat : dict
+        ``"R"`` / ``"W"``: latencies (arrival to response), an array or a
+        :class:`hbfsim.model.stats.LatencyCounts`; ``lat_first`` as one.
+    """
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from hbfsim.model.stats import collect_stats
+
     st = Counter({k: c[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
                                     "padding_bytes", "strict_errors", "media_errors")})
     for cause in ("full", "raw", "pressure", "deadline", "drain"):
@@ -367,13 +402,9 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
             stack=s, media=media, mshr_hits=sd["mshr_hits"], agg_wait=sd["agg_wait"],
             ch_requests=[r[2] for r in mine], ch_ops=[r[3] for r in mine],
             ch_link_stall=[r[4] for r in mine]))
-    n = len(arrival)
     system = SimpleNamespace(
-        cfg=cfg, stats=st, stacks=stacks,
-        first_arrival=int(arrival[0]) if n else None,
-        last_completion=c["last_completion_tick"], n_done=c["completions"], submitted=n,
-        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
-        n_req={"R": int((~write).sum()), "W": int(write.sum())},
-        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
-        lat_first=array("q", lat[first].tolist()), errors=c["errors"])
+        cfg=cfg, stats=st, stacks=stacks, first_arrival=first_arrival,
+        last_completion=c["last_completion_tick"], n_done=c["completions"],
+        submitted=submitted, requested=requested, n_req=n_req, lat=lat, lat_first=lat_first,
+        errors=c["errors"])
     return collect_stats(system)

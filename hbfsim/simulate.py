@@ -164,32 +164,24 @@ def _gpu_result(cfg: HbfConfig, fig: dict, names: list):
 def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
                progress: Progress | None = None, total: int | None = None) -> Finished:
     """Run a GPU program closed loop on ``engine``: the reference
-    :class:`~hbfsim.model.gpu.ClosedLoop`, or the compiled loop it equals
-    (:func:`hbfsim.engine.run_compiled_closed_loop`). ``total`` is the program's request
-    count when known (the reference's bar; the compiled engine counts them itself)."""
+    :class:`~hbfsim.model.gpu.ClosedLoop`, or the compiled loop it equals in bounded memory
+    (:func:`hbfsim.engine_stream.run_streamed`: kernels pulled one at a time, answered
+    requests written out and retired). ``total`` is the program's request count when known
+    (the bar's end)."""
     from hbfsim.model.stats import collect_stats
 
     progress = progress or Progress(None, "", enabled=False)
     if engine == "compiled":
-        from hbfsim.engine import (compiled_stats, program_arrays, run_compiled_closed_loop,
-                                   trace_compiled)
+        from hbfsim.engine_stream import run_streamed
 
-        arrays = program_arrays(program)
-        n = len(arrays["access_op"])
         if progress.bar is not None:
-            progress.bar.total = n
-        run = run_compiled_closed_loop(cfg, arrays, gpu or getattr(program, "gpu", None),
-                                       progress=progress.to if progress.enabled else None,
-                                       every=COMPILED_EVERY)
-        progress.to(n)
-        op, addr, nbytes, arrival = run["op"], run["addr"], run["nbytes"], run["arrival"]
-        if trace is not None:
-            trace_compiled(trace, cfg, run, op, addr, nbytes, arrival, run["id"],
-                           run["source"])
-        c = run["counters"]
-        return Finished("compiled", compiled_stats(cfg, run, op, nbytes, arrival), len(op),
-                        c["completions"], c["end_tick"],
-                        _gpu_result(cfg, run["gpu"], arrays["kernel_names"]))
+            progress.bar.total = total
+        stats, fig, names, _, c = run_streamed(
+            cfg, program, gpu, trace, progress.to if progress.enabled else None,
+            every=COMPILED_EVERY)
+        progress.to(c["completions"])
+        return Finished("compiled", stats, c["submitted"], c["completions"], c["end_tick"],
+                        _gpu_result(cfg, fig, names))
     from hbfsim.model.gpu import ClosedLoop
 
     loop = ClosedLoop(cfg, program, gpu, trace=trace)

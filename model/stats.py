@@ -23,7 +23,50 @@ import numpy as np
 
 from hbfsim.config import PAGE_BYTES
 
-__all__ = ["collect_stats", "format_table", "percentiles"]
+__all__ = ["LatencyCounts", "collect_stats", "format_table", "percentiles"]
+
+
+class LatencyCounts:
+    """Latencies held as a histogram (``counts[v]``: how many equal ``v`` ticks), so that a
+    long run's statistics need memory for the latencies' range, not one number per request
+    (the compiled engine's streamed closed loop, hbfsim/engine_stream.py).
+    :func:`percentiles` reads it as it reads the latencies themselves, with the same
+    figures."""
+
+    def __init__(self):
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def add(self, values) -> None:
+        """Count ``values`` (non-negative integers)."""
+        values = np.asarray(values, dtype=np.int64)
+        if values.size == 0:
+            return
+        if values.min() < 0:
+            raise ValueError(f"a latency must be non-negative, not {int(values.min())}")
+        b = np.bincount(values)
+        if b.size > self.counts.size:
+            self.counts = np.pad(self.counts, (0, b.size - self.counts.size))
+        self.counts[:b.size] += b
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+
+def _percentiles_of_counts(counts, cfg) -> dict:
+    # percentiles()'s figures from a histogram: the nearest rank is the first value whose
+    # cumulative count reaches it; the mean is the exact sum over the count (np.mean of
+    # integers sums exactly below 2**53, then divides once, as this does)
+    n = int(counts.sum())
+    cum = np.cumsum(counts)
+    total = int(np.dot(np.arange(counts.size, dtype=np.int64), counts))
+    if total >= 1 << 53:
+        raise ValueError("latency sum beyond 2**53: the mean would not be exact")
+    out = {"count": n, "mean": total / n}
+    for p in (50, 95, 99):
+        v = int(np.searchsorted(cum, max(0, math.ceil(p / 100 * n) - 1) + 1))
+        out[f"p{p}"] = v
+        out[f"p{p}_gpu_cycles"] = cfg.ticks_to_gpu_cycles(v)
+    return out
 
 
 def percentiles(values, cfg) -> dict:
@@ -31,6 +74,8 @@ def percentiles(values, cfg) -> dict:
         return {"count": 0, "p50": None, "p95": None, "p99": None,
                 "p50_gpu_cycles": None, "p95_gpu_cycles": None, "p99_gpu_cycles": None,
                 "mean": None}
+    if isinstance(values, LatencyCounts):
+        return _percentiles_of_counts(values.counts, cfg)
     a = np.sort(np.asarray(values, dtype=np.int64))
     out = {"count": int(a.size), "mean": float(a.mean())}
     for p in (50, 95, 99):
