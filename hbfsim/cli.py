@@ -302,14 +302,14 @@ def _report(header, fin, host, trace, level, outs, extra_stats=None, extra_lines
     return 0
 
 
-def _simulate(a, cfg, requests, outs, title, extra="") -> int:
+def _simulate(a, cfg, requests, outs, title, extra="", total=None) -> int:
     from hbfsim.simulate import run_open
 
     engine = _engine(a, cfg)
 
     def run(trace):
         with _progress(a, engine) as bar:
-            return run_open(cfg, requests, engine, trace, bar)
+            return run_open(cfg, requests, engine, trace, bar, total)
 
     fin, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
     header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
@@ -441,7 +441,7 @@ def _run_workload(a, cfg) -> int:
     if isinstance(work, DeviceStream):
         return _simulate(a, cfg, iter(work), outs,
                          f"run --workload {a.workload} (device stream)",
-                         _workload_settings(work))
+                         _workload_settings(work), work.expected.get("requests"))
     engine = _engine(a, cfg)
 
     def run(trace):

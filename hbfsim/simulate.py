@@ -18,7 +18,19 @@ import numpy as np
 from hbfsim.config import ENGINES, HbfConfig
 from hbfsim.progress import COMPILED_EVERY, Progress
 
-__all__ = ["Finished", "choose_engine", "run_closed", "run_open"]
+__all__ = ["Finished", "choose_engine", "run_closed", "run_open", "say_once"]
+
+_SAID: set = set()
+
+
+def say_once(note: str | None) -> None:
+    """Print ``note`` on stderr once per process (the fallback line of a study's or a
+    sweep's many runs, in its worker processes)."""
+    import sys
+
+    if note and note not in _SAID:
+        _SAID.add(note)
+        print(f"hbfsim: {note}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -102,11 +114,12 @@ def _stream_arrays(requests):
 
 
 def run_open(cfg: HbfConfig, requests, engine: str, trace=None,
-             progress: Progress | None = None) -> Finished:
+             progress: Progress | None = None, total: int | None = None) -> Finished:
     """Run an open-loop request stream (Request objects in arrival order, or a request
     CSV's :class:`~hbfsim.model.requests.RequestList`) to completion on ``engine``.
 
-    ``trace`` is an open :class:`~hbfsim.model.trace.TraceWriter` (the caller closes it).
+    ``trace`` is an open :class:`~hbfsim.model.trace.TraceWriter` (the caller closes it);
+    ``total`` the stream's length where ``requests`` has none (the bar's end).
     """
     from hbfsim.model.stats import collect_stats
 
@@ -129,8 +142,8 @@ def run_open(cfg: HbfConfig, requests, engine: str, trace=None,
     from hbfsim.model.system import HbfSystem
 
     system = HbfSystem(cfg, trace=trace, keep=False)
-    if progress.bar is not None and hasattr(requests, "__len__"):
-        progress.bar.total = len(requests)
+    if progress.bar is not None:
+        progress.bar.total = len(requests) if hasattr(requests, "__len__") else total
     progress.hook(system)
     for r in requests:
         system.submit(r)
@@ -162,17 +175,22 @@ def _gpu_result(cfg: HbfConfig, fig: dict, names: list):
 
 
 def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
-               progress: Progress | None = None, total: int | None = None) -> Finished:
+               progress: Progress | None = None, total: int | None = None,
+               record: bool = False) -> Finished:
     """Run a GPU program closed loop on ``engine``: the reference
     :class:`~hbfsim.model.gpu.ClosedLoop`, or the compiled loop it equals in bounded memory
     (:func:`hbfsim.engine_stream.run_streamed`: kernels pulled one at a time, answered
     requests written out and retired). ``total`` is the program's request count when known
-    (the bar's end)."""
+    (the bar's end). ``record`` (the reference only; choose_engine's ``needs``) keeps a
+    RequestRecord per request in the result."""
     from hbfsim.model.stats import collect_stats
 
     progress = progress or Progress(None, "", enabled=False)
     if engine == "compiled":
         from hbfsim.engine_stream import run_streamed
+
+        if record:
+            raise ValueError("record=True needs the reference engine (choose_engine's needs)")
 
         if progress.bar is not None:
             progress.bar.total = total
@@ -184,7 +202,7 @@ def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
                         _gpu_result(cfg, fig, names))
     from hbfsim.model.gpu import ClosedLoop
 
-    loop = ClosedLoop(cfg, program, gpu, trace=trace)
+    loop = ClosedLoop(cfg, program, gpu, trace=trace, record=record)
     if progress.bar is not None:
         progress.bar.total = total
     progress.hook(loop.system)
