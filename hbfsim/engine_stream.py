@@ -32,7 +32,8 @@ class KernelFeed:
 
     _NONE = object()
 
-    def __init__(self, program):
+    def __init__(self, program, on_load=None):
+        self._on_load = on_load
         self._it = iter(program)
         self._next = self._NONE
         self.names: list[str] = []
@@ -48,6 +49,8 @@ class KernelFeed:
         if not self.has_next():
             raise RuntimeError("internal: the engine loaded a kernel past the program's end")
         k, self._next = self._next, self._NONE
+        if self._on_load is not None:
+            self._on_load(k.name)
         arrays = program_arrays([k])
         self.names.extend(arrays.pop("kernel_names"))
         return arrays
@@ -100,7 +103,8 @@ class StreamedOutputs:
 
 
 def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int = 1 << 15,
-                 start: int = 0, block_shift: int = 16, poison: bool = False):
+                 start: int = 0, block_shift: int = 16, poison: bool = False,
+                 on_kernel=None):
     """Run a GPU program closed loop on the compiled engine in bounded memory.
 
     Parameters
@@ -115,6 +119,8 @@ def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int =
         ``progress(answered)`` every ``every`` answered requests.
     every : int
         Answered requests handed back at a time.
+    on_kernel : callable, optional
+        ``on_kernel(name)`` before a kernel's accesses are generated.
     start : int
         The GPU's first tick.
     block_shift, poison : int, bool
@@ -131,7 +137,7 @@ def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int =
 
     eng = require_compiled()
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
-    feed = KernelFeed(program)
+    feed = KernelFeed(program, on_kernel)
     out = StreamedOutputs(cfg, trace, progress)
     res = eng.run_closed_loop_streamed(cfg, g, feed, _channel_shape(cfg), start, True, out,
                                        every, block_shift, poison)

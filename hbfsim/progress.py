@@ -10,6 +10,7 @@ responses (docs/engine.md). Neither changes an event.
 from __future__ import annotations
 
 import sys
+import time
 
 __all__ = ["COMPILED_EVERY", "DELAY_S", "Progress", "progress_wanted"]
 
@@ -50,6 +51,7 @@ class Progress:
 
     def __init__(self, total: int | None, desc: str, enabled: bool = True, stream=None):
         self.bar = None
+        self.t0 = time.monotonic()
         if enabled:
             from tqdm import tqdm
 
@@ -65,6 +67,14 @@ class Progress:
         """``done`` requests have been answered so far."""
         if self.bar is not None and done > self.bar.n:
             self.bar.update(done - self.bar.n)
+
+    def kernel(self, name: str) -> None:
+        """Kernel ``name`` launches: the compiled engine generates its accesses, then runs it
+        (shown beside the bar, which stands still while a large kernel is generated)."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"kernel {name}", refresh=False)
+            if time.monotonic() - self.t0 >= DELAY_S:   # a short run stays quiet
+                self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:

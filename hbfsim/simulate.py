@@ -196,7 +196,7 @@ def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
             progress.bar.total = total
         stats, fig, names, _, c = run_streamed(
             cfg, program, gpu, trace, progress.to if progress.enabled else None,
-            every=COMPILED_EVERY)
+            every=COMPILED_EVERY, on_kernel=progress.kernel if progress.enabled else None)
         progress.to(c["completions"])
         return Finished("compiled", stats, c["submitted"], c["completions"], c["end_tick"],
                         _gpu_result(cfg, fig, names))
