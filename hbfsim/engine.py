@@ -121,37 +121,59 @@ def program_arrays(program) -> dict[str, np.ndarray]:
 
     kc, kp, names = [], [0], []
     pb, ps, pc, psm, pa = [], [], [], [], [0]
-    # 17 bytes an access (no Python object kept per access: a kernel may have millions)
-    ops, addrs, nbs = array("B"), array("q"), array("q")
+    # per producer, numpy chunks: from its accesses' arrays() where they have one
+    # (model/workloads_llm.py LineWalk), else one pass over the tuples into 17 bytes an access
+    # (no Python object kept per access: a kernel may have millions)
+    c_op, c_addr, c_nb = [], [], []
+    n = 0
+    i64 = np.int64
     for k in program:
         names.append(k.name)
         kc.append(k.compute)
         prods = k.producers() if callable(k.producers) else k.producers
         for p in prods:
-            for op, addr, nb in p.accesses:
-                if op == "R":
-                    ops.append(0)
-                elif op == "W":
-                    ops.append(1)
-                else:
-                    raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R or W, "
-                                   f"not {op!r}")
-                addrs.append(addr)
-                nbs.append(nb)
+            as_arrays = getattr(p.accesses, "arrays", None)
+            if as_arrays is not None:
+                op, addr, nb = as_arrays()
+                if op not in ("R", "W"):
+                    raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R or "
+                                   f"W, not {op!r}")
+                c_op.append(np.full(len(addr), op == "W", np.uint8))
+                c_addr.append(np.asarray(addr, i64))
+                c_nb.append(np.asarray(nb, i64))
+                n += len(addr)
+            else:
+                ops, addrs, nbs = array("B"), array("q"), array("q")
+                for op, addr, nb in p.accesses:
+                    if op == "R":
+                        ops.append(0)
+                    elif op == "W":
+                        ops.append(1)
+                    else:
+                        raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R "
+                                       f"or W, not {op!r}")
+                    addrs.append(addr)
+                    nbs.append(nb)
+                if ops:
+                    c_op.append(np.frombuffer(ops, np.uint8))
+                    c_addr.append(np.frombuffer(addrs, i64))
+                    c_nb.append(np.frombuffer(nbs, i64))
+                    n += len(ops)
             pb.append(p.bound)
             ps.append(p.start)
             pc.append(-1 if p.compute is None else p.compute)
             psm.append(p.sm)
-            pa.append(len(ops))
+            pa.append(n)
         kp.append(len(pb))
-    i64 = np.int64
+
+    def joined(chunks, dt):
+        return np.concatenate(chunks) if chunks else np.zeros(0, dt)
+
     return {"kernel_compute": np.array(kc, i64), "kernel_producers": np.array(kp, i64),
             "producer_bound": np.array(pb, i64), "producer_start": np.array(ps, i64),
             "producer_compute": np.array(pc, i64), "producer_sm": np.array(psm, i64),
-            "producer_accesses": np.array(pa, i64),
-            "access_op": np.frombuffer(ops, np.uint8) if ops else np.zeros(0, np.uint8),
-            "access_addr": np.frombuffer(addrs, i64) if addrs else np.zeros(0, i64),
-            "access_nbytes": np.frombuffer(nbs, i64) if nbs else np.zeros(0, i64),
+            "producer_accesses": np.array(pa, i64), "access_op": joined(c_op, np.uint8),
+            "access_addr": joined(c_addr, i64), "access_nbytes": joined(c_nb, i64),
             "kernel_names": names}
 
 
