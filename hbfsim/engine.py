@@ -331,21 +331,28 @@ def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids
     op = np.asarray(op)
     ops = np.where((op == "W") | (op == 1), "W", "R") if op.dtype.kind not in "US" else op
     n = len(ops)
-    ids = range(n) if ids is None else ids
-    source = [0] * n if source is None else source
-    cols = {k: run[k].tolist() for k in REQUEST_COLUMNS}
-    arrival, addr, nbytes = (np.asarray(x).tolist() for x in (arrival, addr, nbytes))
-    ids, source = list(ids), list(source)
-    for i in run["order"].tolist():
-        r = SimpleNamespace(
-            id=int(ids[i]), source=int(source[i]), op=str(ops[i]), addr=addr[i],
-            nbytes=nbytes[i], arrival=arrival[i], stack=cols["stack"][i],
-            ch=cols["channel"][i], sub=cols["subarray"][i], t_accept=cols["t_accept"][i],
-            t_map=cols["t_map"][i], t_done=cols["t_done"][i], depth=cols["depth"][i],
-            entry_info=(cols["tq"][i], cols["ti"][i], cols["tc"][i], cols["entry_depth"][i]),
-            cache_hit=cols["cache_hit"][i], mshr_hit=cols["mshr_hit"][i],
-            error=cols["error"][i])
-        writer.request(r, cfg)
+    ids = np.arange(n) if ids is None else np.asarray(ids)
+    source = np.zeros(n, np.int64) if source is None else np.asarray(source)
+    arrival, addr, nbytes = (np.asarray(x) for x in (arrival, addr, nbytes))
+    order = run["order"]
+    step = 1 << 16          # a block of rows at a time: no Python object per request held
+    for b in range(0, len(order), step):
+        idx = order[b:b + step]
+        cols = {k: run[k][idx].tolist() for k in REQUEST_COLUMNS}
+        rid, src, rop, radr, rnb, rarr = (x[idx].tolist() for x in
+                                          (ids, source, ops, addr, nbytes, arrival))
+        for j in range(len(idx)):
+            r = SimpleNamespace(
+                id=int(rid[j]), source=int(src[j]), op=str(rop[j]), addr=radr[j],
+                nbytes=rnb[j], arrival=rarr[j], stack=cols["stack"][j],
+                ch=cols["channel"][j], sub=cols["subarray"][j],
+                t_accept=cols["t_accept"][j], t_map=cols["t_map"][j],
+                t_done=cols["t_done"][j], depth=cols["depth"][j],
+                entry_info=(cols["tq"][j], cols["ti"][j], cols["tc"][j],
+                            cols["entry_depth"][j]),
+                cache_hit=cols["cache_hit"][j], mshr_hit=cols["mshr_hit"][j],
+                error=cols["error"][j])
+            writer.request(r, cfg)
 
 
 def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
@@ -362,8 +369,6 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
     op, nbytes, arrival : array
         The stream as given to :func:`run_compiled`.
     """
-    from array import array
-
     c = run["counters"]
     op = np.asarray(op)
     write = (op == "W") if op.dtype.kind in "US" else (op == 1)
@@ -378,8 +383,7 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
         cfg, c, submitted=n, first_arrival=int(arrival[0]) if n else None,
         requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
         n_req={"R": int((~write).sum()), "W": int(write.sum())},
-        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
-        lat_first=array("q", lat[first].tolist()))
+        lat={"R": lat[~w], "W": lat[w]}, lat_first=lat[first])
 
 
 def stats_of_counters(cfg, c: dict, submitted: int, first_arrival, requested: dict,
