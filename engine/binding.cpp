@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <string>
@@ -421,6 +422,70 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
     return d;
 }
 
+// The sink of a streamed run: every `every` answered requests as columns to `sink` (with
+// the GIL; a pending Ctrl-C raises there), their records retired (Retire::Free, or Poison
+// for tests) from tables of blocks of 2**block_shift.
+void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
+                    Retire mode) {
+    if (every < 1) throw std::invalid_argument("every must be >= 1");
+    py::handle sh = sink;
+    sys.reqs.set_block_shift(block_shift);
+    sys.reqs.mode = mode;
+    sys.sink_every = every;
+    sys.sink = [sh](std::vector<Req>& rows) {
+        py::gil_scoped_acquire gil;
+        sh(request_columns(static_cast<py::ssize_t>(rows.size()),
+                           [&rows](py::ssize_t i) -> const Req& { return rows[i]; }));
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+}
+
+// The open loop in bounded memory (hbfsim/engine_stream.py run_open_streamed): requests are
+// submitted `chunk` at a time (with every request of the last one's tick) and the system
+// runs through that tick before the next are submitted, as run_stepped submits each tick's
+// grants (the same events; only the count of evaluated cycles may differ); answered
+// requests go to `sink` as in the streamed closed loop.
+py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                                Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                                Col<int64_t> source, const py::object& sink, int64_t every,
+                                int64_t chunk, int block_shift, bool poison) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
+            || source.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    if (chunk < 1) throw std::invalid_argument("chunk must be >= 1");
+    if (block_shift < 0 || block_shift > 30)
+        throw std::invalid_argument("block_shift must be in 0..30");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    const int64_t *pid = id.data(), *pad = addr.data(), *pnb = nbytes.data(),
+                  *par = arrival.data(), *psrc = source.data();
+    const int8_t* pop = op.data();
+    {
+        py::gil_scoped_release nogil;
+        int64_t i = 0;
+        while (true) {
+            int64_t j = std::min<int64_t>(i + chunk, n);
+            int64_t until = j > 0 ? par[j - 1] : 0;
+            while (j < n && par[j] <= until) ++j;        // the rest of that tick's requests
+            for (; i < j; ++i) sys.submit(pid[i], pop[i], pad[i], pnb[i], par[i], -1, psrc[i]);
+            if (i == n) {
+                sys.close_input();
+                sys.run();
+                break;
+            }
+            sys.run(until);
+            if (sys.t <= until) sys.t = until + 1;        // idle through until (C3)
+        }
+    }
+    sys.flush();
+    py::dict d;
+    d["counters"] = system_counters(sys);
+    d["blocks_held"] = sys.reqs.blocks_held();
+    return d;
+}
+
 // The closed loop in bounded memory (hbfsim/engine_stream.py): the program pulled kernel by
 // kernel from `feed` (has_next() -> bool, load() -> one kernel's program arrays), every
 // answered request handed to `sink(columns)` in response order, `every` at a time, and its
@@ -431,10 +496,9 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
                                   const py::object& feed, bool channel_shape, int64_t start,
                                   bool skip, const py::object& sink, int64_t every,
                                   int block_shift, bool poison) {
-    if (every < 1) throw std::invalid_argument("every must be >= 1");
     if (block_shift < 0 || block_shift > 30)
         throw std::invalid_argument("block_shift must be in 0..30");
-    py::handle fh = feed, sh = sink;
+    py::handle fh = feed;
     ProgramFeed f;
     f.has_next = [fh]() {
         py::gil_scoped_acquire gil;
@@ -453,15 +517,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     port.retire_requests(mode, block_shift);
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    sys.reqs.set_block_shift(block_shift);
-    sys.reqs.mode = mode;
-    sys.sink_every = every;
-    sys.sink = [sh](std::vector<Req>& rows) {
-        py::gil_scoped_acquire gil;
-        sh(request_columns(static_cast<py::ssize_t>(rows.size()),
-                           [&rows](py::ssize_t i) -> const Req& { return rows[i]; }));
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    };
+    stream_outputs(sys, sink, every, block_shift, mode);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
@@ -508,6 +564,13 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
           "contract) to completion: per-request arrays, the response order, the counters.");
+    m.def("run_open_loop_streamed", &run_open_loop_streamed, py::arg("cfg"), py::arg("id"),
+          py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,
+          py::arg("chunk") = 1 << 16, py::arg("block_shift") = 16, py::arg("poison") = false,
+          "run_open_loop in bounded memory: requests submitted chunk at a time as the run "
+          "reaches them, answered requests handed to sink(columns) in response order and "
+          "retired; returns the counters and blocks_held.");
     m.def("run_closed_loop_streamed", &run_closed_loop_streamed, py::arg("cfg"), py::arg("gpu"),
           py::arg("feed"), py::arg("channel_shape"), py::arg("start") = 0,
           py::arg("skip") = true, py::arg("sink"), py::arg("every") = 1 << 15,

@@ -1,4 +1,4 @@
-"""The compiled closed loop in bounded memory: kernels streamed in, answered requests out.
+"""The compiled engine in bounded memory: requests or kernels streamed in, answered ones out.
 
 :func:`hbfsim.engine.run_compiled_closed_loop` holds the whole program's arrays and every
 request's record to the end (about 300 bytes a request: 30 GiB for the §5.5 decode step).
@@ -7,7 +7,8 @@ steps ``run_stepped`` with the skip) with the program pulled one kernel at a tim
 (:class:`KernelFeed`) and every answered request handed back in response order, a block at a
 time, then retired (:class:`StreamedOutputs`: the trace rows written, the statistics' sums
 and latency histograms kept), so the memory follows the largest kernel and the requests in
-flight (docs/engine.md, Memory).
+flight (docs/engine.md, Memory). :func:`run_open_streamed` does the same for an open-loop
+stream: its requests are submitted a chunk at a time as the run reaches their ticks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from hbfsim.engine import (_channel_shape, program_arrays, require_compiled,
                            stats_of_counters, trace_compiled)
 
-__all__ = ["KernelFeed", "StreamedOutputs", "run_streamed"]
+__all__ = ["KernelFeed", "StreamedOutputs", "run_open_streamed", "run_streamed"]
 
 
 class KernelFeed:
@@ -146,3 +147,39 @@ def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int =
     stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,
                               out.lat, out.lat_first)
     return stats, res["gpu"], feed.names, res["blocks_held"], c
+
+
+def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=None,
+                      progress=None, every: int = 1 << 15, chunk: int = 1 << 16,
+                      block_shift: int = 16, poison: bool = False):
+    """Run an open-loop request stream on the compiled engine in bounded memory.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    ids, op, addr, nbytes, arrival, source : array of int
+        Per request, in submission order (``op`` 0 = R, 1 = W; ``source`` default 0).
+    trace, progress, every, block_shift, poison
+        As :func:`run_streamed`'s.
+    chunk : int
+        Requests submitted at a time (with the rest of the last one's tick).
+
+    Returns
+    -------
+    (dict, dict, int)
+        The statistics, the counters and the request blocks still held at the end.
+    """
+    eng = require_compiled()
+    i64 = np.int64
+    n = len(arrival)
+    source = np.zeros(n, i64) if source is None else source
+    out = StreamedOutputs(cfg, trace, progress)
+    res = eng.run_open_loop_streamed(
+        cfg, np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
+        np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
+        np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64), out, every,
+        chunk, block_shift, poison)
+    c = res["counters"]
+    stats = stats_of_counters(cfg, c, c["submitted"], int(arrival[0]) if n else None,
+                              out.requested, out.n_req, out.lat, out.lat_first)
+    return stats, c, res["blocks_held"]

@@ -3,8 +3,9 @@
 ``engine = "compiled"`` (the default; ``--engine``) runs the C++ engine (docs/engine.md),
 ``"reference"`` the Python golden model. Both produce the same events, so the same
 statistics, hbf-trace-v1 rows and response order; the statistics are computed and the trace
-rows written by the golden model's own code for both (:func:`hbfsim.engine.compiled_stats`,
-:func:`hbfsim.engine.trace_compiled`). Where the compiled engine cannot run a request (the
+rows written by the golden model's own code for both (:func:`hbfsim.engine.stats_of_counters`,
+:func:`hbfsim.engine.trace_compiled`); the compiled engine runs in bounded memory
+(:mod:`hbfsim.engine_stream`). Where the compiled engine cannot run a request (the
 extension is not built, or the run asks for something it does not do), the reference runs
 and :func:`choose_engine` returns the one line that says why; it never falls back silently.
 """
@@ -125,20 +126,16 @@ def run_open(cfg: HbfConfig, requests, engine: str, trace=None,
 
     progress = progress or Progress(None, "", enabled=False)
     if engine == "compiled":
-        from hbfsim.engine import compiled_stats, run_compiled, trace_compiled
+        from hbfsim.engine_stream import run_open_streamed
 
         ids, op, addr, nbytes, arrival, source = _stream_arrays(requests)
         if progress.bar is not None:
             progress.bar.total = len(ids)
-        run = run_compiled(cfg, arrival, op, addr, nbytes, ids,
-                           progress=progress.to if progress.enabled else None,
-                           every=COMPILED_EVERY)
-        progress.to(len(ids))
-        if trace is not None:
-            trace_compiled(trace, cfg, run, op, addr, nbytes, arrival, ids, source)
-        c = run["counters"]
-        return Finished("compiled", compiled_stats(cfg, run, op, nbytes, arrival), len(ids),
-                        c["completions"], c["end_tick"])
+        stats, c, _ = run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source, trace,
+                                        progress.to if progress.enabled else None,
+                                        every=COMPILED_EVERY)
+        progress.to(c["completions"])
+        return Finished("compiled", stats, c["submitted"], c["completions"], c["end_tick"])
     from hbfsim.model.system import HbfSystem
 
     system = HbfSystem(cfg, trace=trace, keep=False)

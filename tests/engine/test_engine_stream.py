@@ -78,3 +78,55 @@ def test_latency_counts_mean_is_numpys_on_large_values():
     got = percentiles(counts, cfg)
     assert got == percentiles(values, cfg)
     assert math.isclose(got["mean"], float(values.mean()), rel_tol=0)
+
+
+OPEN = {
+    "channel": {},
+    "stack-shape": {"host_ports": "stack"},
+    "two-stacks-slow-link": {"stacks": 2, "channels": 4, "subarrays_per_channel": 4,
+                             "write_buffer_entries": 4, "channel_bw_gbps": 4.0,
+                             "mshr_entries": 8, "admission": 16},
+    "aggregation": {"read_mode": "aggregation", "read_agg_window_ticks": 30},
+}
+
+
+def _stream(seed, n=300):
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.choice([0, 0, 1, 3, 200, 5000], size=n))
+    size = rng.choice([32, 64, 128], size=n)
+    off = rng.integers(0, 4096 // 128, size=n) * 128
+    addr = (256 << 30) + rng.integers(0, 24, size=n) * 4096 + off
+    op = (rng.random(n) < 0.25).astype(np.int8)
+    return arrival.astype(np.int64), op, addr.astype(np.int64), size.astype(np.int64)
+
+
+@pytest.mark.parametrize("case", OPEN)
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_streamed_open_loop_equals_the_golden_system(tmp_path, case, chunk):
+    from hbfsim.engine_stream import run_open_streamed
+    from hbfsim.model.controller import Request
+    from hbfsim.model.system import HbfSystem
+
+    cfg = load_config(**OPEN[case])
+    arrival, op, addr, size = _stream(len(case) + chunk)
+    n = len(arrival)
+    ids = np.arange(n) * 3 + 1
+    source = np.arange(n) % 5
+    golden = TraceWriter(tmp_path / "golden.csv", 2)
+    system = HbfSystem(cfg, trace=golden, keep=False)
+    for i in range(n):
+        system.submit(Request(int(ids[i]), "W" if op[i] else "R", int(addr[i]), int(size[i]),
+                              int(source[i]), int(arrival[i])))
+    system.close_input()
+    system.run()
+    golden.close()
+    mine = TraceWriter(tmp_path / "mine.csv", 2)
+    stats, c, _ = run_open_streamed(cfg, ids, op, addr, size, arrival, source, trace=mine,
+                                    every=3, chunk=chunk, block_shift=2, poison=True)
+    mine.close()
+    assert (tmp_path / "mine.csv").read_bytes() == (tmp_path / "golden.csv").read_bytes()
+    assert stats == collect_stats(system)
+    assert c["end_tick"] == system.t
+    _, _, held = run_open_streamed(cfg, ids, op, addr, size, arrival, source, chunk=chunk,
+                                   block_shift=2)
+    assert held == int(n % 4 != 0)
