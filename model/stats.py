@@ -41,12 +41,20 @@ class LatencyCounts:
 
     def add(self, values) -> None:
         """Count ``values`` (non-negative integers)."""
-        v, c = np.unique(np.asarray(values, dtype=np.int64), return_counts=True)
-        if v.size == 0:
+        values = np.asarray(values, dtype=np.int64)
+        if values.size == 0:
             return
-        if v[0] < 0:
-            raise ValueError(f"a latency must be non-negative, not {int(v[0])}")
-        self._parts.append((v, c.astype(np.int64)))
+        lo, hi = int(values.min()), int(values.max())
+        if lo < 0:
+            raise ValueError(f"a latency must be non-negative, not {lo}")
+        if hi - lo < 1 << 20:            # a narrow range: counted densely (faster than a sort)
+            b = np.bincount(values - lo)
+            v = np.flatnonzero(b)
+            c = b[v]
+            v = v + lo
+        else:
+            v, c = np.unique(values, return_counts=True)
+        self._parts.append((v.astype(np.int64), c.astype(np.int64)))
         self._size += v.size
         if self._size > 2 * max(self._merged, self._MIN_MERGE):   # amortized: O(n log n)
             self._merge()
