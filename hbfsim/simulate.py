@@ -108,7 +108,12 @@ def _stream_arrays(requests):
         return (np.asarray(ids, np.int64), np.asarray(c.write[o], np.int8),
                 np.asarray(c.addr[o], np.int64), np.asarray(c.nbytes[o], np.int64),
                 np.asarray(c.tick[o], np.int64), np.asarray(c.source[o], np.int64))
-    rows = [(r.id, r.op == "W", r.addr, r.nbytes, r.arrival, r.source) for r in requests]
+    code = {"R": 0, "W": 1}
+    rows = []
+    for r in requests:
+        if r.op not in code:
+            raise ValueError(f"request {r.id}: op must be R or W, not {r.op!r}")
+        rows.append((r.id, code[r.op], r.addr, r.nbytes, r.arrival, r.source))
     cols = list(zip(*rows)) if rows else [()] * 6
     dt = (np.int64, np.int8, np.int64, np.int64, np.int64, np.int64)
     return tuple(np.array(c, d) for c, d in zip(cols, dt))
