@@ -1,7 +1,7 @@
 """Benchmark: one LLM decode step (Qwen3-1.7B, weights in HBF) run closed loop end to end.
 
     python bench/bench_decode.py [--scale N] [--layers L] [--profile WHAT] [--top K]
-                                 [--json OUT.json]
+                                 [--json OUT.json] [--engine compiled|reference]
 
 The HBF configuration is the source's §5.5 one (the HBF-Sim paper; sources.md §figures):
 one stack, 16 channels, 512 subarrays in total (32 per channel), 512 active-operation
@@ -15,6 +15,9 @@ host second (timed without a profiler), then a cProfile summary of where the tim
 ``--profile reduced`` (default) profiles a separate reduced step (scale 8, one layer: about
 0.7 M requests, a few seconds; cProfile inflates small calls by about 3x), ``--profile
 main`` runs the step itself under cProfile (no separate timing), ``--profile none`` skips it.
+``--engine`` picks the engine (default: the configuration's, compiled; docs/engine.md): the
+compiled one runs the step in bounded memory (hbfsim/engine_stream.py); the profile then
+shows only the Python side (the program's generation and the statistics).
 """
 
 from __future__ import annotations
@@ -31,9 +34,8 @@ import time
 
 from hbfsim.config import load_config
 from hbfsim.studies.cli import _config_set
-from hbfsim.model.gpu import run_closed_loop
-from hbfsim.model.stats import collect_stats
 from hbfsim.model.workloads import llm_decode
+from hbfsim.simulate import choose_engine, run_closed
 
 # sources.md §figures / source Table 5 (Qwen3-1.7B decode step, public HBF-Sim)
 REFERENCE = {
@@ -56,19 +58,21 @@ def decode_config(**overrides):
     return load_config(**kw)
 
 
-def run(scale=1, layers=None, profile=False, config_set=None, **params):
+def run(scale=1, layers=None, profile=False, config_set=None, engine=None, **params):
     cfg = decode_config(**(config_set or {}))
     w = llm_decode(cfg, scale=scale, layers=layers, **params)
+    name, note = choose_engine(cfg, engine)
+    if note:
+        print(note)
     prof = cProfile.Profile() if profile else None
     t0 = time.perf_counter()
     if prof:
         prof.enable()
-    res = run_closed_loop(cfg, w)
+    fin = run_closed(cfg, w, name)
     if prof:
         prof.disable()
     host = time.perf_counter() - t0
-    s = collect_stats(res.system)
-    return w, cfg, res, s, host, prof
+    return w, cfg, fin.result, fin.stats, host, prof, name
 
 
 def main(argv=None):
@@ -80,6 +84,8 @@ def main(argv=None):
                     help="cProfile a reduced step (default), the step itself, or nothing")
     ap.add_argument("--top", type=int, default=20, help="profile rows to print")
     ap.add_argument("--json", metavar="OUT.json", help="write the figures as JSON")
+    ap.add_argument("--engine", choices=("compiled", "reference"), default=None,
+                    help="the engine (default: the configuration's engine key, compiled)")
     ap.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                     dest="config_set", help="override a configuration key of the decode "
                     "configuration (repeatable), e.g. --set host_ports=stack")
@@ -91,7 +97,8 @@ def main(argv=None):
         decode_config(**config_set)
     except ValueError as e:
         ap.error(str(e))
-    w, cfg, res, s, host, prof = run(a.scale, a.layers, a.profile == "main", config_set)
+    w, cfg, res, s, host, prof, engine = run(a.scale, a.layers, a.profile == "main",
+                                             config_set, a.engine)
     n = s["requests"]
     full = a.scale == 1 and a.layers is None
     buf, arr = s["page_buffer_hits"], s["page_reads"]
@@ -110,14 +117,14 @@ def main(argv=None):
         "media_utilization": s["media_utilization"],
         "host_seconds": host, "requests_per_second": n / host if host else 0.0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "cpu": os.cpu_count(), "config_set": config_set,
+        "cpu": os.cpu_count(), "config_set": config_set, "engine": engine,
     }
     print(f"LLM decode step: {out['model']} ({out['layers']} layers), {out['kernels']} kernels; "
           f"config: 1 stack x {cfg.channels} channels x {cfg.subarrays_per_channel} "
           f"subarrays, {cfg.active_per_channel * cfg.channels} active slots, admission "
           f"{cfg.admission}, MSHRs {cfg.mshr_entries}, page buffers {cfg.page_buffers}, "
           f"page cache {cfg.page_cache_pages}, tR {cfg.t_read_us} us, {cfg.host_ports} "
-          f"shape")
+          f"shape; {engine} engine")
     ref = REFERENCE if full else {}
 
     def row(label, ours, key=None, fmt="{:,}"):
@@ -144,7 +151,7 @@ def main(argv=None):
         return 1
     title = "the step above"
     if a.profile == "reduced":
-        pw, _, pres, ps, phost, prof = run(8, 1, True, config_set)
+        pw, _, pres, ps, phost, prof, _ = run(8, 1, True, config_set, a.engine)
         title = (f"a reduced step: scale 8, 1 layer, {ps['requests']:,} requests, "
                  f"{phost:.1f} s under cProfile")
     if prof:

@@ -6,7 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "engine_standin.hpp"
@@ -207,55 +209,78 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
-// per-request columns in submission order, the response order and the counters.
-py::dict system_outputs(System& sys) {
-    // the per-request columns, filled in one pass over the requests
-    auto& R = sys.reqs;
-    auto nr = static_cast<py::ssize_t>(R.size());
-    const char* i64_names[] = {"t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc",
-                               "entry_depth", "stack", "channel", "subarray"};
+// Per-request columns of n requests, request i being get(i) (numpy arrays by name): the
+// stream as submitted (id, op, addr, nbytes, arrival, source) and what the run gave each.
+template <class Get>
+py::dict request_columns(py::ssize_t nr, Get get) {
+    const char* i64_names[] = {"id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map",
+                               "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
+                               "channel", "subarray"};
     const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
     std::vector<py::array_t<int64_t>> i64;
     std::vector<py::array_t<bool>> b8;
     std::vector<int64_t*> ip;
     std::vector<bool*> bp;
-    for (auto* nm : i64_names) {
-        (void)nm;
+    for (size_t k = 0; k < std::size(i64_names); ++k) {
         i64.emplace_back(nr);
         ip.push_back(i64.back().mutable_data());
     }
-    for (auto* nm : bool_names) {
-        (void)nm;
+    for (size_t k = 0; k < std::size(bool_names); ++k) {
         b8.emplace_back(nr);
         bp.push_back(b8.back().mutable_data());
     }
+    py::array_t<int8_t> op(nr);
+    int8_t* pop = op.mutable_data();
     for (py::ssize_t i = 0; i < nr; ++i) {
-        const Req& r = R[static_cast<size_t>(i)];
-        ip[0][i] = r.t_accept;
-        ip[1][i] = r.t_map;
-        ip[2][i] = r.t_done;
-        ip[3][i] = r.depth;
-        ip[4][i] = r.tq;
-        ip[5][i] = r.ti;
-        ip[6][i] = r.tc;
-        ip[7][i] = r.edepth;
-        ip[8][i] = r.stack;
-        ip[9][i] = r.ch;
-        ip[10][i] = r.sub;
+        const Req& r = get(i);
+        ip[0][i] = r.id;
+        ip[1][i] = r.arrival;
+        ip[2][i] = r.addr;
+        ip[3][i] = r.nbytes;
+        ip[4][i] = r.source;
+        ip[5][i] = r.t_accept;
+        ip[6][i] = r.t_map;
+        ip[7][i] = r.t_done;
+        ip[8][i] = r.depth;
+        ip[9][i] = r.tq;
+        ip[10][i] = r.ti;
+        ip[11][i] = r.tc;
+        ip[12][i] = r.edepth;
+        ip[13][i] = r.stack;
+        ip[14][i] = r.ch;
+        ip[15][i] = r.sub;
         bp[0][i] = r.mshr_hit;
         bp[1][i] = r.buffer_hit;
         bp[2][i] = r.cache_hit;
         bp[3][i] = r.error;
+        pop[i] = r.op;
     }
     py::dict d;
+    d["op"] = op;
     for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
     for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
+    return d;
+}
+
+py::dict system_counters(System& sys);
+
+// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
+// per-request columns in submission order, the response order and the counters.
+py::dict system_outputs(System& sys) {
+    auto& R = sys.reqs;
+    py::dict d = request_columns(static_cast<py::ssize_t>(R.size()),
+                                 [&R](py::ssize_t i) -> const Req& { return R[i]; });
     py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
     auto ow = order.mutable_unchecked<1>();
     for (size_t i = 0; i < sys.order.size(); ++i) ow(i) = sys.order[i];
     d["order"] = order;
-    // the counters (model/stats.py reads them from the system, the stacks and the media)
+    d["counters"] = system_counters(sys);
+    return d;
+}
+
+// The counters of a finished system (model/stats.py reads them from the system, the stacks
+// and the media).
+py::dict system_counters(System& sys) {
     py::dict c;
     const char* causes[] = {"full", "raw", "pressure", "deadline", "drain"};
     StackCounters tot;
@@ -339,23 +364,38 @@ py::dict system_outputs(System& sys) {
     c["end_tick"] = sys.t;
     c["per_channel"] = per_channel;
     c["per_stack"] = per_stack;
-    d["counters"] = c;
-    return d;
+    c["submitted"] = sys.reqs.size();
+    return c;
+}
+
+// Report progress to `callback(responses)` every `every` responses (a progress bar), with
+// the GIL taken for the call; a pending signal (Ctrl-C) raises there and ends the run.
+// `callback` is an argument of the caller, so it outlives the system.
+void attach_progress(System& sys, const py::object& callback, int64_t every) {
+    if (callback.is_none() || every <= 0) return;
+    py::handle cb = callback;
+    sys.progress_every = every;
+    sys.progress = [cb](int64_t n) {
+        py::gil_scoped_acquire gil;
+        cb(n);
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
 }
 
 // The open-loop run (hbfsim/engine.py run_compiled).
 py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
-                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival) {
+                       Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                       const py::object& progress, int64_t every) {
     py::ssize_t n = id.size();
     if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
         throw std::invalid_argument("the request arrays must have one length");
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    sys.reqs.reserve(static_cast<size_t>(n));
     for (py::ssize_t i = 0; i < n; ++i)
         sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
                    arrival.data()[i]);
     sys.close_input();
+    attach_progress(sys, progress, every);
     {
         py::gil_scoped_release nogil;
         sys.run();
@@ -366,17 +406,127 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
 // The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
 // system's outputs and the GPU's result figures.
 py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py::dict& arrays,
-                         bool channel_shape, int64_t start, bool skip) {
+                         bool channel_shape, int64_t start, bool skip,
+                         const py::object& progress, int64_t every) {
     GpuPort port(gpu_config(cfg, gpu), program_from_arrays(arrays), channel_shape,
                  mapper_config(cfg), start);
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
+    attach_progress(sys, progress, every);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
     }
-    py::dict d = system_outputs(sys);
+    py::dict d = system_outputs(sys);   // source: each request's memory sub-partition (A5)
     d["gpu"] = result_dict(port.result());
+    return d;
+}
+
+// The sink of a streamed run: every `every` answered requests as columns to `sink` (with
+// the GIL; a pending Ctrl-C raises there), their records retired (Retire::Free, or Poison
+// for tests) from tables of blocks of 2**block_shift.
+void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
+                    Retire mode) {
+    if (every < 1) throw std::invalid_argument("every must be >= 1");
+    py::handle sh = sink;
+    sys.reqs.set_block_shift(block_shift);
+    sys.reqs.mode = mode;
+    sys.sink_every = every;
+    sys.sink = [sh](std::vector<Req>& rows) {
+        py::gil_scoped_acquire gil;
+        sh(request_columns(static_cast<py::ssize_t>(rows.size()),
+                           [&rows](py::ssize_t i) -> const Req& { return rows[i]; }));
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
+}
+
+// The open loop in bounded memory (hbfsim/engine_stream.py run_open_streamed): requests are
+// submitted `chunk` at a time (with every request of the last one's tick) and the system
+// runs through that tick before the next are submitted, as run_stepped submits each tick's
+// grants (the same events; only the count of evaluated cycles may differ); answered
+// requests go to `sink` as in the streamed closed loop.
+py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                                Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                                Col<int64_t> source, const py::object& sink, int64_t every,
+                                int64_t chunk, int block_shift, bool poison) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
+            || source.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    if (chunk < 1) throw std::invalid_argument("chunk must be >= 1");
+    if (block_shift < 0 || block_shift > 30)
+        throw std::invalid_argument("block_shift must be in 0..30");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    const int64_t *pid = id.data(), *pad = addr.data(), *pnb = nbytes.data(),
+                  *par = arrival.data(), *psrc = source.data();
+    const int8_t* pop = op.data();
+    {
+        py::gil_scoped_release nogil;
+        int64_t i = 0;
+        while (true) {
+            int64_t j = std::min<int64_t>(i + chunk, n);
+            int64_t until = j > 0 ? par[j - 1] : 0;
+            while (j < n && par[j] <= until) ++j;        // the rest of that tick's requests
+            for (; i < j; ++i) sys.submit(pid[i], pop[i], pad[i], pnb[i], par[i], -1, psrc[i]);
+            if (i == n) {
+                sys.close_input();
+                sys.run();
+                break;
+            }
+            sys.run(until);
+            if (sys.t <= until) sys.t = until + 1;        // idle through until (C3)
+        }
+    }
+    sys.flush();
+    py::dict d;
+    d["counters"] = system_counters(sys);
+    d["blocks_held"] = sys.reqs.blocks_held();
+    return d;
+}
+
+// The closed loop in bounded memory (hbfsim/engine_stream.py): the program pulled kernel by
+// kernel from `feed` (has_next() -> bool, load() -> one kernel's program arrays), every
+// answered request handed to `sink(columns)` in response order, `every` at a time, and its
+// records retired (freed in blocks of 2**block_shift; poisoned instead with `poison`, for
+// tests). Returns the counters, the GPU's figures and the blocks still held; the run keeps
+// no per-request arrays.
+py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
+                                  const py::object& feed, bool channel_shape, int64_t start,
+                                  bool skip, const py::object& sink, int64_t every,
+                                  int block_shift, bool poison) {
+    if (block_shift < 0 || block_shift > 30)
+        throw std::invalid_argument("block_shift must be in 0..30");
+    py::handle fh = feed;
+    ProgramFeed f;
+    f.has_next = [fh]() {
+        py::gil_scoped_acquire gil;
+        return fh.attr("has_next")().cast<bool>();
+    };
+    f.load = [fh](GpuProgram& into) {
+        py::gil_scoped_acquire gil;
+        into = program_from_arrays(fh.attr("load")().cast<py::dict>());
+    };
+    GpuProgram empty;
+    empty.kernel_producers = {0};
+    empty.producer_accesses = {0};
+    Retire mode = poison ? Retire::Poison : Retire::Free;
+    GpuPort port(gpu_config(cfg, gpu), std::move(empty), channel_shape, mapper_config(cfg),
+                 start, std::move(f));
+    port.retire_requests(mode, block_shift);
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    stream_outputs(sys, sink, every, block_shift, mode);
+    {
+        py::gil_scoped_release nogil;
+        run_stepped(sys, port, skip);
+    }
+    sys.flush();
+    py::dict d;
+    d["counters"] = system_counters(sys);
+    d["gpu"] = result_dict(port.result());
+    d["blocks_held"] = py::make_tuple(sys.reqs.blocks_held(), port.request_blocks_held());
     return d;
 }
 
@@ -411,11 +561,26 @@ PYBIND11_MODULE(_engine, m) {
     static py::exception<DeadlockError> deadlock(m, "DeadlockError", PyExc_RuntimeError);
     m.def("run_open_loop", &run_open_loop, py::arg("cfg"), py::arg("id"), py::arg("op"),
           py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
           "contract) to completion: per-request arrays, the response order, the counters.");
+    m.def("run_open_loop_streamed", &run_open_loop_streamed, py::arg("cfg"), py::arg("id"),
+          py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,
+          py::arg("chunk") = 1 << 16, py::arg("block_shift") = 16, py::arg("poison") = false,
+          "run_open_loop in bounded memory: requests submitted chunk at a time as the run "
+          "reaches them, answered requests handed to sink(columns) in response order and "
+          "retired; returns the counters and blocks_held.");
+    m.def("run_closed_loop_streamed", &run_closed_loop_streamed, py::arg("cfg"), py::arg("gpu"),
+          py::arg("feed"), py::arg("channel_shape"), py::arg("start") = 0,
+          py::arg("skip") = true, py::arg("sink"), py::arg("every") = 1 << 15,
+          py::arg("block_shift") = 16, py::arg("poison") = false,
+          "run_closed_loop in bounded memory: kernels pulled from feed (has_next, load), "
+          "answered requests handed to sink(columns) in response order and retired; returns "
+          "the counters, the GPU's figures and blocks_held (requests, GPU requests).");
     m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
           py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
-          py::arg("skip") = true,
+          py::arg("skip") = true, py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run a GPU program (program_arrays) closed loop against the compiled system, one "
           "tick at a time (model/gpu_port.py run_stepped): the run_open_loop outputs and "
           "the GPU's result figures under 'gpu'.");
@@ -524,12 +689,11 @@ PYBIND11_MODULE(_engine, m) {
                                             std::to_string(self.requests() - 1) + ", not " +
                                             std::to_string(id));
             int64_t a = self.req_access(id);
-            const auto& prog = self.program();
             return py::dict(py::arg("id") = id, py::arg("producer") = self.req_producer(id),
                             py::arg("source") = self.req_part(id),
-                            py::arg("op") = prog.access_op[a] ? "W" : "R",
-                            py::arg("addr") = prog.access_addr[a],
-                            py::arg("nbytes") = prog.access_nbytes[a],
+                            py::arg("op") = self.acc_op(a) ? "W" : "R",
+                            py::arg("addr") = self.acc_addr(a),
+                            py::arg("nbytes") = self.acc_nbytes(a),
                             py::arg("created") = self.req_created(id),
                             py::arg("arrival") = self.req_arrival(id));
         }, py::arg("id"), "One request's fields (for tests and debugging).")

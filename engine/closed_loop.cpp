@@ -7,15 +7,14 @@ namespace hbf {
 
 void run_stepped(System& sys, GpuPort& port, bool skip) {
     sys.user_cb = [&](int64_t r, int64_t t) { port.respond(sys.reqs[r].id, t); };
-    const GpuProgram& prog = port.program();
     std::vector<std::pair<int64_t, int64_t>> grants;
     int64_t t = port.start_tick();
     while (true) {
         port.grants(t, grants);
         for (auto& [k, id] : grants) {
             int64_t a = port.req_access(id);
-            sys.submit(id, prog.access_op[a] ? OP_W : OP_R, prog.access_addr[a],
-                       prog.access_nbytes[a], t, port.channel_shape() ? k : -1);
+            sys.submit(id, port.acc_op(a) ? OP_W : OP_R, port.acc_addr(a), port.acc_nbytes(a),
+                       t, port.channel_shape() ? k : -1, port.req_part(id));
         }
         sys.t = t;
         if (port.exhausted()) {

@@ -37,8 +37,6 @@ void gpu_standin(GpuPort& port, const std::vector<int64_t>& delays,
     auto later = [](const auto& a, const auto& b) { return a > b; };
     std::vector<std::pair<int64_t, int64_t>> granted;
     int64_t seq = 0, nd = static_cast<int64_t>(delays.size());
-    const GpuProgram& prog = port.program();
-    log.reserve(log.size() + 2 * GPU_LOG_WIDTH * prog.access_op.size());   // grant + response
     while (true) {
         int64_t nt = port.next_tick();
         int64_t nr = pending.empty() ? NO_TICK : std::get<0>(pending.front());
@@ -49,8 +47,8 @@ void gpu_standin(GpuPort& port, const std::vector<int64_t>& delays,
             for (auto& [k, id] : granted) {
                 int64_t a = port.req_access(id);
                 log.insert(log.end(), {0, t, k, id, port.req_created(id), port.req_part(id),
-                                       prog.access_op[a], prog.access_addr[a],
-                                       prog.access_nbytes[a]});
+                                       port.acc_op(a), port.acc_addr(a),
+                                       port.acc_nbytes(a)});
                 pending.emplace_back(t + delays[id % nd], seq++, id);
                 std::push_heap(pending.begin(), pending.end(), later);
             }

@@ -11,9 +11,9 @@
 namespace hbf {
 
 GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
-                 const MapperConfig& mapper)
-    : gpu_(gpu), prog_(std::move(program)), channel_shape_(channel_shape), mapper_(mapper),
-      C_(mapper.channels) {
+                 const MapperConfig& mapper, ProgramFeed feed)
+    : gpu_(gpu), prog_(std::move(program)), feed_(std::move(feed)),
+      channel_shape_(channel_shape), mapper_(mapper), C_(mapper.channels) {
     gpu_.check();
     prog_.check();
     ret_ = gpu_cycles_to_ticks(gpu_.return_cycles, gpu_);
@@ -33,15 +33,43 @@ GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
     k_res_.resize(nk);
     k_live_.assign(nk, 0);
     k_feeding_.assign(nk, 0);
-    // every access becomes one request: the tables never reallocate
-    size_t na = prog_.access_op.size();
-    req_producer_.reserve(na);
-    req_part_.reserve(na);
-    req_access_.reserve(na);
-    req_created_.reserve(na);
-    req_arrival_.reserve(na);
-    req_port_.reserve(na);
-    req_open_.reserve(na);
+    if (feed_.has_next) {
+        if (nk != 0) throw GpuError("a program fed kernel by kernel must start empty");
+        next_exists_ = feed_.has_next();
+    }
+}
+
+// The feed's next kernel appended as kernel prog_.kernels(), its producers and accesses
+// numbered on from the ones before; the accesses before it are dropped.
+void GpuCore::load_kernel() {
+    GpuProgram kp;
+    feed_.load(kp);
+    kp.check();
+    if (kp.kernels() != 1) throw GpuError("the program feed must load one kernel at a time");
+    int64_t k = prog_.kernels(), p0 = prog_.producers();
+    acc_base_ = prog_.producer_accesses.back();
+    prog_.kernel_compute.push_back(kp.kernel_compute[0]);
+    prog_.kernel_producers.push_back(p0 + kp.producers());
+    for (int64_t i = 0; i < kp.producers(); ++i) {
+        prog_.producer_bound.push_back(kp.producer_bound[i]);
+        prog_.producer_start.push_back(kp.producer_start[i]);
+        prog_.producer_compute.push_back(kp.producer_compute[i]);
+        prog_.producer_sm.push_back(kp.producer_sm[i]);
+        prog_.producer_accesses.push_back(acc_base_ + kp.producer_accesses[i + 1]);
+    }
+    prog_.access_op = std::move(kp.access_op);
+    prog_.access_addr = std::move(kp.access_addr);
+    prog_.access_nbytes = std::move(kp.access_nbytes);
+    size_t np = static_cast<size_t>(prog_.producers());
+    p_out_.resize(np, 0);
+    p_peak_.resize(np, 0);
+    p_issued_.resize(np, 0);
+    p_cticks_.resize(np, 0);
+    p_nxt_.resize(np, 0);
+    p_kernel_.resize(np, k);
+    k_res_.emplace_back();
+    k_live_.push_back(0);
+    k_feeding_.push_back(0);
 }
 
 void GpuCore::heap_push(int64_t tick, int64_t kind, int64_t p) {
@@ -62,8 +90,8 @@ GpuEvent GpuCore::heap_pop() {
 
 int64_t GpuCore::port_of(int64_t access) const {
     // the system port stack * C + channel a request's page maps to (v2 §1, §2)
-    auto [stack, q] = mapper_.stack_of(mapper_.page(prog_.access_addr[access]));
-    return stack * C_ + std::get<0>(mapper_.channel_of(q, prog_.access_op[access] == 1));
+    auto [stack, q] = mapper_.stack_of(mapper_.page(acc_addr(access)));
+    return stack * C_ + std::get<0>(mapper_.channel_of(q, acc_op(access) == 1));
 }
 
 void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out) {
@@ -72,7 +100,7 @@ void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& o
     int64_t nparts = gpu_.partitions;
     cand_.clear();
     for (int64_t i = 0; i < nparts; ++i)
-        if (!parts_[i].empty()) cand_.emplace_back(req_port_[parts_[i].front()], i);
+        if (!parts_[i].empty()) cand_.emplace_back(reqs_[parts_[i].front()].port, i);
     std::sort(cand_.begin(), cand_.end());
     size_t a = 0;
     while (a < cand_.size()) {
@@ -91,8 +119,8 @@ void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& o
         parts_[best].pop_front();
         if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
         else prr_[k] = best;
-        req_arrival_[r] = x;
-        int64_t w = x - req_created_[r];
+        reqs_[r].arrival = x;
+        int64_t w = x - reqs_[r].created;
         pw_sum_ += w;
         if (w > pw_max_) pw_max_ = w;
         out.emplace_back(k, r);
@@ -102,13 +130,15 @@ void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& o
 
 // ------------------------------------------------------------------ response callback
 void GpuCore::on_response(int64_t id, int64_t t) {
-    if (id < 0 || id >= next_id_ || !req_open_[id])
+    if (id < 0 || id >= next_id_ || !reqs_[id].open)
         throw GpuError("a response names request " + std::to_string(id) +
                        ", which is not outstanding");
-    req_open_[id] = 0;
-    int64_t p = req_producer_[id];
+    GpuReq& rq = reqs_[id];
+    rq.open = false;
+    int64_t p = rq.producer;
     p_out_[p] -= 1;
-    int64_t lat = t - (mutant(GPU_LATENCY_FROM_GRANT) ? req_arrival_[id] : req_created_[id]);
+    int64_t lat = t - (mutant(GPU_LATENCY_FROM_GRANT) ? rq.arrival : rq.created);
+    reqs_.retire(id);                      // nothing reads an answered request again
     lat_sum_ += lat;
     if (lat > lat_max_) lat_max_ = lat;
     if (p_nxt_[p] == prog_.producer_accesses[p + 1]) {        // the stream is exhausted
@@ -127,14 +157,18 @@ void GpuCore::on_response(int64_t id, int64_t t) {
 void GpuCore::kernel_end(int64_t k, int64_t t) {
     k_res_[k].end = t;
     end_tick_ = t;
-    if (next_kernel_ < prog_.kernels())
+    if (next_kernel_ < known_kernels())
         heap_push(t + (mutant(GPU_LAUNCH_EARLY) ? 0 : 1) + ret_ + launch_gap_, LAUNCH, -1);
 }
 
 // ------------------------------------------------------------------ GPU events
 void GpuCore::launch(int64_t now) {
     int64_t k = next_kernel_;
-    if (k >= prog_.kernels()) return;
+    if (k >= known_kernels()) return;
+    if (k == prog_.kernels()) {          // fed: pull it now, and ask whether one follows
+        load_kernel();
+        next_exists_ = feed_.has_next();
+    }
     next_kernel_ = k + 1;
     n_kernels_ += 1;
     k_res_[k].launch = now;
@@ -158,7 +192,7 @@ void GpuCore::launch(int64_t now) {
 
 bool GpuCore::inputs_exhausted() const {
     // a pending launch always has next_kernel set, so no heap scan is needed
-    return next_kernel_ >= prog_.kernels() && !queued_ && (cur_ < 0 || k_feeding_[cur_] == 0);
+    return next_kernel_ >= known_kernels() && !queued_ && (cur_ < 0 || k_feeding_[cur_] == 0);
 }
 
 void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
@@ -171,17 +205,12 @@ void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
     int64_t pb = prog_.producer_bound[p];
     int64_t bound = out + n >= pb ? pb : out + n;
     while (out < bound && acc != end) {
-        int64_t part = partition_of(prog_.access_addr[acc], gpu_);
+        int64_t part = partition_of(acc_addr(acc), gpu_);
         int64_t rid = next_id_++;
-        if (prog_.access_op[acc] == 0) reads_ += 1;
+        if (acc_op(acc) == 0) reads_ += 1;
         else writes_ += 1;
-        req_producer_.push_back(static_cast<int32_t>(p));
-        req_part_.push_back(static_cast<int32_t>(part));
-        req_access_.push_back(acc);
-        req_created_.push_back(x);
-        req_arrival_.push_back(-1);
-        req_open_.push_back(1);
-        req_port_.push_back(channel_shape_ ? port_of(acc) : 0);
+        reqs_.push_back(GpuReq{acc, x, -1, channel_shape_ ? port_of(acc) : 0,
+                               static_cast<int32_t>(p), static_cast<int32_t>(part), true});
         parts_[part].push_back(rid);
         out += 1;
         acc += 1;

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "gpu_config.hpp"
 #include "gpu_program.hpp"
 #include "mapping.hpp"
+#include "retiring_table.hpp"
 
 namespace hbf {
 
@@ -35,21 +37,47 @@ struct GpuResultFigures {
     std::vector<KernelResult> kernels;
 };
 
+// A program pulled one kernel at a time, for a long run in bounded memory: has_next() says
+// whether another kernel follows (asked when a kernel launches, as _GpuCore pulls its next
+// kernel), load(into) fills `into` with that kernel alone (offsets from 0). The accesses of
+// the kernels before are dropped when the next launches (its barrier answered them all).
+struct ProgramFeed {
+    std::function<bool()> has_next;
+    std::function<void(GpuProgram&)> load;
+};
+
+// One GPU request's own state (ids in creation order).
+struct GpuReq {
+    int64_t access, created, arrival, port;
+    int32_t producer, part;
+    bool open;
+};
+
 class GpuCore {
 public:
     // channel_shape: G5' (one grant per system port per tick; contract 2, host_ports =
-    // channel); mapper: the system's mapping, used for G5' only; ports = stacks * channels
+    // channel); mapper: the system's mapping, used for G5' only; ports = stacks * channels.
+    // With a feed, `program` must be empty and the kernels come from the feed.
     GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
-            const MapperConfig& mapper);
+            const MapperConfig& mapper, ProgramFeed feed = {});
 
     // ---- per request (ids in creation order)
     int64_t requests() const { return next_id_; }
-    int64_t req_producer(int64_t id) const { return req_producer_[id]; }
-    int64_t req_access(int64_t id) const { return req_access_[id]; }
-    int64_t req_part(int64_t id) const { return req_part_[id]; }
-    int64_t req_created(int64_t id) const { return req_created_[id]; }
-    int64_t req_arrival(int64_t id) const { return req_arrival_[id]; }
-    const GpuProgram& program() const { return prog_; }
+    int64_t req_producer(int64_t id) const { return reqs_[id].producer; }
+    int64_t req_access(int64_t id) const { return reqs_[id].access; }
+    int64_t req_part(int64_t id) const { return reqs_[id].part; }
+    int64_t req_created(int64_t id) const { return reqs_[id].created; }
+    int64_t req_arrival(int64_t id) const { return reqs_[id].arrival; }
+    // an access of a kernel loaded now (every access of a program given whole)
+    int64_t acc_op(int64_t a) const { return prog_.access_op[a - acc_base_]; }
+    int64_t acc_addr(int64_t a) const { return prog_.access_addr[a - acc_base_]; }
+    int64_t acc_nbytes(int64_t a) const { return prog_.access_nbytes[a - acc_base_]; }
+    // retire each request's state once it is answered (Retire::Free; block size 2**shift)
+    void retire_requests(Retire mode, int shift) {
+        reqs_.set_block_shift(shift);
+        reqs_.mode = mode;
+    }
+    int64_t request_blocks_held() const { return reqs_.blocks_held(); }
     const GpuConfig& gpu() const { return gpu_; }
     bool channel_shape() const { return channel_shape_; }
     int64_t ret_ticks() const { return ret_; }
@@ -67,9 +95,15 @@ protected:
     void heap_push(int64_t tick, int64_t kind, int64_t p);
     GpuEvent heap_pop();
     int64_t port_of(int64_t access) const;
+    // kernels known: loaded, and the next one if the feed has it
+    int64_t known_kernels() const { return prog_.kernels() + (next_exists_ ? 1 : 0); }
+    void load_kernel();
 
     GpuConfig gpu_;
     GpuProgram prog_;
+    ProgramFeed feed_;
+    bool next_exists_ = false;        // the feed has a kernel after the loaded ones
+    int64_t acc_base_ = 0;            // prog_.access_* hold the accesses from this one on
     bool channel_shape_;
     Mapper mapper_;
     int64_t C_;
@@ -92,9 +126,7 @@ protected:
     std::vector<KernelResult> k_res_;
     std::vector<int64_t> k_live_, k_feeding_;
     // requests
-    std::vector<int32_t> req_producer_, req_part_;
-    std::vector<int64_t> req_access_, req_created_, req_arrival_, req_port_;
-    std::vector<uint8_t> req_open_;
+    RetiringTable<GpuReq> reqs_;
     // grant_ports scratch
     std::vector<std::pair<int64_t, int64_t>> cand_;
 };

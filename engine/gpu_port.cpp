@@ -8,16 +8,17 @@
 namespace hbf {
 
 GpuPort::GpuPort(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
-                 const MapperConfig& mapper, int64_t start)
-    : GpuCore(gpu, std::move(program), channel_shape, mapper), start_(start), t_(start - 1) {
-    if (prog_.kernels() == 0)
+                 const MapperConfig& mapper, int64_t start, ProgramFeed feed)
+    : GpuCore(gpu, std::move(program), channel_shape, mapper, std::move(feed)), start_(start),
+      t_(start - 1) {
+    if (known_kernels() == 0)
         closed_ = true;
     else
         heap_push(start, LAUNCH, -1);
 }
 
 bool GpuPort::finished() const {
-    return closed_ && heap_.empty() && next_kernel_ >= prog_.kernels() &&
+    return closed_ && heap_.empty() && next_kernel_ >= known_kernels() &&
            (cur_ < 0 || k_live_[cur_] == 0);
 }
 
@@ -52,8 +53,8 @@ void GpuPort::grants(int64_t t, std::vector<std::pair<int64_t, int64_t>>& out) {
         parts_[i].pop_front();
         queued_ -= 1;
         rr_ = mutant(GPU_RR_STAYS) ? i : (i + 1 < n ? i + 1 : 0);
-        req_arrival_[r] = t;
-        int64_t w = t - req_created_[r];
+        reqs_[r].arrival = t;
+        int64_t w = t - reqs_[r].created;
         pw_sum_ += w;
         if (w > pw_max_) pw_max_ = w;
         out.emplace_back(0, r);

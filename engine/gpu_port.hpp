@@ -16,7 +16,7 @@ constexpr int64_t NO_TICK = -1;   // next_tick's None
 class GpuPort : public GpuCore {
 public:
     GpuPort(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
-            const MapperConfig& mapper, int64_t start);
+            const MapperConfig& mapper, int64_t start, ProgramFeed feed = {});
 
     bool exhausted() const { return closed_; }
     bool finished() const;

@@ -21,7 +21,7 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
 }
 
 void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
-                    int64_t port) {
+                    int64_t port, int64_t source) {
     auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
     if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
     int64_t rel = addr - cfg.base_address;
@@ -45,6 +45,7 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     r.nbytes = static_cast<int32_t>(nbytes);
     r.arrival = arrival;
     r.off = static_cast<int32_t>(off);
+    r.source = static_cast<int32_t>(source);
     auto [stack, q] = mapper.stack_of(page);
     auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
     r.stack = static_cast<int32_t>(stack);
@@ -81,8 +82,20 @@ void System::responded(int64_t r, int64_t tk) {
     ++n_done;
     if (tk > last_completion) last_completion = tk;
     if (reqs[r].error) ++errors;
-    order.push_back(r);
+    if (sink_every == 0) order.push_back(r);
     if (user_cb) user_cb(r, tk);
+    if (progress_every > 0 && n_done % progress_every == 0) progress(n_done);
+    if (sink_every > 0) {
+        answered.push_back(reqs[r]);
+        reqs.retire(r);                    // nothing reads an answered request again
+        if (static_cast<int64_t>(answered.size()) >= sink_every) flush();
+    }
+}
+
+void System::flush() {
+    if (answered.empty()) return;
+    sink(answered);
+    answered.clear();
 }
 
 // run_pipelined: one cycle in §16's order; a cycle in which nothing changed is followed by

@@ -34,17 +34,30 @@ public:
 
     // Queue a request (arrival order); std::invalid_argument names it if bad. In the
     // channel shape a port >= 0 given is checked against the request's mapped port.
+    // `source` is carried to the outputs (the trace's source column).
     void submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
-                int64_t port = -1);
+                int64_t port = -1, int64_t source = 0);
     void close_input() { inputs_done = true; }
     // to completion, or through tick `until` (>= 0); returns the tick it stopped at
     int64_t run(int64_t until = -1);
     // called with (request index, tick) after each response (HbfSystem's on_response)
     std::function<void(int64_t, int64_t)> user_cb;
+    // called with the count of responses after every `progress_every`-th response (0: never):
+    // the caller's progress bar; it observes the run and changes no event
+    std::function<void(int64_t)> progress;
+    int64_t progress_every = 0;
+    // Streaming (a long run in bounded memory): with sink_every > 0 every answered request
+    // is copied, in response order, into `answered`, handed to `sink` each time it holds
+    // sink_every of them (and by the caller at the end: flush()), and retired from `reqs`
+    // (set reqs.mode first); `order` is not kept. Without it the run keeps everything.
+    std::function<void(std::vector<Req>&)> sink;
+    int64_t sink_every = 0;
+    std::vector<Req> answered;
+    void flush();
 
     SystemConfig cfg;
     Mapper mapper;
-    std::vector<Req> reqs;
+    ReqTable reqs;
     std::vector<std::unique_ptr<StackController>> stacks;
     std::vector<int64_t> order;  // request indices in response order
     // after run(until): the next cycle that can change state (-1: none); HbfSystem.t_resume

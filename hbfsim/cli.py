@@ -2,11 +2,12 @@
 
     hbfsim run [--config F.toml] [--profile P] [--requests F.csv | --workload NAME]
                [--model M] [--param K=V ...] [--trace T.csv] [--trace-level N]
-               [--stats-json S.json]
+               [--stats-json S.json] [--engine compiled|reference] [--no-progress]
     hbfsim run --list-workloads
     hbfsim config show [--profile P] [--config F.toml] [--provenance]
     hbfsim trace validate F [--config F.toml] [--profile P]
     hbfsim replay F [--config F.toml] [--profile P] [--trace T.csv] [--stats-json S.json]
+                    [--engine compiled|reference] [--no-progress]
     hbfsim rtl emit [--config F.toml] -o controller.v
     hbfsim rtl stats [--config F.toml] [--sector-bytes N] [--abc]
     hbfsim rtl timing [--config F.toml] [--sector-bytes N] [--wrapper auto|always|never]
@@ -71,6 +72,19 @@ def _add_config_args(p):
                    "ocp-grade3, flashaccel, hbf-serving")
 
 
+def _add_engine_args(p):
+    from hbfsim.config import ENGINES
+
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="compiled (the C++ engine, the default: the configuration's engine "
+                        "key) or reference (the Python golden model); both give the same "
+                        "events, trace and statistics (docs/engine.md). The reference runs, "
+                        "with one line saying why, where the compiled engine is not built")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (one is drawn on stderr, when it is a terminal, "
+                        "for runs longer than a few seconds)")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="hbfsim", description="High-Bandwidth Flash simulator")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -91,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace-level", type=int, choices=(1, 2), default=None,
                      help="1 = Ingress/Completed rows, 2 = every state (default 2)")
     run.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
+    _add_engine_args(run)
     cfg = sub.add_parser("config", help="configuration commands")
     csub = cfg.add_subparsers(dest="config_cmd", required=True, parser_class=_Parser)
     show = csub.add_parser("show", help="print the resolved configuration as TOML")
@@ -148,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--trace", metavar="T.csv", help="write the replay's own trace")
     rp.add_argument("--trace-level", type=int, choices=(1, 2), default=None)
     rp.add_argument("--stats-json", metavar="S.json", help="write statistics as JSON")
+    _add_engine_args(rp)
     from hbfsim import studies
     from hbfsim.cosim import cli as cosim_cli
     from hbfsim.serve import cli as serve_cli
@@ -215,10 +231,10 @@ def _run_outputs(a, cfg) -> dict:
 
 
 def _traced_run(cfg, outs, trace_level, run):
-    """Run ``run(trace) -> HbfSystem`` with the trace file opened (and removed on failure).
+    """Run ``run(trace) -> Finished`` (hbfsim.simulate) with the trace file opened (and
+    removed on failure).
 
-    Returns ``(system, extra, host_seconds, trace, level)``; ``run`` may return
-    ``(system, extra)`` to pass something on."""
+    Returns ``(finished, host_seconds, trace, level)``."""
     from hbfsim.model.trace import TraceWriter
 
     level = trace_level or cfg.trace_level or 2
@@ -231,23 +247,41 @@ def _traced_run(cfg, outs, trace_level, run):
             trace.abort()
         raise
     host = time.perf_counter() - t0
-    system, extra = out if isinstance(out, tuple) else (out, None)
-    if system.n_done != system.submitted:
+    if out.n_done != out.submitted:
         # an accepted request must complete; never report (or keep) a run that lost one
         if trace is not None:
             trace.abort()
-        raise RunError(f"{system.submitted - system.n_done:,} of {system.submitted:,} "
+        raise RunError(f"{out.submitted - out.n_done:,} of {out.submitted:,} "
                        f"accepted requests never completed (simulation stopped at tick "
-                       f"{system.t:,}); no output written")
+                       f"{out.end_tick:,}); no output written")
     if trace is not None:
         trace.close()
-    return system, extra, host, trace, level
+    return out, host, trace, level
 
 
-def _report(header, system, host, trace, level, outs, extra_stats=None, extra_lines=()):
-    from hbfsim.model.stats import collect_stats, format_table
+def _engine(a, cfg, needs=()):
+    """The engine ``a`` (``--engine``) and ``cfg`` ask for and that can run; says in one line
+    why the reference runs instead, where it does (hbfsim.simulate.choose_engine)."""
+    from hbfsim.simulate import choose_engine
 
-    stats = collect_stats(system)
+    engine, note = choose_engine(cfg, getattr(a, "engine", None), needs)
+    if note:
+        _say(f"hbfsim: {note}")
+    return engine
+
+
+def _progress(a, engine):
+    from hbfsim.progress import Progress, progress_wanted
+
+    return Progress(None, f"hbfsim ({engine} engine)",
+                    progress_wanted(getattr(a, "no_progress", False)))
+
+
+def _report(header, fin, host, trace, level, outs, extra_stats=None, extra_lines=()):
+    from hbfsim.model.stats import format_table
+
+    stats = dict(fin.stats)
+    stats["engine"] = fin.engine
     if extra_stats:
         stats.update(extra_stats)
     stats["host_seconds"] = host
@@ -266,23 +300,21 @@ def _report(header, system, host, trace, level, outs, extra_stats=None, extra_li
     return 0
 
 
-def _simulate(cfg, requests, outs, trace_level, title, extra="") -> int:
-    from hbfsim.model.system import HbfSystem
+def _simulate(a, cfg, requests, outs, title, extra="", total=None) -> int:
+    from hbfsim.simulate import run_open
+
+    engine = _engine(a, cfg)
 
     def run(trace):
-        system = HbfSystem(cfg, trace=trace, keep=False)
-        for r in requests:
-            system.submit(r)
-        system.close_input()
-        system.run()
-        return system
+        with _progress(a, engine) as bar:
+            return run_open(cfg, requests, engine, trace, bar, total)
 
-    system, _, host, trace, level = _traced_run(cfg, outs, trace_level, run)
+    fin, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
     header = (f"hbfsim {title}: profile {cfg.profile}, {cfg.stacks} stack(s) x {cfg.channels} "
               f"channels x {cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us} us, "
               f"scheduler {cfg.scheduler}, {cfg.read_mode} reads, "
-              f"{cfg.write_timeout_policy} writes, {_clocks(cfg)}{extra}")
-    return _report(header, system, host, trace, level, outs)
+              f"{cfg.write_timeout_policy} writes, {_clocks(cfg)}, {fin.engine} engine{extra}")
+    return _report(header, fin, host, trace, level, outs)
 
 
 def _param_value(text: str):
@@ -399,26 +431,29 @@ def _workload_settings(work) -> str:
 
 
 def _run_workload(a, cfg) -> int:
-    from hbfsim.model.gpu import run_closed_loop
     from hbfsim.model.workloads import DeviceStream
+    from hbfsim.simulate import run_closed
 
     cfg, work = load_workload(a, cfg)
     outs = _run_outputs(a, cfg)
     if isinstance(work, DeviceStream):
-        return _simulate(cfg, iter(work), outs, a.trace_level,
+        return _simulate(a, cfg, iter(work), outs,
                          f"run --workload {a.workload} (device stream)",
-                         _workload_settings(work))
+                         _workload_settings(work), work.expected.get("requests"))
+    engine = _engine(a, cfg)
 
     def run(trace):
-        result = run_closed_loop(cfg, work, trace=trace)
-        return result.system, result
+        with _progress(a, engine) as bar:
+            return run_closed(cfg, work, engine, trace=trace, progress=bar,
+                              total=work.expected.get("requests"))
 
-    system, result, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
+    fin, host, trace, level = _traced_run(cfg, outs, a.trace_level, run)
+    result = fin.result
     header = (f"hbfsim run --workload {a.workload} (closed loop): profile {cfg.profile}, "
               f"{cfg.channels} channels x {cfg.subarrays_per_channel} subarrays, "
               f"tR {cfg.t_read_us} us, {len(result.kernels)} kernels, "
-              f"{_clocks(cfg)}{_workload_settings(work)}")
-    return _report(header, system, host, trace, level, outs, {"gpu": result.summary()},
+              f"{_clocks(cfg)}, {fin.engine} engine{_workload_settings(work)}")
+    return _report(header, fin, host, trace, level, outs, {"gpu": result.summary()},
                    [f"  GPU span: {result.span_gpu_cycles:,} GPU cycles "
                     f"({result.span_us:.3f} us)"])
 
@@ -444,7 +479,7 @@ def _cmd_run(a) -> int:
     else:
         reqs = default_workload(cfg)
         title = "run (embedded default workload)"
-    return _simulate(cfg, reqs, outs, a.trace_level, title)
+    return _simulate(a, cfg, reqs, outs, title)
 
 
 def _cmd_replay(a) -> int:
@@ -456,7 +491,7 @@ def _cmd_replay(a) -> int:
     # validated as `trace validate` does (addresses in this configuration's HBF range)
     _, data = load_trace(a.file, cfg, "trace")
     reqs = replay_list(data)
-    return _simulate(cfg, reqs, outs, a.trace_level, f"replay {a.file}")
+    return _simulate(a, cfg, reqs, outs, f"replay {a.file}")
 
 
 #: Trailing comments ``config show`` prints after a key whose value has no effect yet (or

@@ -56,6 +56,9 @@ TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
 HOST_PORTS = ("stack", "channel")
 MULTIPLANE = ("off", "page", "megaplane")
+#: Which simulator runs a configuration: the C++17 extension (docs/engine.md) or the Python
+#: golden model, equal event for event; where the compiled one cannot run, the reference does
+ENGINES = ("compiled", "reference")
 #: Keys of the retired controllers (docs/history.md): refused with a pointer there.
 RETIRED_KEYS = {
     "contract": "the cycle contract",
@@ -156,6 +159,11 @@ class HbfConfig:
         at least one unit (:func:`geometry_capacity`).
     trace_file, trace_level : str, int
         hbf-trace-v1 output (``hbf_trace_file`` / ``hbf_trace_level``).
+    engine : str
+        ``compiled`` (the C++17 extension ``hbfsim._engine``, the default) or ``reference``
+        (the Python golden model ``model/``). Both give the same events, traces and
+        statistics; where the compiled one is not built or lacks a feature the run asks
+        for, the reference runs and one line says why (docs/engine.md).
     """
 
     profile: str = "reference"
@@ -207,6 +215,7 @@ class HbfConfig:
     experimental_channels: bool = False
     trace_file: str = ""
     trace_level: int = 0
+    engine: str = "compiled"
 
     # ---- derived values (integer ticks; one rounding rule, docs/timing-contract.md §9) ----
     @property
@@ -572,6 +581,8 @@ def _validate(c: HbfConfig) -> None:
     need(0 <= c.overprovisioning < 1,
          f"overprovisioning must be in [0, 1), not {c.overprovisioning!r}")
     need(c.trace_level in (0, 1, 2), f"trace_level must be 0, 1 or 2, not {c.trace_level!r}")
+    need(c.engine in ENGINES,
+         f"engine must be one of {', '.join(ENGINES)}, not {c.engine!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
     # docs/timing-contract.md §7a, Configuration: hyperpage commands

@@ -23,6 +23,7 @@ import numpy as np
 __all__ = ["BUILD_COMMAND", "CompiledRun", "compiled_available", "compiled_gpu_port",
            "compiled_media", "engine_status", "program_arrays", "require_compiled",
            "compiled_stats", "run_compiled", "run_compiled_closed_loop", "stale",
+           "stats_of_counters",
            "trace_compiled"]
 
 #: How to build (or rebuild) the extension in this repository's venv.
@@ -114,38 +115,65 @@ def program_arrays(program) -> dict[str, np.ndarray]:
     GpuError
         An access whose op is not ``"R"`` or ``"W"`` (named by kernel, producer and value).
     """
+    from array import array
+
     from hbfsim.model.gpu_config import GpuError
 
     kc, kp, names = [], [0], []
     pb, ps, pc, psm, pa = [], [], [], [], [0]
-    ops, addrs, nbs = [], [], []
+    # per producer, numpy chunks: from its accesses' arrays() where they have one
+    # (model/workloads_llm.py LineWalk), else one pass over the tuples into 17 bytes an access
+    # (no Python object kept per access: a kernel may have millions)
+    c_op, c_addr, c_nb = [], [], []
+    n = 0
+    i64 = np.int64
     for k in program:
         names.append(k.name)
         kc.append(k.compute)
         prods = k.producers() if callable(k.producers) else k.producers
         for p in prods:
-            for op, addr, nb in p.accesses:
-                if op == "R":
-                    ops.append(0)
-                elif op == "W":
-                    ops.append(1)
-                else:
-                    raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R or W, "
-                                   f"not {op!r}")
-                addrs.append(addr)
-                nbs.append(nb)
+            as_arrays = getattr(p.accesses, "arrays", None)
+            if as_arrays is not None:
+                op, addr, nb = as_arrays()
+                if op not in ("R", "W"):
+                    raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R or "
+                                   f"W, not {op!r}")
+                c_op.append(np.full(len(addr), op == "W", np.uint8))
+                c_addr.append(np.asarray(addr, i64))
+                c_nb.append(np.asarray(nb, i64))
+                n += len(addr)
+            else:
+                ops, addrs, nbs = array("B"), array("q"), array("q")
+                for op, addr, nb in p.accesses:
+                    if op == "R":
+                        ops.append(0)
+                    elif op == "W":
+                        ops.append(1)
+                    else:
+                        raise GpuError(f"kernel {k.name!r} producer {len(pb)}: op must be R "
+                                       f"or W, not {op!r}")
+                    addrs.append(addr)
+                    nbs.append(nb)
+                if ops:
+                    c_op.append(np.frombuffer(ops, np.uint8))
+                    c_addr.append(np.frombuffer(addrs, i64))
+                    c_nb.append(np.frombuffer(nbs, i64))
+                    n += len(ops)
             pb.append(p.bound)
             ps.append(p.start)
             pc.append(-1 if p.compute is None else p.compute)
             psm.append(p.sm)
-            pa.append(len(ops))
+            pa.append(n)
         kp.append(len(pb))
-    i64 = np.int64
+
+    def joined(chunks, dt):
+        return np.concatenate(chunks) if chunks else np.zeros(0, dt)
+
     return {"kernel_compute": np.array(kc, i64), "kernel_producers": np.array(kp, i64),
             "producer_bound": np.array(pb, i64), "producer_start": np.array(ps, i64),
             "producer_compute": np.array(pc, i64), "producer_sm": np.array(psm, i64),
-            "producer_accesses": np.array(pa, i64), "access_op": np.array(ops, np.uint8),
-            "access_addr": np.array(addrs, i64), "access_nbytes": np.array(nbs, i64),
+            "producer_accesses": np.array(pa, i64), "access_op": joined(c_op, np.uint8),
+            "access_addr": joined(c_addr, i64), "access_nbytes": joined(c_nb, i64),
             "kernel_names": names}
 
 
@@ -179,7 +207,8 @@ class CompiledRun(dict):
     ``(stack, channel, requests, media_ops, link_stall_ticks)``)."""
 
 
-def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
+def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
+                 every: int = 0) -> CompiledRun:
     """Run an open-loop request stream through the compiled controller to completion.
 
     Parameters
@@ -192,10 +221,17 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
         ``"R"`` / ``"W"`` strings, or 0 (read) / 1 (write).
     ids : array of int, optional
         Request ids (default ``0 .. n-1``), used in error messages.
+    progress : callable, optional
+        ``progress(responses)``, called every ``every`` responses (a progress bar; it
+        changes no event). A signal (Ctrl-C) is raised there.
+    every : int
+        How many responses between calls (0: none).
 
     Returns
     -------
     CompiledRun
+        Also the stream as submitted: ``id``, ``op`` (0/1), ``addr``, ``nbytes``,
+        ``arrival``.
 
     Raises
     ------
@@ -220,12 +256,13 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None) -> CompiledRun:
         i = int(bad[0])
         raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
     out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
-                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival)
+                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival,
+                            progress, every)
     return CompiledRun(out)
 
 
 def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
-                             skip: bool = True) -> CompiledRun:
+                             skip: bool = True, progress=None, every: int = 0) -> CompiledRun:
     """Run a GPU program closed loop against the compiled controller, one tick at a time:
     the compiled mirror of :func:`hbfsim.model.gpu_port.run_stepped` (the reference
     ``ClosedLoop`` equals it, docs/gpu.md).
@@ -243,13 +280,16 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     skip : bool
         Skip the ticks in which neither the GPU nor the controller has an event (C3; every
         event is the same, only ``counters["steps"]`` differs from ``run_stepped``'s).
+    progress, every : callable, int
+        As :func:`run_compiled`'s.
 
     Returns
     -------
     CompiledRun
         :func:`run_compiled`'s arrays and counters (rows in submission order: the GPU's
-        grant order; ``id`` the GPU request id) and ``gpu``: the compiled port's result
-        figures (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
+        grant order; ``id`` the GPU request id, ``arrival`` its grant tick, ``source`` its
+        memory sub-partition) and ``gpu``: the compiled port's result figures
+        (``hbfsim.engine_standin.gpu_figures`` of the golden ``GpuResult``).
 
     Raises
     ------
@@ -263,7 +303,8 @@ def run_compiled_closed_loop(cfg, program, gpu=None, start: int = 0,
     eng = require_compiled()
     g = gpu or getattr(program, "gpu", None) or GpuConfig()
     arrays = program if isinstance(program, dict) else program_arrays(program)
-    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip))
+    return CompiledRun(eng.run_closed_loop(cfg, g, arrays, _channel_shape(cfg), start, skip,
+                                           progress, every))
 
 
 def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids=None,
@@ -290,21 +331,28 @@ def trace_compiled(writer, cfg, run: CompiledRun, op, addr, nbytes, arrival, ids
     op = np.asarray(op)
     ops = np.where((op == "W") | (op == 1), "W", "R") if op.dtype.kind not in "US" else op
     n = len(ops)
-    ids = range(n) if ids is None else ids
-    source = [0] * n if source is None else source
-    cols = {k: run[k].tolist() for k in REQUEST_COLUMNS}
-    arrival, addr, nbytes = (np.asarray(x).tolist() for x in (arrival, addr, nbytes))
-    ids, source = list(ids), list(source)
-    for i in run["order"].tolist():
-        r = SimpleNamespace(
-            id=int(ids[i]), source=int(source[i]), op=str(ops[i]), addr=addr[i],
-            nbytes=nbytes[i], arrival=arrival[i], stack=cols["stack"][i],
-            ch=cols["channel"][i], sub=cols["subarray"][i], t_accept=cols["t_accept"][i],
-            t_map=cols["t_map"][i], t_done=cols["t_done"][i], depth=cols["depth"][i],
-            entry_info=(cols["tq"][i], cols["ti"][i], cols["tc"][i], cols["entry_depth"][i]),
-            cache_hit=cols["cache_hit"][i], mshr_hit=cols["mshr_hit"][i],
-            error=cols["error"][i])
-        writer.request(r, cfg)
+    ids = np.arange(n) if ids is None else np.asarray(ids)
+    source = np.zeros(n, np.int64) if source is None else np.asarray(source)
+    arrival, addr, nbytes = (np.asarray(x) for x in (arrival, addr, nbytes))
+    order = run["order"]
+    step = 1 << 16          # a block of rows at a time: no Python object per request held
+    for b in range(0, len(order), step):
+        idx = order[b:b + step]
+        cols = {k: run[k][idx].tolist() for k in REQUEST_COLUMNS}
+        rid, src, rop, radr, rnb, rarr = (x[idx].tolist() for x in
+                                          (ids, source, ops, addr, nbytes, arrival))
+        for j in range(len(idx)):
+            r = SimpleNamespace(
+                id=int(rid[j]), source=int(src[j]), op=str(rop[j]), addr=radr[j],
+                nbytes=rnb[j], arrival=rarr[j], stack=cols["stack"][j],
+                ch=cols["channel"][j], sub=cols["subarray"][j],
+                t_accept=cols["t_accept"][j], t_map=cols["t_map"][j],
+                t_done=cols["t_done"][j], depth=cols["depth"][j],
+                entry_info=(cols["tq"][j], cols["ti"][j], cols["tc"][j],
+                            cols["entry_depth"][j]),
+                cache_hit=cols["cache_hit"][j], mshr_hit=cols["mshr_hit"][j],
+                error=cols["error"][j])
+            writer.request(r, cfg)
 
 
 def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
@@ -321,12 +369,6 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
     op, nbytes, arrival : array
         The stream as given to :func:`run_compiled`.
     """
-    from array import array
-    from collections import Counter
-    from types import SimpleNamespace
-
-    from hbfsim.model.stats import collect_stats
-
     c = run["counters"]
     op = np.asarray(op)
     write = (op == "W") if op.dtype.kind in "US" else (op == 1)
@@ -336,6 +378,38 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
     lat = (run["t_done"] - arrival)[order]
     w = write[order]
     first = ~w & ~run["mshr_hit"][order]
+    n = len(arrival)
+    return stats_of_counters(
+        cfg, c, submitted=n, first_arrival=int(arrival[0]) if n else None,
+        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
+        n_req={"R": int((~write).sum()), "W": int(write.sum())},
+        lat={"R": lat[~w], "W": lat[w]}, lat_first=lat[first])
+
+
+def stats_of_counters(cfg, c: dict, submitted: int, first_arrival, requested: dict,
+                      n_req: dict, lat: dict, lat_first) -> dict:
+    """:func:`hbfsim.model.stats.collect_stats` of a compiled run given by its counters and
+    the per-request sums it reads (the system is presented as the finished ``HbfSystem``).
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    c : dict
+        The run's ``counters``.
+    submitted : int
+    first_arrival : int or None
+        The first request's arrival tick (None: no request).
+    requested, n_req : dict
+        ``"R"`` / ``"W"``: bytes and requests submitted.
+    lat : dict
+        ``"R"`` / ``"W"``: latencies (arrival to response), an array or a
+        :class:`hbfsim.model.stats.LatencyCounts`; ``lat_first`` as one.
+    """
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from hbfsim.model.stats import collect_stats
+
     st = Counter({k: c[k] for k in ("page_cache_hits", "raw_events", "partial_programs",
                                     "padding_bytes", "strict_errors", "media_errors")})
     for cause in ("full", "raw", "pressure", "deadline", "drain"):
@@ -354,13 +428,9 @@ def compiled_stats(cfg, run: CompiledRun, op, nbytes, arrival) -> dict:
             stack=s, media=media, mshr_hits=sd["mshr_hits"], agg_wait=sd["agg_wait"],
             ch_requests=[r[2] for r in mine], ch_ops=[r[3] for r in mine],
             ch_link_stall=[r[4] for r in mine]))
-    n = len(arrival)
     system = SimpleNamespace(
-        cfg=cfg, stats=st, stacks=stacks,
-        first_arrival=int(arrival[0]) if n else None,
-        last_completion=c["last_completion_tick"], n_done=c["completions"], submitted=n,
-        requested={"R": int(nbytes[~write].sum()), "W": int(nbytes[write].sum())},
-        n_req={"R": int((~write).sum()), "W": int(write.sum())},
-        lat={"R": array("q", lat[~w].tolist()), "W": array("q", lat[w].tolist())},
-        lat_first=array("q", lat[first].tolist()), errors=c["errors"])
+        cfg=cfg, stats=st, stacks=stacks, first_arrival=first_arrival,
+        last_completion=c["last_completion_tick"], n_done=c["completions"],
+        submitted=submitted, requested=requested, n_req=n_req, lat=lat, lat_first=lat_first,
+        errors=c["errors"])
     return collect_stats(system)

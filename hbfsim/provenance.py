@@ -91,6 +91,8 @@ DEFAULT_SOURCES = {
     "experimental_channels": (PAPER, "§4: more than 16 channels is experimental"),
     "trace_file": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_file)"),
     "trace_level": (OURS, "no trace unless asked (HBF-Sim's hbf_trace_level)"),
+    "engine": (OURS, "compiled: the C++ engine, equal event for event to the Python golden "
+                     "model (reference); it changes no result, only the speed"),
 }
 
 #: profile -> key -> (source, note) for the values a profile changes.

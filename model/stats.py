@@ -23,7 +23,78 @@ import numpy as np
 
 from hbfsim.config import PAGE_BYTES
 
-__all__ = ["collect_stats", "format_table", "percentiles"]
+__all__ = ["LatencyCounts", "collect_stats", "format_table", "percentiles"]
+
+
+class LatencyCounts:
+    """Latencies held as their distinct values and how often each occurs, so that a long
+    run's statistics need memory for the distinct latencies, not one number per request
+    (the compiled engine's streamed runs, hbfsim/engine_stream.py). :func:`percentiles`
+    reads it as it reads the latencies themselves, with the same figures."""
+
+    _MIN_MERGE = 1 << 16
+
+    def __init__(self):
+        self._parts: list = []        # (sorted distinct values, counts) per block
+        self._size = 0                # distinct values summed over the parts
+        self._merged = 0              # distinct values after the last merge
+
+    def add(self, values) -> None:
+        """Count ``values`` (non-negative integers)."""
+        values = np.asarray(values, dtype=np.int64)
+        if values.size == 0:
+            return
+        lo, hi = int(values.min()), int(values.max())
+        if lo < 0:
+            raise ValueError(f"a latency must be non-negative, not {lo}")
+        if hi - lo < 1 << 20:            # a narrow range: counted densely (faster than a sort)
+            b = np.bincount(values - lo)
+            v = np.flatnonzero(b)
+            c = b[v]
+            v = v + lo
+        else:
+            v, c = np.unique(values, return_counts=True)
+        self._parts.append((v.astype(np.int64), c.astype(np.int64)))
+        self._size += v.size
+        if self._size > 2 * max(self._merged, self._MIN_MERGE):   # amortized: O(n log n)
+            self._merge()
+
+    def _merge(self) -> None:
+        if len(self._parts) > 1:
+            v = np.concatenate([p[0] for p in self._parts])
+            c = np.concatenate([p[1] for p in self._parts])
+            u, inv = np.unique(v, return_inverse=True)
+            total = np.zeros(u.size, dtype=np.int64)
+            np.add.at(total, inv, c)
+            self._parts = [(u, total)]
+        self._size = self._merged = self._parts[0][0].size if self._parts else 0
+
+    def distinct(self):
+        """``(values, counts)``: the distinct latencies, ascending, and their counts."""
+        self._merge()
+        if not self._parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return self._parts[0]
+
+    def __len__(self) -> int:
+        return int(sum(int(p[1].sum()) for p in self._parts))
+
+
+def _percentiles_of_counts(values, counts, cfg) -> dict:
+    # percentiles()'s figures from distinct values and counts: the nearest rank is the
+    # first value whose cumulative count reaches it; the mean is the exact sum over the
+    # count (np.mean of integers sums exactly below 2**53, then divides once, as this does)
+    n = int(counts.sum())
+    cum = np.cumsum(counts)
+    if float(np.dot(values.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 52:
+        raise ValueError("latency sum beyond 2**52: the mean would not be exact")
+    total = int(np.dot(values, counts))
+    out = {"count": n, "mean": total / n}
+    for p in (50, 95, 99):
+        v = int(values[np.searchsorted(cum, max(0, math.ceil(p / 100 * n) - 1) + 1)])
+        out[f"p{p}"] = v
+        out[f"p{p}_gpu_cycles"] = cfg.ticks_to_gpu_cycles(v)
+    return out
 
 
 def percentiles(values, cfg) -> dict:
@@ -31,6 +102,8 @@ def percentiles(values, cfg) -> dict:
         return {"count": 0, "p50": None, "p95": None, "p99": None,
                 "p50_gpu_cycles": None, "p95_gpu_cycles": None, "p99_gpu_cycles": None,
                 "mean": None}
+    if isinstance(values, LatencyCounts):
+        return _percentiles_of_counts(*values.distinct(), cfg)
     a = np.sort(np.asarray(values, dtype=np.int64))
     out = {"count": int(a.size), "mean": float(a.mean())}
     for p in (50, 95, 99):

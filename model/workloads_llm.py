@@ -15,6 +15,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
+
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.model.gpu_config import GpuConfig, GpuError
 from hbfsim.model.gpu_program import GpuProgram, Kernel, Producer
@@ -22,7 +24,60 @@ from hbfsim.model.workloads_common import SECTOR, _cfg, _nonneg, _positive
 from hbfsim.shapes import ModelShape, ShapeError
 from hbfsim.shapes import model_shape as _model_shape
 
-__all__ = ["decode_counts", "decode_layout", "llm_decode", "model_shape"]
+__all__ = ["LineWalk", "decode_counts", "decode_layout", "llm_decode", "model_shape"]
+
+
+class LineWalk:
+    """Warp ``w``'s requests over the concatenated byte ``ranges``: global line ``g``
+    belongs to warp ``g mod stride``; each line is split into ``request_bytes`` requests.
+
+    Iterating yields ``(op, addr, nbytes)`` lazily (what a :class:`Producer` consumes);
+    :meth:`arrays` gives the same accesses, in the same order, as numpy arrays, for the
+    compiled engine's program (hbfsim/engine.py ``program_arrays``), without a Python
+    object per access.
+    """
+
+    __slots__ = ("op", "ranges", "w", "stride", "line_bytes", "request_bytes")
+
+    def __init__(self, op, ranges, w, stride, line_bytes, request_bytes):
+        self.op, self.ranges, self.w, self.stride = op, ranges, w, stride
+        self.line_bytes, self.request_bytes = line_bytes, request_bytes
+
+    def __iter__(self):
+        op, lb, rb, stride, w = self.op, self.line_bytes, self.request_bytes, self.stride, self.w
+        per_line = lb // rb
+        g = 0
+        for start, nb in self.ranges:
+            nlines = -(-nb // lb)
+            first = (w - g) % stride
+            end = start + nb
+            for li in range(first, nlines, stride):
+                a = start + li * lb
+                for k in range(per_line):
+                    s = a + k * rb
+                    if s >= end:
+                        break
+                    yield (op, s, rb if s + rb <= end else end - s)
+            g += nlines
+
+    def arrays(self):
+        """``(op, addr, nbytes)``: the op (``"R"`` / ``"W"``) and two int64 arrays."""
+        lb, rb, stride, w = self.line_bytes, self.request_bytes, self.stride, self.w
+        k = np.arange(lb // rb, dtype=np.int64) * rb
+        addrs, sizes = [], []
+        g = 0
+        for start, nb in self.ranges:
+            nlines = -(-nb // lb)
+            end = start + nb
+            li = np.arange((w - g) % stride, nlines, stride, dtype=np.int64)
+            a = (start + li * lb)[:, None] + k[None, :]
+            a = a[a < end]                    # row-major: line by line, its requests in order
+            addrs.append(a)
+            sizes.append(np.minimum(rb, end - a))
+            g += nlines
+        if not addrs:
+            return self.op, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return self.op, np.concatenate(addrs), np.concatenate(sizes)
 
 
 def model_shape(spec) -> ModelShape:
@@ -232,24 +287,9 @@ def llm_decode(cfg: HbfConfig | None = None, model="qwen3-1.7b", scale: int = 1,
                   prefix_tokens=prefix_tokens, rag_vectors=rag_vectors,
                   rag_vector_bytes=rag_vector_bytes, rag_store_vectors=rag_store_vectors,
                   seed=seed)
-    per_line = line_bytes // request_bytes
 
     def line_walk(op, ranges, w, stride):
-        """Warp ``w``'s requests over the concatenated byte ranges: global line ``g`` belongs
-        to warp ``g mod stride``; each line is split into ``request_bytes`` requests."""
-        g = 0
-        for start, nb in ranges:
-            nlines = -(-nb // line_bytes)
-            first = (w - g) % stride
-            end = start + nb
-            for li in range(first, nlines, stride):
-                a = start + li * line_bytes
-                for k in range(per_line):
-                    s = a + k * request_bytes
-                    if s >= end:
-                        break
-                    yield (op, s, request_bytes if s + request_bytes <= end else end - s)
-            g += nlines
+        return LineWalk(op, ranges, w, stride, line_bytes, request_bytes)
 
     def gemv(name, ranges, op="R"):
         total = sum(-(-nb // line_bytes) for _, nb in ranges)

@@ -309,6 +309,10 @@ def _run_characterization(cfg: HbfConfig, kv_block_bytes: int, request_bytes: in
                          f"multiple of {PAGE_BYTES} or the 'partial' policy")
     w = wave_pages(cfg)
     rows = []
+    if progress and cfg.engine == "compiled":
+        # docs/engine.md: measure() submits from the response callback (closed windows)
+        print("  on the reference engine: the compiled engine has no response callback to "
+              "submit from", file=sys.stderr)
 
     def run(kind, pattern, nbytes, op, runs, outstanding=None, fit=True):
         t0 = time.perf_counter()
@@ -401,11 +405,11 @@ def _canonical(cfg: HbfConfig) -> str:
     """The device-defining keys of ``cfg`` as ``key = value`` TOML lines, in field order.
 
     The same rendering as ``hbfsim config show``, without ``profile`` (a label) and the
-    trace output keys (they change no timing).
+    trace output keys and the engine (they change no timing).
     """
     lines = []
     for k, v in _one_stack(cfg).as_dict().items():
-        if k in ("profile", "trace_file", "trace_level"):
+        if k in ("profile", "trace_file", "trace_level", "engine"):
             continue
         lines.append(f"{k} = {_toml_value(v)}")
     return "\n".join(lines) + "\n"

@@ -171,6 +171,7 @@ def test_a_request_that_never_completes_fails_the_run(tmp_path):
     from hbfsim.cli import RunError, _traced_run
     from hbfsim.model.controller import Request
     from hbfsim.model.system import HbfSystem
+    from hbfsim.simulate import Finished
 
     # a run that stops early (the loop itself runs every request to completion)
     cfg = load_config()
@@ -181,7 +182,7 @@ def test_a_request_that_never_completes_fails_the_run(tmp_path):
         s.submit(Request(1, "R", cfg.base_address + 4096, 32, 0, 0))
         s.close_input()
         s.run(until=cfg.t_read_ticks)      # before any response (an isolated read: tR + 13)
-        return s
+        return Finished("reference", {}, s.submitted, s.n_done, s.t)
 
     with pytest.raises(RunError, match="2 of 2 accepted requests never completed"):
         _traced_run(cfg, {"trace": None, "stats": None}, 2, run)

@@ -8,7 +8,7 @@
 namespace hbf {
 
 StackController::StackController(const ControllerConfig& c, const MediaConfig& mcfg, int stack,
-                                 std::vector<Req>& requests)
+                                 ReqTable& requests)
     : cfg(c), stack(stack), C(c.channels), P(c.ports), reqs(requests), media(mcfg), inp(c.ports),
       ch_requests(c.channels, 0), ch_ops(c.channels, 0), ch_link_stall(c.channels, 0),
       total_cap(c.active_total ? c.active_total : int64_t(1) << 30),

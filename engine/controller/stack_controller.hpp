@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../retiring_table.hpp"
+
 #include "controller/link.hpp"
 #include "mapping.hpp"
 #include "media.hpp"
@@ -65,9 +67,13 @@ struct Req {
     int32_t nbytes, stack, ch, sub, off;
     int32_t depth = 0;                           // requests inside the stack at its accept
     int32_t edepth = 0;                          // entry_info: the entry's queue depth
+    int32_t source = 0;                          // the trace's source (a GPU sub-partition)
     int8_t op;
     bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
 };
+
+// The requests of a run, by submission number (a long run retires the answered ones).
+using ReqTable = RetiringTable<Req>;
 
 // One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
 struct Entry {
@@ -116,7 +122,7 @@ class StackController {
 public:
     using Respond = std::function<void(int64_t req, int64_t t)>;
     StackController(const ControllerConfig& cfg, const MediaConfig& mcfg, int stack,
-                    std::vector<Req>& reqs);
+                    ReqTable& reqs);
     ~StackController();
 
     // ---- ingress.cpp (§4.1, Q, M)
@@ -149,7 +155,7 @@ public:
     ControllerConfig cfg;
     int stack;
     int64_t C, P;
-    std::vector<Req>& reqs;
+    ReqTable& reqs;
     Media media;
     std::vector<Port> inp;
     int64_t inflight = 0, released = 0;

@@ -25,6 +25,9 @@ def _add_arguments(p) -> None:
     p.add_argument("--workers", metavar="N", type=int, default=None,
                    help="worker processes (default: one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--engine", choices=("compiled", "reference"), default=None,
+                   help="the engine of every device run (the engine key: compiled by "
+                        "default; docs/engine.md); the same as --set engine=...")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="config_set",
                    help="HbfConfig key for every run of a device study (repeatable), e.g. "
                         "--set host_ports=stack; refused for a key the "
@@ -78,8 +81,13 @@ def run_cli(a) -> int:
         raise ValueError(f"study must be one of {', '.join(STUDIES)}, not {a.name!r}")
     if a.workers is not None and a.workers < 1:
         raise ValueError(f"--workers must be a positive integer, not {a.workers}")
+    config_set = _config_set(a.config_set)
+    if getattr(a, "engine", None):
+        if "engine" in config_set:
+            raise ValueError("--engine and --set engine=...: give one")
+        config_set["engine"] = a.engine
     s = run_study(a.name, a.out, quick=a.quick, workers=a.workers,
-                  progress=not a.no_progress, config_set=_config_set(a.config_set))
+                  progress=not a.no_progress, config_set=config_set)
     print(f"hbfsim study {a.name}{' --quick' if a.quick else ''}: {s['runs']} runs, "
           f"{s['workers']} worker(s), {s['host_seconds']:.1f} s")
     for line in STUDIES[a.name].headline(s):

@@ -51,13 +51,21 @@ def figure(w=10.0, h=4.2, ncols=2):
     return fig, list(axes)
 
 
-def run_closed(cfg, program, record=False):
-    """Run ``program`` closed loop through the GPU model; return ``(result, stats)``."""
-    from hbfsim.model.gpu import run_closed_loop
-    from hbfsim.model.stats import collect_stats
+#: what a study asks for with record=True, named in the line that says the reference runs
+RECORD = "record=True (per-request records for the open-loop replay)"
 
-    res = run_closed_loop(cfg, program, gpu=program.gpu, record=record)
-    return res, collect_stats(res.system)
+
+def run_closed(cfg, program, record=False):
+    """Run ``program`` closed loop through the GPU model on the configuration's engine
+    (hbfsim.simulate; ``record`` runs the reference, saying so once); return
+    ``(result, stats)``."""
+    from hbfsim.simulate import choose_engine, say_once
+    from hbfsim.simulate import run_closed as simulate_closed
+
+    engine, note = choose_engine(cfg, needs=(RECORD,) if record else ())
+    say_once(note)
+    fin = simulate_closed(cfg, program, engine, gpu=program.gpu, record=record)
+    return fin.result, fin.stats
 
 
 def study_config(study, task: dict):

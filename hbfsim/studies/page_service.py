@@ -43,16 +43,15 @@ class PageService(Study):
                     t_read_us=task["t_read_us"])
 
     def run(self, task: dict) -> list:
-        from hbfsim.model.stats import collect_stats
-        from hbfsim.model.system import HbfSystem
         from hbfsim.model.workloads import burst_page_service
+        from hbfsim.simulate import choose_engine, run_open, say_once
 
         gap = 0.01 if task["arrivals"] == "burst" else 50.0
         cfg = study_config(self, task)
         w = burst_page_service(cfg, gap_us=gap)
-        system = HbfSystem(cfg, keep=False)
-        system.run_requests(iter(w))
-        s = collect_stats(system)
+        engine, note = choose_engine(cfg)
+        say_once(note)
+        s = run_open(cfg, iter(w), engine).stats
         return [dict(task, gap_us=gap, requests=s["requests"], page_reads=s["page_reads"],
                      mshr_hits=s["mshr_hits"], window_ticks=s["window_ticks"],
                      window_us=s["window_us"])]

@@ -11,6 +11,7 @@ exit 2, nothing written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -50,6 +51,9 @@ def register(subparsers):
     p.add_argument("--fresh", action="store_true",
                    help="refuse an output folder that already holds points")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--engine", choices=("compiled", "reference"), default=None,
+                   help="the engine of every device point (over the grid's engine key; "
+                        "compiled by default; both give the same rows, docs/engine.md)")
     p.set_defaults(func=run_cli)
     return p
 
@@ -172,6 +176,9 @@ def _sweep(a, grid, out, points, idents, workers, ray) -> int:
     if note:
         print(f"hbfsim sweep: note: {note}", file=sys.stderr, flush=True)
     todo = [p for p in points if not store.usable(p.id, idents[p.id])]
+    if getattr(a, "engine", None):        # no part of a point's identity or its table row
+        todo = [dataclasses.replace(p, settings={**p.settings, "engine": a.engine})
+                if p.kind == "device" else p for p in todo]
     skipped = len(points) - len(todo)
     runner = run_local(todo, workers) if ray is None else ray_tasks(ray, todo, workers)
     print(f"hbfsim sweep {grid.name}: {len(points)} points ({len(grid.workloads)} workload(s) "

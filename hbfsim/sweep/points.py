@@ -157,7 +157,8 @@ def _device_identity(point: Point, cfg, memo=None) -> dict:
     from hbfsim.model.workload_params import registry_name
 
     config = {k: normal_value(v) for k, v in cfg.as_dict().items()
-              if k not in ("profile", "trace_file", "trace_level")}   # labels and outputs
+              if k not in ("profile", "trace_file", "trace_level", "engine")}
+    # (labels, outputs and the engine: both engines give the same figures)
     work = "default" if point.workload == "default" else registry_name(point.workload)
     return {"kind": "device", "workload": work, "config": config,
             "params": {k: _normal(v, memo) for k, v in sorted(point.params.items())}}
@@ -219,12 +220,12 @@ def prepare(point: Point) -> None:
 
 
 def _run_device(point: Point) -> dict:
-    from hbfsim.model.gpu import run_closed_loop
-    from hbfsim.model.stats import collect_stats
-    from hbfsim.model.system import HbfSystem
     from hbfsim.model.workloads import DeviceStream
+    from hbfsim.simulate import choose_engine, run_closed, run_open, say_once
 
     cfg, work = _device_setup(point)
+    engine, note = choose_engine(cfg)     # the point's engine key (both give the same rows)
+    say_once(note)
     row: dict = {}
     if work is None or isinstance(work, DeviceStream):
         if work is None:
@@ -232,17 +233,11 @@ def _run_device(point: Point) -> dict:
             reqs = default_workload(cfg)
         else:
             reqs = iter(work)
-        system = HbfSystem(cfg, keep=False)
-        for r in reqs:
-            system.submit(r)
-        system.close_input()
-        system.run()
+        fin = run_open(cfg, reqs, engine)
     else:
-        result = run_closed_loop(cfg, work)
-        system = result.system
-        row.update(flatten(result.summary(), "gpu."))
-    stats = collect_stats(system)
-    return flatten(stats) | row
+        fin = run_closed(cfg, work, engine)
+        row.update(flatten(fin.result.summary(), "gpu."))
+    return flatten(fin.stats) | row
 
 
 def run_point(point: Point) -> dict:

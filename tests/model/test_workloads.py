@@ -7,6 +7,8 @@ import tracemalloc
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hbfsim.config import PAGE_BYTES, load_config
 from hbfsim.model.gpu import GpuError, GpuProgram, run_closed_loop
@@ -251,3 +253,18 @@ def test_small_decode_runs_closed_loop():
     assert s["errors"] == 0 and s["page_programs"] == 2     # one K/V page per layer
     assert len(res.kernels) == 1 + 2 * 12 + 2
     assert res.kernels[-1]["name"] == "lm_head"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from((32, 64, 128)), st.sampled_from((32, 64, 128)),
+       st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 3000)), max_size=4),
+       st.integers(1, 8), st.integers(0, 9), st.sampled_from("RW"))
+def test_line_walk_arrays_are_its_accesses(lb, rb, ranges, stride, w, op):
+    # the compiled engine's program reads arrays(); the golden model iterates
+    from hbfsim.model.workloads_llm import LineWalk
+
+    rb = min(rb, lb)
+    walk = LineWalk(op, ranges, w, stride, lb, rb)
+    got_op, addr, nbytes = walk.arrays()
+    assert list(walk) == [(got_op, a, n) for a, n in zip(addr.tolist(), nbytes.tolist())]
+    assert got_op == op

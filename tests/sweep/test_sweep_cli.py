@@ -175,3 +175,14 @@ def test_ray_backend_on_a_local_cluster_gives_the_local_table(grid, tmp_path):
                 for r in rows(tmp_path / folder / "results.csv")]
 
     assert table("ray_out") == table("local_out")
+
+
+def test_both_engines_give_the_same_table(grid, tmp_path, capsys):
+    tables = {}
+    for engine in ("compiled", "reference"):
+        out = tmp_path / engine
+        assert main(["sweep", str(grid), "--out", str(out), "--workers", "1", "--no-progress",
+                     "--engine", engine]) == 0
+        tables[engine] = [{k: v for k, v in r.items() if "host" not in k and "engine" not in k}
+                          for r in rows(out / "results.csv")]
+    assert tables["compiled"] == tables["reference"] and len(tables["compiled"]) == 8

@@ -1,0 +1,75 @@
+// Per-request records indexed by a request's number, held in blocks; a long run may retire
+// each record once its request is answered, and a block whose records are all retired is
+// freed, so the memory follows the requests in flight, not the requests of the run
+// (docs/engine.md, Memory). Not a mechanism of the model: the golden model's Python objects
+// are freed by the garbage collector when the last reference goes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace hbf {
+
+// What retire() does with a block whose records are all retired.
+enum class Retire { Keep, Free, Poison };   // Poison: overwrite it (tests: a stale read shows)
+
+template <class T>
+class RetiringTable {
+public:
+    explicit RetiringTable(int shift = 16) { set_block_shift(shift); }
+
+    // before the first push_back: 2**shift records per block
+    void set_block_shift(int shift) {
+        shift_ = shift;
+        mask_ = (int64_t{1} << shift) - 1;
+    }
+    Retire mode = Retire::Keep;
+
+    T& operator[](int64_t i) { return blocks_[i >> shift_][i & mask_]; }
+    const T& operator[](int64_t i) const { return blocks_[i >> shift_][i & mask_]; }
+    int64_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    // blocks held now (a block is 2**shift records)
+    int64_t blocks_held() const { return held_; }
+
+    void push_back(const T& v) {
+        if ((n_ & mask_) == 0) {
+            blocks_.emplace_back(new T[mask_ + 1]);
+            live_.push_back(0);
+            ++held_;
+        }
+        blocks_.back()[n_ & mask_] = v;
+        ++live_.back();
+        ++n_;
+    }
+
+    // record i is no longer read; its block goes once every record of it is retired
+    void retire(int64_t i) {
+        if (mode == Retire::Keep) return;
+        int64_t b = i >> shift_;
+        if (--live_[b] != 0 || ((b + 1) << shift_) > n_) return;   // in use, or still filling
+        if (mode == Retire::Free) {
+            blocks_[b].reset();
+            --held_;
+        } else {
+            T poison;
+            poison_fill(poison);
+            for (int64_t k = 0; k <= mask_; ++k) blocks_[b][k] = poison;
+        }
+    }
+
+private:
+    static void poison_fill(T& v) {
+        auto* p = reinterpret_cast<unsigned char*>(&v);
+        for (size_t k = 0; k < sizeof(T); ++k) p[k] = 0xA5;
+    }
+
+    int shift_ = 16;
+    int64_t mask_ = 0;
+    int64_t n_ = 0, held_ = 0;
+    std::vector<std::unique_ptr<T[]>> blocks_;
+    std::vector<int32_t> live_;
+};
+
+}  // namespace hbf

@@ -1,0 +1,185 @@
+"""The compiled engine in bounded memory: requests or kernels streamed in, answered ones out.
+
+:func:`hbfsim.engine.run_compiled_closed_loop` holds the whole program's arrays and every
+request's record to the end (about 300 bytes a request: 30 GiB for the §5.5 decode step).
+:func:`run_streamed` runs the same loop (the same events: ``_engine.run_closed_loop_streamed``
+steps ``run_stepped`` with the skip) with the program pulled one kernel at a time
+(:class:`KernelFeed`) and every answered request handed back in response order, a block at a
+time, then retired (:class:`StreamedOutputs`: the trace rows written, the statistics' sums
+and latency histograms kept), so the memory follows the largest kernel and the requests in
+flight (docs/engine.md, Memory). :func:`run_open_streamed` does the same for an open-loop
+stream: its requests are submitted a chunk at a time as the run reaches their ticks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hbfsim.engine import (_channel_shape, program_arrays, require_compiled,
+                           stats_of_counters, trace_compiled)
+
+__all__ = ["KernelFeed", "StreamedOutputs", "run_open_streamed", "run_streamed"]
+
+
+class KernelFeed:
+    """A GPU program's kernels one at a time, each as :func:`hbfsim.engine.program_arrays`
+    of that kernel alone (its accesses generated when the engine launches it).
+
+    Members
+    -------
+    names : list of str
+        The names of the kernels loaded so far.
+    """
+
+    _NONE = object()
+
+    def __init__(self, program, on_load=None):
+        self._on_load = on_load
+        self._it = iter(program)
+        self._next = self._NONE
+        self.names: list[str] = []
+
+    def has_next(self) -> bool:
+        """Whether another kernel follows (pulls it from the program, as _GpuCore does)."""
+        if self._next is self._NONE:
+            self._next = next(self._it, None)
+        return self._next is not None
+
+    def load(self) -> dict:
+        """The next kernel's arrays (after :meth:`has_next` said there is one)."""
+        if not self.has_next():
+            raise RuntimeError("internal: the engine loaded a kernel past the program's end")
+        k, self._next = self._next, self._NONE
+        if self._on_load is not None:
+            self._on_load(k.name)
+        arrays = program_arrays([k])
+        self.names.extend(arrays.pop("kernel_names"))
+        return arrays
+
+
+class StreamedOutputs:
+    """The sink of a streamed run: each block of answered requests (columns, response
+    order) written to the trace and summed into what the statistics read.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    trace : TraceWriter or None
+    progress : callable, optional
+        ``progress(answered)`` after each block.
+    """
+
+    def __init__(self, cfg, trace=None, progress=None):
+        from hbfsim.model.stats import LatencyCounts
+
+        self.cfg = cfg
+        self.trace = trace
+        self.progress = progress
+        self.answered = 0
+        self.requested = {"R": 0, "W": 0}
+        self.n_req = {"R": 0, "W": 0}
+        self.lat = {"R": LatencyCounts(), "W": LatencyCounts()}
+        self.lat_first = LatencyCounts()
+
+    def __call__(self, cols: dict) -> None:
+        w = cols["op"] == 1
+        r = ~w
+        lat = cols["t_done"] - cols["arrival"]
+        self.lat["R"].add(lat[r])
+        self.lat["W"].add(lat[w])
+        self.lat_first.add(lat[r & ~cols["mshr_hit"]])
+        nb = cols["nbytes"]
+        self.requested["R"] += int(nb[r].sum())
+        self.requested["W"] += int(nb[w].sum())
+        self.n_req["W"] += int(w.sum())
+        self.n_req["R"] += int(r.sum())
+        n = len(w)
+        if self.trace is not None:
+            run = dict(cols, order=np.arange(n))
+            trace_compiled(self.trace, self.cfg, run, cols["op"], cols["addr"], nb,
+                           cols["arrival"], cols["id"], cols["source"])
+        self.answered += n
+        if self.progress is not None:
+            self.progress(self.answered)
+
+
+def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int = 1 << 15,
+                 start: int = 0, block_shift: int = 16, poison: bool = False,
+                 on_kernel=None):
+    """Run a GPU program closed loop on the compiled engine in bounded memory.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    program : GpuProgram or iterable of Kernel
+    gpu : GpuConfig, optional
+        Default ``program.gpu`` or ``GpuConfig()``.
+    trace : TraceWriter, optional
+        Rows are written as requests are answered (the caller closes it).
+    progress : callable, optional
+        ``progress(answered)`` every ``every`` answered requests.
+    every : int
+        Answered requests handed back at a time.
+    on_kernel : callable, optional
+        ``on_kernel(name)`` before a kernel's accesses are generated.
+    start : int
+        The GPU's first tick.
+    block_shift, poison : int, bool
+        Records are freed in blocks of ``2**block_shift`` requests; ``poison`` overwrites
+        them instead (tests: a record read after it was retired shows in the results).
+
+    Returns
+    -------
+    (dict, dict, list, tuple, dict)
+        The statistics (``collect_stats``'s dict), the GPU's result figures, the kernel
+        names, the blocks still held at the end (requests, GPU requests) and the counters.
+    """
+    from hbfsim.model.gpu_config import GpuConfig
+
+    eng = require_compiled()
+    g = gpu or getattr(program, "gpu", None) or GpuConfig()
+    feed = KernelFeed(program, on_kernel)
+    out = StreamedOutputs(cfg, trace, progress)
+    res = eng.run_closed_loop_streamed(cfg, g, feed, _channel_shape(cfg), start, True, out,
+                                       every, block_shift, poison)
+    c = res["counters"]
+    first = c["first_arrival_tick"] if c["submitted"] else None
+    stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,
+                              out.lat, out.lat_first)
+    return stats, res["gpu"], feed.names, res["blocks_held"], c
+
+
+def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=None,
+                      progress=None, every: int = 1 << 15, chunk: int = 1 << 16,
+                      block_shift: int = 16, poison: bool = False):
+    """Run an open-loop request stream on the compiled engine in bounded memory.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    ids, op, addr, nbytes, arrival, source : array of int
+        Per request, in submission order (``op`` 0 = R, 1 = W; ``source`` default 0).
+    trace, progress, every, block_shift, poison
+        As :func:`run_streamed`'s.
+    chunk : int
+        Requests submitted at a time (with the rest of the last one's tick).
+
+    Returns
+    -------
+    (dict, dict, int)
+        The statistics, the counters and the request blocks still held at the end.
+    """
+    eng = require_compiled()
+    i64 = np.int64
+    n = len(arrival)
+    source = np.zeros(n, i64) if source is None else source
+    out = StreamedOutputs(cfg, trace, progress)
+    res = eng.run_open_loop_streamed(
+        cfg, np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
+        np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
+        np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64), out, every,
+        chunk, block_shift, poison)
+    c = res["counters"]
+    stats = stats_of_counters(cfg, c, c["submitted"], int(arrival[0]) if n else None,
+                              out.requested, out.n_req, out.lat, out.lat_first)
+    return stats, c, res["blocks_held"]
