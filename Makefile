@@ -29,7 +29,7 @@ test: $(STAMP)
 	$(VENV)/bin/python -m pytest -n auto --dist loadgroup
 
 bench: $(STAMP)
-	$(VENV)/bin/python bench/bench_model.py
+	$(VENV)/bin/python bench/bench_engine_controller.py --requests 200000
 
 bench-cosim: $(STAMP)
 	$(VENV)/bin/python bench/bench_cosim.py

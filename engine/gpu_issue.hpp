@@ -55,7 +55,7 @@ struct GpuReq {
 
 class GpuCore {
 public:
-    // channel_shape: G5' (one grant per system port per tick; contract 2, host_ports =
+    // channel_shape: G5' (one grant per system port per tick; the channel shape, host_ports =
     // channel); mapper: the system's mapping, used for G5' only; ports = stacks * channels.
     // With a feed, `program` must be empty and the kernels come from the feed.
     GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,

@@ -1,5 +1,5 @@
 """The compiled controller (engine/controller/, engine/system.cpp) against the golden model
-(model/controller_deep.py stepped by model/system_v2.py's reference loop), event for event:
+(model/controller/, stepped by model/loop.py), event for event:
 every request's accept, dispatch, enqueue, command, completion and response ticks, its
 flags, the response order and every statistics counter."""
 
