@@ -89,9 +89,12 @@ def write_csv(path: Path, lines: int, seed: int = 1) -> None:
 
 
 def measure(kind: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path)], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
+    run = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path)],
+                         capture_output=True, text=True)
+    if run.returncode:
+        raise SystemExit(f"bench_csv: {kind} failed (exit {run.returncode}):\n"
+                         f"{run.stderr.strip()[-2000:]}")
+    return json.loads(run.stdout)
 
 
 def main() -> None:
