@@ -80,16 +80,26 @@ class LatencyCounts:
         return int(sum(int(p[1].sum()) for p in self._parts))
 
 
+def _exact_sum(values, counts=None) -> int:
+    """The exact integer sum of ``values`` (each taken ``counts`` times): int64 arithmetic
+    while it cannot overflow, Python integers beyond."""
+    values = np.asarray(values, dtype=np.int64)
+    if counts is None:
+        if float(np.abs(values).sum(dtype=np.float64)) < 2.0 ** 62:
+            return int(values.sum())
+        return sum(values.tolist())
+    if float(np.dot(np.abs(values).astype(np.float64), counts.astype(np.float64))) < 2.0 ** 62:
+        return int(np.dot(values, counts))
+    return sum(v * c for v, c in zip(values.tolist(), counts.tolist()))
+
+
 def _percentiles_of_counts(values, counts, cfg) -> dict:
     # percentiles()'s figures from distinct values and counts: the nearest rank is the
-    # first value whose cumulative count reaches it; the mean is the exact sum over the
-    # count (np.mean of integers sums exactly below 2**53, then divides once, as this does)
+    # first value whose cumulative count reaches it; the mean is the exact sum divided once
+    # (Python's int / int rounds correctly), as percentiles() computes it
     n = int(counts.sum())
     cum = np.cumsum(counts)
-    if float(np.dot(values.astype(np.float64), counts.astype(np.float64))) >= 2.0 ** 52:
-        raise ValueError("latency sum beyond 2**52: the mean would not be exact")
-    total = int(np.dot(values, counts))
-    out = {"count": n, "mean": total / n}
+    out = {"count": n, "mean": _exact_sum(values, counts) / n}
     for p in (50, 95, 99):
         v = int(values[np.searchsorted(cum, max(0, math.ceil(p / 100 * n) - 1) + 1)])
         out[f"p{p}"] = v
@@ -105,7 +115,9 @@ def percentiles(values, cfg) -> dict:
     if isinstance(values, LatencyCounts):
         return _percentiles_of_counts(*values.distinct(), cfg)
     a = np.sort(np.asarray(values, dtype=np.int64))
-    out = {"count": int(a.size), "mean": float(a.mean())}
+    # the exact sum divided once (equal to np.mean's figure while the sum is below 2**53,
+    # exact beyond, where a float accumulator would round)
+    out = {"count": int(a.size), "mean": _exact_sum(a) / a.size}
     for p in (50, 95, 99):
         v = int(a[max(0, math.ceil(p / 100 * a.size) - 1)])
         out[f"p{p}"] = v
