@@ -10,16 +10,16 @@ In the channel shape (``ports = P > 1``, §4.1) the
 count is shared by ``P`` request ports: every port is ready while at least ``P`` slots are
 free (with fewer than ``P`` slots in all, port ``p`` while ``rank_p(t) = (p - t) mod P`` is
 below the free slots), and every port has its own accept, release, ``mshr_hit`` and read
-port, and its own bank of ``admission`` slots (§19 question 1: a response leaves on the port
-its request entered, so a port's slots are written and read by that port alone; the count
-stays shared).
+port, and its own bank of the slot store (§19 question 1: a response leaves on the port its
+request entered, so a port's slots are written and read by that port alone; the slot numbers
+and the count stay stack-wide).
 """
 
 from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -192,73 +192,58 @@ class Admission(wiring.Component):
         """The channel shape (§4.1): ``P`` ports over one count, every port or none
         (``free >= P``; the rotating rank when ``admission < P``).
 
-        The slot store is banked per port (§19 question 1): a response leaves on the port its
-        request entered (§1), so port ``p``'s slots are written by its accepts and read by
-        its response stages only, and bank ``p`` is a one-write-port RAM of ``admission``
-        words with its own used and ``mshr_hit`` bits. Slot numbers are internal (§4.1): a
-        port takes the lowest free slot of its own bank. The count stays shared: the
-        registered ``inflight`` counts every bank's slots, and the room is the one
-        comparator of §4.1. A bank never runs out before the count: its slots in use are at
-        most ``inflight``, below ``admission`` whenever a port is ready.
+        Slot numbers are stack-wide (the tables' waiter lists are kept by slot), but the
+        store is banked per port (§19 question 1): a response leaves on the port its request
+        entered (§1), so port ``p``'s slots are written by its accepts and read by its
+        response stages only, and bank ``p`` is a one-write-port RAM of ``admission`` words
+        (the words of the slots other ports hold are unused in it). The count is a register
+        of its own, not a population count of the used bits.
         """
         m = Module()
         n, P, w = self._cfg.admission, self._ports, self._w
         checks = self._checks
-        used = [[Signal(name=f"used{i}_p{p}") for i in range(n)] for p in range(P)]
-        mshr_hit = [[Signal(name=f"mshr_hit{i}_p{p}") for i in range(n)] for p in range(P)]
-        takes, slots = [], []
+        used = [Signal(name=f"used{i}") for i in range(n)]
+        mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
+        wrs, rds = [], []
         for p in range(P):
-            # bank p: one write port (port p's accept), one synchronous read port (port p's
-            # response stages)
             store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
             m.submodules[f"store{p}"] = store
-            wr, rd = store.write_port(), store.read_port()
-            found, slot = lowest_set(m, [~u for u in used[p]], f"free_slot_p{p}")
+            wrs.append(store.write_port())
+            rds.append(store.read_port())
+
+        # The k-th accepting port (in port order) takes the k-th lowest free slot: at most
+        # the free count of ports accept (all P only while free >= P; below P slots the
+        # accepted ports have distinct ranks below the free count, §4.1).
+        avail = [~u for u in used]
+        kth = []
+        for k in range(P):
+            found, idx = lowest_set(m, avail, f"free_slot_k{k}")
+            kth.append(idx)
+            if k + 1 < P:   # the free slots above the k-th, named (built once per level)
+                avail = [named(m, a & ~(found & (idx == i)), f"avail_k{k + 1}_{i}")
+                         for i, a in enumerate(avail)]
+        takes, slots = [], []
+        count = 0
+        for p in range(P):
+            slot = Signal(w.slot, name=f"alloc_slot_p{p}")
+            pick = kth[0]
+            for k in range(1, p + 1):   # a chain, not an index: count <= p (no case gaps)
+                pick = Mux(count == k, kth[k], pick)
+            m.d.comb += slot.eq(pick)
+            slots.append(slot)
             take = named(m, self.alloc[p], f"take_p{p}")
             takes.append(take)
-            slots.append(slot)
-            m.d.comb += [self.alloc_slot[p].eq(slot),
-                         wr.addr.eq(slot), wr.data.eq(self.alloc_data[p]), wr.en.eq(take),
-                         rd.addr.eq(self.rd_slot[p]), self.rd_data[p].eq(rd.data)]
-            m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit[p], self.rd_slot[p],
-                                                 f"rd_hit_p{p}"))
-            rel, hit = self.release[p], self.hit[p]
-            for i in range(n):
-                with m.If(take & (slot == i)):
-                    if "admission-slot-reuse" in self._mutations:
-                        m.d.sync += mshr_hit[p][i].eq(0)
-                    else:
-                        m.d.sync += [used[p][i].eq(1), mshr_hit[p][i].eq(0)]
-                with m.If(rel.valid & (rel.slot == i)):
-                    m.d.sync += used[p][i].eq(0)
-                with m.If(hit.valid & (hit.slot == i)):
-                    m.d.sync += mshr_hit[p][i].eq(1)
-            if checks:
-                protocol(m, checks, ~rel.valid | select(m, used[p], rel.slot,
-                                                        f"release_used_p{p}"),
-                         f"port {p}: response for a request slot that holds no request")
-                protocol(m, checks, ~hit.valid | select(m, used[p], hit.slot, f"hit_used_p{p}"),
-                         f"port {p}: mshr_hit recorded for a request slot that holds no request")
-                # the controller accepts on a port only while it is ready (v2 §4.1)
-                protocol(m, checks, ~self.alloc[p] | self.alloc_ready[p],
-                         f"port {p}: a request accepted while alloc_ready is low")
-                invariant(m, checks, ~take | found,
-                          f"port {p}: a request accepted while its bank has no free slot")
-                invariant(m, checks, ~take | ~select(m, used[p], slot, f"take_used_p{p}"),
-                          f"port {p}: a request slot handed out while it still holds a request")
-        # §0, §4.1: the admission term of ready_p(t), registered from the next-state count
-        # (kept in a register of its own, not a population count of the used bits): with
-        # admission >= P every port while admission - inflight(t) >= P (one comparator); below
-        # P slots the rotating rank (p - t) mod P < admission - inflight(t), from the next
-        # cycle's phase t + 1 mod P
-        count = Signal(range(n + 1), name="inflight_count")
+            count = count + take
+        # §0, §4.1: the admission term of ready_p(t), registered from the next-state count:
+        # with admission >= P every port while admission - inflight(t) >= P (one comparator);
+        # below P slots the rotating rank (p - t) mod P < admission - inflight(t), from the
+        # next cycle's phase t + 1 mod P
+        now = Signal(range(n + 1), name="inflight_count")
         after = Signal(range(n + P + 1), name="inflight_next")
-        m.d.comb += after.eq(count + tree_sum(takes) - tree_sum([r.valid for r in self.release]))
-        m.d.sync += count.eq(after)
-        now = count
-        if checks:
-            invariant(m, checks, count == tree_sum([u for bank in used for u in bank]),
-                      "the registered admission count differs from the used slots")
+        m.d.comb += after.eq(now + tree_sum(takes) - tree_sum([r.valid for r in self.release]))
+        m.d.sync += now.eq(after)
+        invariant(m, checks, now == tree_sum(used),
+                  "the registered admission count differs from the used slots")
         if n >= P:
             room_all = Signal(init=1, name="room_all")
             m.d.sync += room_all.eq(after + P <= n)
@@ -281,7 +266,55 @@ class Admission(wiring.Component):
                               f"port {p}: the registered admission room differs from the "
                               "rank rule (§4.1, admission < P)")
         m.d.comb += self.inflight.eq(now)
+        for p in range(P):
+            m.d.comb += [self.alloc_slot[p].eq(slots[p]),
+                         wrs[p].addr.eq(slots[p]),
+                         wrs[p].data.eq(self.alloc_data[p]),
+                         wrs[p].en.eq(takes[p]),
+                         rds[p].addr.eq(self.rd_slot[p]),
+                         self.rd_data[p].eq(rds[p].data)]
+            m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p], f"rd_hit_p{p}"))
+        for i in range(n):
+            for p in range(P):
+                with m.If(takes[p] & (slots[p] == i)):
+                    if "admission-slot-reuse" in self._mutations:
+                        m.d.sync += mshr_hit[i].eq(0)
+                    else:
+                        m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+            for p in range(P):
+                with m.If(self.release[p].valid & (self.release[p].slot == i)):
+                    m.d.sync += used[i].eq(0)
+                with m.If(self.hit[p].valid & (self.hit[p].slot == i)):
+                    m.d.sync += mshr_hit[i].eq(1)
         if checks:
+            # the bank a slot was written to: a response port reads only its own port's
+            # slots (§1: a response leaves on the port its request entered)
+            owner = [Signal(range(P), name=f"chk_owner{i}") for i in range(n)]
+            for i in range(n):
+                for p in range(P):
+                    with m.If(takes[p] & (slots[p] == i)):
+                        m.d.sync += owner[i].eq(p)
+            for p in range(P):
+                rel, hit = self.release[p], self.hit[p]
+                protocol(m, checks, ~rel.valid | select(m, used, rel.slot, f"release_used_p{p}"),
+                         f"port {p}: response for a request slot that holds no request")
+                protocol(m, checks, ~rel.valid | (Array(owner)[rel.slot] == p),
+                         f"port {p}: response for a request slot another port took")
+                protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
+                         f"port {p}: mshr_hit recorded for a request slot that holds no request")
+                # the controller accepts on a port only while it is ready (v2 §4.1), and
+                # a request slot is answered on one port (its channel's, v2 §8)
+                protocol(m, checks, ~self.alloc[p] | self.alloc_ready[p],
+                         f"port {p}: a request accepted while alloc_ready is low")
+                for q in range(p):
+                    rq = self.release[q]
+                    protocol(m, checks, ~(rel.valid & rq.valid) | (rel.slot != rq.slot),
+                             f"ports {q} and {p} released one request slot")
+                invariant(m, checks, ~takes[p] | ~select(m, used, slots[p], f"take_used_p{p}"),
+                          f"port {p}: a request slot handed out while it still holds a request")
+                for q in range(p):
+                    invariant(m, checks, ~(takes[p] & takes[q]) | (slots[p] != slots[q]),
+                              f"ports {q} and {p} took one request slot")
             cover(m, checks, self.alloc.all(), "every port accepts in one cycle")
             cover(m, checks, ~self.alloc_ready.any(), "admission full")
         return m

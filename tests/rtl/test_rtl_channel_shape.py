@@ -22,39 +22,38 @@ from hbfsim.rtl.emit import emit_verilog
 def test_admission_ready_follows_the_admission_term(admission, ports):
     """§4.1: ``ready_p(t)`` is ``admission - inflight(t) >= P`` when ``admission >= P`` and
     ``(p - t) mod P < admission - inflight(t)`` below ``P`` slots, a register; an accept
-    takes a slot, a release frees it from the next cycle; a port takes a slot its bank does
-    not hold (the store is banked per port, §19 question 1: a request's slot is released by
-    the response port it entered)."""
+    takes a slot, a release frees it from the next cycle; accepted ports get distinct
+    slots, and a slot is released by the port that took it (§1: a response leaves on the
+    port its request entered; the slot store is banked per port)."""
     cfg = small_config(host_ports="channel", channels=ports, admission=admission)
     dut = Admission(cfg, ports=ports)
     rng = random.Random(admission * 10 + ports)
     stats = {"held": 0, "all": 0}
 
     async def tb(ctx):
-        held = [set() for _ in range(ports)]   # per port: the slots of its bank in use
+        held, owner = set(), {}
         for t in range(400):
-            free = admission - sum(len(h) for h in held)
+            free = admission - len(held)
             ready = [free >= ports if admission >= ports else (p - t) % ports < free
                      for p in range(ports)]
             got = ctx.get(dut.alloc_ready)
             assert [bool(got >> p & 1) for p in range(ports)] == ready, (t, held)
             acc = [ready[p] and rng.random() < 0.7 for p in range(ports)]
-            # at most one release per port, of a slot of its own bank
-            rel = [next((s for s in sorted(held[p])
-                         if rng.random() < ports / (2 * admission)), None)
+            # at most one release per port, of a slot that port took
+            rel = [next((s for s in sorted(held) if owner[s] == p
+                         and rng.random() < ports / (2 * admission)), None)
                    for p in range(ports)]
             ctx.set(dut.alloc, sum(1 << p for p, a in enumerate(acc) if a))
             for p in range(ports):
                 ctx.set(dut.release[p].valid, rel[p] is not None)
                 ctx.set(dut.release[p].slot, rel[p] or 0)
-            slots = [ctx.get(dut.alloc_slot[p]) if acc[p] else None for p in range(ports)]
-            for p in range(ports):
-                assert slots[p] is None or slots[p] not in held[p], (t, p, held[p])
+            owner.update({ctx.get(dut.alloc_slot[p]): p for p in range(ports) if acc[p]})
+            slots = [ctx.get(dut.alloc_slot[p]) for p in range(ports) if acc[p]]
+            assert len(set(slots)) == len(slots) and not set(slots) & held
             stats["held"] += 0 < free <= ports - 1
             stats["all"] += all(acc)
             await ctx.tick()
-            for p in range(ports):
-                held[p] = (held[p] - {rel[p]}) | ({slots[p]} - {None})
+            held = (held - set(rel)) | set(slots)
 
     simulate(dut, tb)
     assert stats["held"] > 20
