@@ -446,6 +446,8 @@ class Controller(wiring.Component):
                 fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
                                    for j in range(n_wb)])
                 m.d.sync += [
+                    Assert(~m_valid | (m_op == m_req.op),
+                           f"M{sx(p)}'s op register differs from its request's op"),
                     Assert(~m_valid | ((v_mshr & mshr.pending) == fresh_mshr),
                            f"M{sx(p)}'s MSHR match vector differs from a fresh lookup (DP1)"),
                     Assert(~m_valid | ((v_used & wb.in_use) == fresh_used),
