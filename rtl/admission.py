@@ -10,14 +10,16 @@ In the channel shape (``ports = P > 1``, §4.1) the
 count is shared by ``P`` request ports: every port is ready while at least ``P`` slots are
 free (with fewer than ``P`` slots in all, port ``p`` while ``rank_p(t) = (p - t) mod P`` is
 below the free slots), and every port has its own accept, release, ``mshr_hit`` and read
-port.
+port, and its own bank of the slot store (§19 question 1: a response leaves on the port its
+request entered, so a port's slots are written and read by that port alone; the slot numbers
+and the count stay stack-wide).
 """
 
 from __future__ import annotations
 
 __all__ = ["Admission", "slot_layout"]
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -188,17 +190,26 @@ class Admission(wiring.Component):
 
     def _elaborate_ports(self):
         """The channel shape (§4.1): ``P`` ports over one count, every port or none
-        (``free >= P``; the rotating rank when ``admission < P``)."""
+        (``free >= P``; the rotating rank when ``admission < P``).
+
+        Slot numbers are stack-wide (the tables' waiter lists are kept by slot), but the
+        store is banked per port (§19 question 1): a response leaves on the port its request
+        entered (§1), so port ``p``'s slots are written by its accepts and read by its
+        response stages only, and bank ``p`` is a one-write-port RAM of ``admission`` words
+        (the words of the slots other ports hold are unused in it). The count is a register
+        of its own, not a population count of the used bits.
+        """
         m = Module()
         n, P, w = self._cfg.admission, self._ports, self._w
         checks = self._checks
         used = [Signal(name=f"used{i}") for i in range(n)]
         mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
-        m.submodules.store = store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
-        # v2 §19 item 1: one store, P write and P read ports (slot numbers are internal; an
-        # RTL for a FPGA would bank it per port, P x admission words)
-        wrs = [store.write_port() for _ in range(P)]
-        rds = [store.read_port() for _ in range(P)]
+        wrs, rds = [], []
+        for p in range(P):
+            store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
+            m.submodules[f"store{p}"] = store
+            wrs.append(store.write_port())
+            rds.append(store.read_port())
 
         # The k-th accepting port (in port order) takes the k-th lowest free slot: at most
         # the free count of ports accept (all P only while free >= P; below P slots the
@@ -227,10 +238,12 @@ class Admission(wiring.Component):
         # with admission >= P every port while admission - inflight(t) >= P (one comparator);
         # below P slots the rotating rank (p - t) mod P < admission - inflight(t), from the
         # next cycle's phase t + 1 mod P
+        now = Signal(range(n + 1), name="inflight_count")
         after = Signal(range(n + P + 1), name="inflight_next")
-        m.d.comb += after.eq(tree_sum(used) + tree_sum(takes)
-                             - tree_sum([r.valid for r in self.release]))
-        now = tree_sum(used)
+        m.d.comb += after.eq(now + tree_sum(takes) - tree_sum([r.valid for r in self.release]))
+        m.d.sync += now.eq(after)
+        invariant(m, checks, now == tree_sum(used),
+                  "the registered admission count differs from the used slots")
         if n >= P:
             room_all = Signal(init=1, name="room_all")
             m.d.sync += room_all.eq(after + P <= n)
@@ -274,10 +287,19 @@ class Admission(wiring.Component):
                 with m.If(self.hit[p].valid & (self.hit[p].slot == i)):
                     m.d.sync += mshr_hit[i].eq(1)
         if checks:
+            # the bank a slot was written to: a response port reads only its own port's
+            # slots (§1: a response leaves on the port its request entered)
+            owner = [Signal(range(P), name=f"chk_owner{i}") for i in range(n)]
+            for i in range(n):
+                for p in range(P):
+                    with m.If(takes[p] & (slots[p] == i)):
+                        m.d.sync += owner[i].eq(p)
             for p in range(P):
                 rel, hit = self.release[p], self.hit[p]
                 protocol(m, checks, ~rel.valid | select(m, used, rel.slot, f"release_used_p{p}"),
                          f"port {p}: response for a request slot that holds no request")
+                protocol(m, checks, ~rel.valid | (Array(owner)[rel.slot] == p),
+                         f"port {p}: response for a request slot another port took")
                 protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
                          f"port {p}: mshr_hit recorded for a request slot that holds no request")
                 # the controller accepts on a port only while it is ready (v2 §4.1), and

@@ -169,7 +169,16 @@ class ChannelQueue(wiring.Component):
                                               for k in range(depth)]).any())
 
         # ---- issue choice (§7) ----
-        room = active < cfg.active_per_channel
+        # ``active_now < active_per_channel`` from two flip-flops of the next count (``active``
+        # below the cap, and at most the cap, which is the room when this cycle's completion
+        # releases a slot: a completion names a busy subarray, so ``active >= 1`` then), not
+        # through the subtraction
+        cap = cfg.active_per_channel
+        below = Signal(init=cap > 0, name="active_below")
+        at_most = Signal(init=1, name="active_at_most")
+        room = Mux(done, at_most, below)
+        invariant(m, checks, room == (active < cap),
+                  "the registered active room differs from active_now < active_per_channel")
         if "queue-active-off-by-one" in mut:
             room = active <= cfg.active_per_channel
         if cfg.active_total:
@@ -198,7 +207,9 @@ class ChannelQueue(wiring.Component):
 
         # ---- busy subarrays and active slots: taken at issue, released at completion ----
         set_mask = Mux(issue, (one << op.subarray)[:len(busy_reg)], 0)
-        m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active + issue)]
+        active_next = named(m, active + issue, "active_next")
+        m.d.sync += [busy_reg.eq(busy | set_mask), active_reg.eq(active_next),
+                     below.eq(active_next < cap), at_most.eq(active_next <= cap)]
         invariant(m, checks, ~issue | ~busy.bit_select(op.subarray, 1),
                   "command issued to a busy subarray (§7)")
         protocol(m, checks, ~done | busy_reg.bit_select(self.cpl.subarray, 1),

@@ -278,15 +278,31 @@ class Controller(wiring.Component):
             # ---- M: dispatch (§4.2's rules, with the port's last decision applied, DP1) ----
             m_valid = Signal(name=f"m_valid{sx(p)}")
             m_valids.append(m_valid)
-            m_req = Signal(q_layout, name=f"m_req{sx(p)}", reset_less=True)
-            m_target = Signal(target_layout(w), name=f"m_target{sx(p)}", reset_less=True)
-            m_sectors = Signal(sectors_layout(self._sector), name=f"m_sectors{sx(p)}",
-                               reset_less=True)
+            # M's request, target and sectors are the value loaded with Q's head, held while M
+            # waits. The dispatch decision that lets Q's head in (``load``) is the latest
+            # signal of the cycle, so it drives no wide enable: two register sets without one,
+            # the head of every cycle (``m_*_new``) and M's value of every cycle (``m_*_old``),
+            # and a flip-flop ``m_took`` (M loaded at the end of the last cycle) choosing
+            # between them; M's op, which starts M's own decision, is a register of its own
             x_first, x_end = sector_range(m, head.offset, head.bytes, self._sector,
                                           f"x_sectors{sx(p)}")
+            m_took = Signal(name=f"m_took{sx(p)}")
+            m_op = Signal(ReqOp, name=f"m_op{sx(p)}", reset_less=True)
+            m_req = Signal(q_layout, name=f"m_req{sx(p)}")
+            m_target = Signal(target_layout(w), name=f"m_target{sx(p)}")
+            m_sectors = Signal(sectors_layout(self._sector), name=f"m_sectors{sx(p)}")
+            x_sectors = Signal(sectors_layout(self._sector), name=f"x_sectors{sx(p)}")
+            m.d.comb += [x_sectors.first.eq(x_first), x_sectors.end.eq(x_end)]
+            loads = [(m_req, head, "m_req"), (m_target, mapper.target, "m_target"),
+                     (m_sectors, x_sectors, "m_sectors")]
+            for held, loaded, what in loads:
+                new = Signal.like(held, name=f"{what}{sx(p)}_new", reset_less=True)
+                old = Signal.like(held, name=f"{what}{sx(p)}_old", reset_less=True)
+                m.d.sync += [new.eq(loaded), old.eq(held)]
+                m.d.comb += held.eq(Mux(m_took, new, old))
             m.d.comb += disp_sectors[p].eq(m_sectors)
-            is_read = m_valid & (m_req.op == ReqOp.READ)
-            is_write = m_valid & (m_req.op == ReqOp.WRITE)
+            is_read = m_valid & (m_op == ReqOp.READ)
+            is_write = m_valid & (m_op == ReqOp.WRITE)
             m_mshr = Signal(n_mshr, name=f"m_match_mshr{sx(p)}")
             m_used = Signal(n_wb, name=f"m_match_used{sx(p)}")
             m_open = Signal(n_wb, name=f"m_match_open{sx(p)}")
@@ -348,7 +364,8 @@ class Controller(wiring.Component):
             hit_slot_q = Signal.like(m_req.slot, name=f"adm_hit_slot_q{sx(p)}")
             m.d.sync += [hit_q.eq(read_fire & disp_hit[p]), hit_slot_q.eq(m_req.slot)]
             m.d.comb += [adm_hit[p].valid.eq(hit_q), adm_hit[p].slot.eq(hit_slot_q)]
-            ports.append(dict(q=q, head=head, mapper=mapper, m_valid=m_valid, m_req=m_req,
+            ports.append(dict(q=q, head=head, mapper=mapper, m_valid=m_valid, m_took=m_took,
+                              m_op=m_op, m_req=m_req,
                               m_target=m_target, m_sectors=m_sectors, x_first=x_first,
                               x_end=x_end, m_mshr=m_mshr, m_used=m_used, m_open=m_open,
                               fwd_mshr=fwd_mshr, fwd_wb=fwd_wb, v_mshr=v_mshr, v_used=v_used,
@@ -407,9 +424,10 @@ class Controller(wiring.Component):
                 alloc_s = (o["read_fire"] & ~disp_hit[s]) if s < R else \
                     (wdisp[s].valid & wdisp[s].ready & ~disp_merge[s])
                 m.d.sync += xflag[s, p].eq(o["m_valid"] & same & alloc_s)
+            m_took, m_op = ports[p]["m_took"], ports[p]["m_op"]
+            m.d.sync += m_took.eq(load)
             with m.If(load):
-                m.d.sync += [m_valid.eq(1), m_req.eq(head), m_target.eq(mapper.target),
-                             m_sectors.first.eq(x_first), m_sectors.end.eq(x_end),
+                m.d.sync += [m_valid.eq(1), m_op.eq(head.op),
                              m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
             with m.Else():
                 with m.If(dispatch):
@@ -428,6 +446,8 @@ class Controller(wiring.Component):
                 fresh_open = Cat(*[wb.is_open[j] & (wb.tags[j] == m_req.page)
                                    for j in range(n_wb)])
                 m.d.sync += [
+                    Assert(~m_valid | (m_op == m_req.op),
+                           f"M{sx(p)}'s op register differs from its request's op"),
                     Assert(~m_valid | ((v_mshr & mshr.pending) == fresh_mshr),
                            f"M{sx(p)}'s MSHR match vector differs from a fresh lookup (DP1)"),
                     Assert(~m_valid | ((v_used & wb.in_use) == fresh_used),

@@ -151,6 +151,13 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
         m.d.comb += h.eq(Mux(k < fresh_n, (n + k - fresh_n)[:len(h)], rps[k].data))
         heads.append(h)
     ranks = _rank_from_pointer(m, want, ap, name)
+    # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
+    # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
+    # grant is the same (safe implies more[rank_p]), but with two ports it is
+    # ``want_p & (safe_p | more[0] & ~want_other)``: the other port's want enters at the last
+    # gate (when ap names the other port first, rank_p = want_other; otherwise safe_p =
+    # more[0]), not through the rank and the pointer
+    safe = Signal(P, init=sum(1 << p for p in range(P) if p < n), name=f"{name}_safe")
     granted, index = [], []
     for p in range(P):
         got = Const(0, 1)
@@ -159,7 +166,9 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
             got = Mux(ranks[p] == k, more[k], got)
             if k:
                 idx = Mux(ranks[p] == k, heads[k], idx)
-        granted.append(named(m, want[p] & got, f"{name}_granted{p}"))
+        if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
+            got = more[0] & ~want[1 - p]
+        granted.append(named(m, want[p] & (safe[p] | got), f"{name}_granted{p}"))
         ix = Signal(ib, name=f"{name}_index{p}")
         m.d.comb += ix.eq(idx)
         index.append(ix)
@@ -168,8 +177,9 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     nxt = Const(0, 1)
     for p in range(P):
         nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
-    with m.If(allocs != 0):
-        m.d.sync += ap.eq(nxt)
+    ap_next = Signal(range(P), name=f"{name}_ap_next")
+    m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
+    m.d.sync += ap.eq(ap_next)
     # the RAM's part of the allocations: those beyond the fresh entries
     from_ram = Signal(range(P + 1), name=f"{name}_from_ram")
     m.d.comb += from_ram.eq(Mux(allocs > fresh_n, allocs - fresh_n, 0))
@@ -187,6 +197,11 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
     m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
+    for p in range(P):   # (p - a) mod P ports come before p when the pointer is a
+        pick = after > p
+        for a in range(1, P):
+            pick = Mux(ap_next == a, after > (p - a) % P, pick)
+        m.d.sync += safe[p].eq(pick)
     return granted, index, count, ap, ranks
 
 

@@ -293,6 +293,15 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
 
         state = [Signal(WbState, name=f"state{i}") for i in range(n)]
+        # QUEUED -> PROGRAM at the issue decision (§4.4): the decision of td is decoded per
+        # entry into a flip-flop, and the entry is PROGRAM from td + 1 as ``state_now`` (the
+        # register, QUEUED in td + 1 with the flag set, moves to PROGRAM at the end of td + 1),
+        # so the issue decision is not on the state's path. Only "QUEUED" and "PROGRAM" tell
+        # the two apart: FREE, OPEN, FLUSH and RETURN read the register.
+        issue_q = [Signal(name=f"issue_q{i}") for i in range(n)]
+        state_now = [Signal(WbState, name=f"state_now{i}") for i in range(n)]
+        for i in range(n):
+            m.d.comb += state_now[i].eq(Mux(issue_q[i], WbState.PROGRAM, state[i]))
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
         target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
         cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
@@ -560,7 +569,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
 
         m.d.comb += [
             self.occupied.eq(tree_sum(used)),
-            self.programs_queued.eq(Cat(*[s == WbState.QUEUED for s in state]).any()),
+            self.programs_queued.eq(Cat(*[s == WbState.QUEUED for s in state_now]).any()),
         ]
         for i in range(n):
             m.d.comb += self.cause[i].eq(cause[i])
@@ -638,7 +647,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             # exclusive events, AND-OR next state (part C, (i))
             ev_o = w_new[i]
             ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(cfg.channels)]).any()
-            ev_p = Cat(*[e.valid & (e.index == i) for e in self.issue]).any()
+            m.d.sync += issue_q[i].eq(Cat(*[e.valid & (e.index == i) for e in self.issue]).any())
+            ev_p = issue_q[i]
             ev_r = done_i | strict_error[i]
             hold = named(m, ~(ev_o | ev_l | ev_q | ev_p | ev_r | ev_f), f"state_hold{i}")
             sv = state[i].as_value()
@@ -653,9 +663,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         count_flushes(m, leaving, self.flushes, checks)
 
         if checks:
-            self._add_checks(m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en,
-                        fires, pops, curs, regss, serialized, cov, full, leaving, stalled,
-                        strict_error, mshr_wait, drained, allocates, blocker_live, older_live,
-                        older, eligible, elig_q, cand, held, dec, is_open, any_free, free_index,
-                        free_count, probe_useds, disps, victims)
+            self._add_checks(m, state_now, page, head, tail, used, used_e, w_alloc, w_new,
+                             merge_en, fires, pops, curs, regss, serialized, cov, full, leaving,
+                             stalled, strict_error, mshr_wait, drained, allocates, blocker_live,
+                             older_live, older, eligible, elig_q, cand, held, dec, is_open,
+                             any_free, free_index, free_count, probe_useds, disps, victims)
         return m

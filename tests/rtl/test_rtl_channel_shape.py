@@ -23,14 +23,15 @@ def test_admission_ready_follows_the_admission_term(admission, ports):
     """§4.1: ``ready_p(t)`` is ``admission - inflight(t) >= P`` when ``admission >= P`` and
     ``(p - t) mod P < admission - inflight(t)`` below ``P`` slots, a register; an accept
     takes a slot, a release frees it from the next cycle; accepted ports get distinct
-    slots."""
+    slots, and a slot is released by the port that took it (§1: a response leaves on the
+    port its request entered; the slot store is banked per port)."""
     cfg = small_config(host_ports="channel", channels=ports, admission=admission)
     dut = Admission(cfg, ports=ports)
     rng = random.Random(admission * 10 + ports)
     stats = {"held": 0, "all": 0}
 
     async def tb(ctx):
-        held = set()
+        held, owner = set(), {}
         for t in range(400):
             free = admission - len(held)
             ready = [free >= ports if admission >= ports else (p - t) % ports < free
@@ -38,11 +39,15 @@ def test_admission_ready_follows_the_admission_term(admission, ports):
             got = ctx.get(dut.alloc_ready)
             assert [bool(got >> p & 1) for p in range(ports)] == ready, (t, held)
             acc = [ready[p] and rng.random() < 0.7 for p in range(ports)]
-            rel = [s for s in held if rng.random() < ports / (2 * admission)][:ports]
+            # at most one release per port, of a slot that port took
+            rel = [next((s for s in sorted(held) if owner[s] == p
+                         and rng.random() < ports / (2 * admission)), None)
+                   for p in range(ports)]
             ctx.set(dut.alloc, sum(1 << p for p, a in enumerate(acc) if a))
             for p in range(ports):
-                ctx.set(dut.release[p].valid, p < len(rel))
-                ctx.set(dut.release[p].slot, rel[p] if p < len(rel) else 0)
+                ctx.set(dut.release[p].valid, rel[p] is not None)
+                ctx.set(dut.release[p].slot, rel[p] or 0)
+            owner.update({ctx.get(dut.alloc_slot[p]): p for p in range(ports) if acc[p]})
             slots = [ctx.get(dut.alloc_slot[p]) for p in range(ports) if acc[p]]
             assert len(set(slots)) == len(slots) and not set(slots) & held
             stats["held"] += 0 < free <= ports - 1
