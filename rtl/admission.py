@@ -31,7 +31,7 @@ from hbfsim.rtl.mutations import check_mutations
 
 
 def _rank(p: int, ports: int, phase):
-    """``(p - t) mod P`` for ``phase = t mod P`` (v2 §4.1), as a chain of constants."""
+    """``(p - t) mod P`` for ``phase = t mod P`` (§4.1), as a chain of constants."""
     out = Const(p % ports)
     for ph in range(1, ports):
         out = Mux(phase == ph, (p - ph) % ports, out)
@@ -302,8 +302,8 @@ class Admission(wiring.Component):
                          f"port {p}: response for a request slot another port took")
                 protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
                          f"port {p}: mshr_hit recorded for a request slot that holds no request")
-                # the controller accepts on a port only while it is ready (v2 §4.1), and
-                # a request slot is answered on one port (its channel's, v2 §8)
+                # the controller accepts on a port only while it is ready (§4.1), and
+                # a request slot is answered on one port (its channel's, §8)
                 protocol(m, checks, ~self.alloc[p] | self.alloc_ready[p],
                          f"port {p}: a request accepted while alloc_ready is low")
                 for q in range(p):

@@ -356,7 +356,7 @@ class ChannelQueue(wiring.Component):
         group = [[Signal(tag_layout(w), name=f"group{g}_plane{p}") for p in range(M)]
                  for g in range(G)]
 
-        # ---- v2 §7 forwarding with MP1 / MP5: the completion releases its megaplane and
+        # ---- §7 forwarding with MP1 / MP5: the completion releases its megaplane and
         # popcount(planes) active slots for the decision of the same cycle ----
         cpl = self.cpl
         done = cpl.valid
@@ -468,7 +468,7 @@ class ChannelQueue(wiring.Component):
         for p in range(M):
             m.d.comb += [self.dec_ops[p].valid.eq(planes[p]),
                          self.dec_ops[p].tag.eq(lane_tag[p])]
-        # v2 §7: the command register; the decision of td is on cmd in td + 1
+        # §7: the command register; the decision of td is on cmd in td + 1
         cmd_reg = Signal(cmd_layout(w), name="cmd_reg")
         m.d.sync += cmd_reg.eq(dec)
         m.d.comb += self.cmd.eq(cmd_reg)

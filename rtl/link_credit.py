@@ -23,7 +23,7 @@ from hbfsim.rtl.mutations import check_mutations
 
 
 class LinkCredit(wiring.Component):
-    """One channel's link credit ``x = b * y + r`` (v2 §8).
+    """One channel's link credit ``x = b * y + r`` (§8).
 
     Parameters
     ----------
@@ -72,7 +72,7 @@ class LinkCredit(wiring.Component):
 
     @property
     def x_range(self) -> tuple[int, int]:
-        """The bounds of ``x`` (v2 §8: ``[1 - 4096 b + γ, γ]``)."""
+        """The bounds of ``x`` (§8: ``[1 - 4096 b + γ, γ]``)."""
         return 1 - PAGE_BYTES * self._b + self._gain, self._gain
 
     def elaborate(self, platform):
@@ -81,7 +81,7 @@ class LinkCredit(wiring.Component):
         gq, gr = divmod(gain, b)
         y = Signal.like(self.y, init=gq)
         r = Signal.like(self.r, init=gr)
-        # ``positive`` is a flip-flop of its own, computed from the next state (v2 §0
+        # ``positive`` is a flip-flop of its own, computed from the next state (§0
         # "registered outputs", as StageQueue's ``ready``): K's launch test reads a register,
         # not the comparison of (y, r) with zero
         pos = Signal(init=int(gq > 0 or (gq == 0 and gr != 0)), name="positive_reg")
@@ -162,7 +162,7 @@ class LinkCredit(wiring.Component):
                   "the registered carry or next remainder differs from r's (deep)")
         invariant(m, checks, (y >= self._y_min) & (y <= gq), "link credit outside its range")
         cover(m, checks, ~self.positive, "link credit not positive: a launch waits")
-        # the registered flag and the launch-selected next state equal v2 §8's formulas
+        # the registered flag and the launch-selected next state equal §8's formulas
         invariant(m, checks, pos == ((y > 0) | ((y == 0) & (r != 0))),
                   "registered positive differs from x > 0 (v2 §8)")
         if checks:

@@ -272,7 +272,7 @@ class Mshr(wiring.Component):
                                   mergeable, page)
 
         # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
-        # launched (FREE from the next cycle, v2 §8) ----
+        # launched (FREE from the next cycle, §8) ----
         if P == 1:
             any_free, free_index, free_oh, free_pop, free_count = free_list(
                 m, n, self.launched.valid, self.launched.index, "free_list")

@@ -133,12 +133,12 @@ class ResponseArbiter(wiring.Component):
             credits.append(LinkCredit(cfg, checks=bool(checks), mutations=self._mutations))
             m.submodules[f"credit{c}"] = credits[-1]
 
-        # R and K hold a waiter each; payloads are defined only while valid (v2 §0)
+        # R and K hold a waiter each; payloads are defined only while valid (§0)
         r_valid, k_valid = Signal(), Signal()
         r = Signal(wl, name="r", reset_less=True)
         k = Signal(wl, name="k", reset_less=True)
 
-        # ---- K: launch while the channel's credit is positive and E has room (v2 §8) ----
+        # ---- K: launch while the channel's credit is positive and E has room (§8) ----
         m.d.comb += self.slot.eq(k.slot)
         positive = Array([cr.positive for cr in credits])[k.channel] if len(credits) > 1 \
             else credits[0].positive
@@ -169,7 +169,7 @@ class ResponseArbiter(wiring.Component):
         ]
         k_free = ~k_valid | launch
 
-        # ---- R: take the next waiter while R is empty or its waiter moves to K (v2 §8) ----
+        # ---- R: take the next waiter while R is empty or its waiter moves to K (§8) ----
         mr, wr = self.mshr_ret, self.wb_ret
         if "response-wb-first" in self._mutations:
             sel_wb = self.wb_locked | (~self.mshr_locked & wr.valid)

@@ -21,9 +21,9 @@ from hbfsim.rtl.checks import check_mode, cover, invariant
 class StageQueue(wiring.Component):
     """A first-in first-out queue of ``depth`` items between two pipeline stages.
 
-    ``inp.ready`` is ``occupancy < depth`` from the start of the cycle (v2 §4.1), kept in a
+    ``inp.ready`` is ``occupancy < depth`` from the start of the cycle (§4.1), kept in a
     flip-flop of its own (computed from the next occupancy), independent of ``out.ready``;
-    ``out.valid`` is ``occupancy > 0`` and ``out.payload`` the head, both registers (v2 §0
+    ``out.valid`` is ``occupancy > 0`` and ``out.payload`` the head, both registers (§0
     "registered outputs"). An item taken on
     ``inp`` in ``t`` is visible on ``out`` from ``t + 1``; a full queue that hands its head
     on in ``t`` takes no new item in ``t`` (the occupancy at the start of ``t`` decides).
@@ -74,10 +74,10 @@ class StageQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         depth = self._depth
-        # Payload registers need no reset: payloads are defined only while valid (v2 §0).
+        # Payload registers need no reset: payloads are defined only while valid (§0).
         items = [Signal(self._layout, name=f"item{k}", reset_less=True) for k in range(depth)]
         occ = Signal(range(depth + 1))
-        # ``ready`` = occupancy below depth, kept as a flip-flop of its own (v2 §0, §4.1)
+        # ``ready`` = occupancy below depth, kept as a flip-flop of its own (§0, §4.1)
         room = Signal(init=1)
         push = Signal()
         pop = Signal()

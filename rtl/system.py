@@ -140,7 +140,7 @@ class System(wiring.Component):
         self._checks = checks
         n = cfg.stacks * cfg.channels
         if self.channel_shape:
-            # v2 §2: S * C request and response ports, k = stack * C + channel, each the
+            # §2: S * C request and response ports, k = stack * C + channel, each the
             # port of its stack (stack-local addresses: the requester maps, §1)
             super().__init__({
                 "req": In(stream.Signature(req_layout(w))).array(n),
@@ -194,7 +194,7 @@ class System(wiring.Component):
             stacks.append(ctl)
 
         if self.channel_shape:
-            # v2 §2: no routing, no arbitration, no cycle; system port k = stack * C + port
+            # §2: no routing, no arbitration, no cycle; system port k = stack * C + port
             k = 0
             for ctl in stacks:
                 for req, resp in self._stack_ports(ctl):
@@ -223,7 +223,7 @@ class System(wiring.Component):
     @staticmethod
     def _stack_ports(ctl: Controller) -> list:
         """``(req, resp)`` per port of a stack controller in the channel shape: one per
-        channel, or its one port with one channel (that shape is the stack shape, v2 §14)."""
+        channel, or its one port with one channel (that shape is the stack shape, §14)."""
         if ctl.ports == 1:
             return [(ctl.req, ctl.resp)]
         return list(zip(ctl.req, ctl.resp))
