@@ -81,6 +81,13 @@ def load_points(path=None) -> dict:
                               or trace_requests(pt) % c):
             raise ValueError(f"point {pt['id']}: concurrency must be an integer >= 1 that "
                              f"divides its {trace_requests(pt)} requests, not {c!r}")
+        ep = pt.get("ep")
+        if ep is not None and (isinstance(ep, bool) or not isinstance(ep, int) or ep < 1
+                               or pt["tp"] % ep):
+            raise ValueError(f"point {pt['id']}: ep must be an integer that divides its "
+                             f"tp = {pt['tp']}, not {ep!r}")
+        if "dpa" in pt and not isinstance(pt["dpa"], bool):
+            raise ValueError(f"point {pt['id']}: dpa must be true or false, not {pt['dpa']!r}")
         if "metric" in pt and pt["metric"] not in METRICS:
             raise ValueError(f"point {pt['id']}: metric must be one of {', '.join(METRICS)}, "
                              f"not {pt['metric']!r}")

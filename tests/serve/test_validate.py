@@ -58,7 +58,9 @@ def test_data_file_sets_metrics_and_bad_entries(tmp_path):
     assert load_points(f)["points"][0]["id"] == "p1"
     for old, new, word in (('set = "held-out-2"', 'set = "held-out-9"', "p1: set"),
                            ("published_requests = 4", "", "p1: needs published_requests"),
-                           ('metric = "latency_ms"', 'metric = "joules"', "source s: metric")):
+                           ('metric = "latency_ms"', 'metric = "joules"', "source s: metric"),
+                           ("tp = 1", "tp = 1\nep = 2", "p1: ep must"),
+                           ("tp = 1", "tp = 1\ndpa = 1", "p1: dpa must")):
         f.write_text(GOOD.replace(old, new))
         with pytest.raises(ValueError, match=word):
             load_points(f)
