@@ -2,6 +2,7 @@
 
     python bench/bench_decode.py [--scale N] [--layers L] [--profile WHAT] [--top K]
                                  [--json OUT.json] [--engine compiled|reference]
+                                 [--model NAME] [--set KEY=VALUE]
 
 The HBF configuration is the source's §5.5 one (the HBF-Sim paper; sources.md §figures):
 one stack, 16 channels, 512 subarrays in total (32 per channel), 512 active-operation
@@ -17,7 +18,9 @@ host second (timed without a profiler), then a cProfile summary of where the tim
 main`` runs the step itself under cProfile (no separate timing), ``--profile none`` skips it.
 ``--engine`` picks the engine (default: the configuration's, compiled; docs/engine.md): the
 compiled one runs the step in bounded memory (hbfsim/engine_stream.py); the profile then
-shows only the Python side (the program's generation and the statistics).
+shows only the Python side (the program's generation and the statistics). ``--model``
+runs another dense model's step on the same configuration (``qwen3-32b``: 1,999,049,344
+sector reads at full size; no reference column).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import time
 
 from hbfsim.config import load_config
 from hbfsim.studies.cli import _config_set
+from hbfsim.model.gpu import GpuError
 from hbfsim.model.workloads import llm_decode
 from hbfsim.simulate import choose_engine, run_closed
 
@@ -58,9 +62,10 @@ def decode_config(**overrides):
     return load_config(**kw)
 
 
-def run(scale=1, layers=None, profile=False, config_set=None, engine=None, **params):
+def run(scale=1, layers=None, profile=False, config_set=None, engine=None,
+        model="qwen3-1.7b", **params):
     cfg = decode_config(**(config_set or {}))
-    w = llm_decode(cfg, scale=scale, layers=layers, **params)
+    w = llm_decode(cfg, model=model, scale=scale, layers=layers, **params)
     name, note = choose_engine(cfg, engine)
     if note:
         print(note)
@@ -80,6 +85,10 @@ def main(argv=None):
     ap.add_argument("--scale", type=int, default=1,
                     help="divide hidden/intermediate/vocab/heads by N (1 = the full model)")
     ap.add_argument("--layers", type=int, default=None, help="override the layer count")
+    ap.add_argument("--model", default="qwen3-1.7b",
+                    help="a dense model of hbfsim.shapes whose decode step runs (default "
+                    "qwen3-1.7b, the source's §5.5 step; only it has the reference column), "
+                    "e.g. qwen3-32b")
     ap.add_argument("--profile", choices=("reduced", "main", "none"), default="reduced",
                     help="cProfile a reduced step (default), the step itself, or nothing")
     ap.add_argument("--top", type=int, default=20, help="profile rows to print")
@@ -94,13 +103,13 @@ def main(argv=None):
         ap.error("--scale and --layers must be positive")
     try:
         config_set = _config_set(a.config_set)
-        decode_config(**config_set)
-    except ValueError as e:
+        llm_decode(decode_config(**config_set), model=a.model, scale=a.scale, layers=a.layers)
+    except (ValueError, GpuError) as e:
         ap.error(str(e))
     w, cfg, res, s, host, prof, engine = run(a.scale, a.layers, a.profile == "main",
-                                             config_set, a.engine)
+                                             config_set, a.engine, a.model)
     n = s["requests"]
-    full = a.scale == 1 and a.layers is None
+    full = a.scale == 1 and a.layers is None and a.model == "qwen3-1.7b"
     buf, arr = s["page_buffer_hits"], s["page_reads"]
     out = {
         "model": w.params["model"], "scale": a.scale, "layers": w.params["layers"],
@@ -151,7 +160,7 @@ def main(argv=None):
         return 1
     title = "the step above"
     if a.profile == "reduced":
-        pw, _, pres, ps, phost, prof, _ = run(8, 1, True, config_set, a.engine)
+        pw, _, pres, ps, phost, prof, _ = run(8, 1, True, config_set, a.engine, a.model)
         title = (f"a reduced step: scale 8, 1 layer, {ps['requests']:,} requests, "
                  f"{phost:.1f} s under cProfile")
     if prof:
