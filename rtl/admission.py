@@ -320,7 +320,7 @@ class Admission(wiring.Component):
         return m
 
     def _check_sync_read(self, m, used, mshr_hit, store):
-        """v2 §18 step 4: the synchronous read returns what a combinational read of the
+        """§13 (synchronous-read memories): the synchronous read returns what a combinational read of the
         same slot returns now, for a slot that held a request and got no ``mshr_hit`` in the
         cycle of the read (the response pipeline reads only such slots)."""
         chk = store.read_port(domain="comb")
@@ -333,7 +333,7 @@ class Admission(wiring.Component):
         invariant(m, self._checks, ~steady | ((self.rd_data.as_value() == chk.data.as_value())
                                               & (self.rd_hit
                                                  == select(m, mshr_hit, prev, "chk_rd_hit"))),
-                  "the synchronous slot read differs from the slot's contents (v2 §8)")
+                  "the synchronous slot read differs from the slot's contents (§8)")
 
     def _add_checks(self, m, used, take, free):
         checks, n = self._checks, self._cfg.admission

@@ -238,10 +238,10 @@ class ChannelQueue(wiring.Component):
             for k in range(depth):
                 invariant(m, checks, grant[k] == (ref_issue & (ref_pick == k)),
                           f"slot {k}: the one-hot issue grant differs from the policy's "
-                          "choice (§7, v2 §16)")
+                          "choice (§7, §13)")
             invariant(m, checks, (issue == ref_issue) & (~issue | (
                 op.as_value() == ref_op.as_value())),
-                "the one-hot issue decision differs from the policy's choice (§7, v2 §16)")
+                "the one-hot issue decision differs from the policy's choice (§7, §13)")
         return m
 
     def _choose_binary(self, m, cand, is_program, prefix=""):
@@ -268,7 +268,7 @@ class ChannelQueue(wiring.Component):
         return any_cand, pick
 
     def _choose_onehot(self, m, cand, is_program):
-        """The policy's choice (§7) as a one-hot grant over the slots (v2 §16 S1): ``(issue,
+        """The policy's choice (§7) as a one-hot grant over the slots (§13, one-hot grants): ``(issue,
         grant)``. Each "oldest" is :func:`~hbfsim.rtl.logic.lowest_onehot` of its candidates
         and the policy selects among the grants bit by bit, so the decision's payload is an
         AND-OR of the slots and the queue's shift enables are a prefix OR of the grant, with

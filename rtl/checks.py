@@ -60,9 +60,9 @@ def cover(m, checks, cond, msg: str) -> None:
 
 def stream_protocol(m, checks, port, name: str) -> None:
     """The valid/ready protocol of a stream *into* a block, as :func:`protocol` states it:
-    ``valid`` held until ``ready``, the payload stable meanwhile (docs/history.md §1,
-    v2 §18 step 3's port assumptions). The same statement serves both contracts: it looks
-    only at the port, not at the cycle in which the block takes the item."""
+    ``valid`` held until ``ready``, the payload stable meanwhile (timing-contract.md
+    §1, the ports' assumptions). It looks only at the port, not at the cycle in which the
+    block takes the item."""
     if not checks:
         return
     stem = "".join(ch if ch.isalnum() else "_" for ch in name)

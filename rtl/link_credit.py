@@ -164,7 +164,7 @@ class LinkCredit(wiring.Component):
         cover(m, checks, ~self.positive, "link credit not positive: a launch waits")
         # the registered flag and the launch-selected next state equal §8's formulas
         invariant(m, checks, pos == ((y > 0) | ((y == 0) & (r != 0))),
-                  "registered positive differs from x > 0 (v2 §8)")
+                  "registered positive differs from x > 0 (§8)")
         if checks:
             y_ref = Signal(signed(wide), name="chk_y_next")
             m.d.comb += y_ref.eq(y - Mux(self.launch, self.bytes, 0) + gq + carry)
@@ -172,5 +172,5 @@ class LinkCredit(wiring.Component):
             invariant(m, checks, (Mux(self.launch, spend[0], keep[0])
                                   == Mux(above, gq, y_ref))
                       & (Mux(self.launch, spend[1], keep[1]) == Mux(above, gr, r_next)),
-                      "the credit's next state differs from min(γ, x - cost + γ) (v2 §8)")
+                      "the credit's next state differs from min(γ, x - cost + γ) (§8)")
         return m

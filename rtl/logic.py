@@ -97,7 +97,7 @@ def prefix_or(m: Module, bits: list, name: str) -> list[Signal]:
 def lowest_onehot(m: Module, bits: list, name: str) -> tuple[Value, list[Signal]]:
     """Return ``(any, grant)``: ``grant[k]`` is set for the lowest set bit of ``bits`` only.
 
-    The one-hot form of :func:`lowest_set` ("lowest index", contract §0; v2 §16 "one-hot
+    The one-hot form of :func:`lowest_set` ("lowest index", contract §0; §13 "one-hot
     grants"): ``grant[k] = bits[k] & ~(bits[0] | ... | bits[k-1])`` over a prefix network, so
     a consumer enables entry ``k`` with ``grant[k]`` instead of comparing a binary index.
     """

@@ -449,7 +449,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                          w_oh[p].eq(Mux(allocate, Cat(*(free_oh if P == 1 else free_ohs[p])),
                                         Cat(*match))),
                          w_d[p].eq(dp), w_mask[p].eq(mask), w_tail[p].eq(hit_tail),
-                         # the blocker and older sets (v2 §16 S2, S3) from M's vectors
+                         # the blocker and older sets (§13, cross-table sets) from M's vectors
                          w_blk[p].eq(disp_pend[p] & Cat(*self.mshr_pending) if P == 1 else
                                      # §4.2.4: a read's entry of the same cycle, another port
                                      (disp_pend[p] & Cat(*self.mshr_pending)) | self.disp_fwd[p]),

@@ -183,7 +183,8 @@ class WriteBufferChecks:
         for ev in ([self.launched] if P == 1 else list(self.launched)):
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
                      "launched names a write-buffer entry with waiters left to take")
-        # v2 §18 step 4: the recorded sets equal v1's comparisons, and start from exact vectors
+        # §13 (cross-table sets recorded at allocation): the recorded sets equal the per-cycle
+        # page comparisons, and start from exact vectors
         tags_e = [self.tags[j] for j in range(n)]
         for p, d in enumerate(disps):
             dp = d.payload
@@ -193,20 +194,20 @@ class WriteBufferChecks:
                                for k in range(cfg.mshr_entries)])
             protocol(m, checks, ~allocates[p] | ((probe_useds[p] & Cat(*used_e)) == fresh_used),
                      "probe_used differs from the in-use entries of the page of a write that "
-                     "allocates (v2 §4.2)")
+                     "allocates (§4.2)")
             protocol(m, checks, ~allocates[p] | ((pend_in & Cat(*self.mshr_pending)) == fresh_pend),
                      "disp_pend differs from the pending MSHR entries of the page of a write that "
-                     "allocates (v2 §4.4)")
+                     "allocates (§4.4)")
         for i in range(n):
             v1_older = Cat(*[older[i][j] & used[j] & (page[j] == page[i]) for j in range(n)])
             v1_busy = Cat(*[self.mshr_pending[k] & (self.mshr_tags[k] == page[i])
                             for k in range(cfg.mshr_entries)])
             invariant(m, checks, ~used[i] | (older_live[i] == v1_older),
                       f"write-buffer entry {i}: the recorded older set differs from the page "
-                      "comparisons (v2 §4.4)")
+                      "comparisons (§4.4)")
             invariant(m, checks, ~used[i] | (blocker_live[i] == v1_busy),
                       f"write-buffer entry {i}: the recorded blocker set differs from the MSHR "
-                      "page comparisons (v2 §4.4)")
+                      "page comparisons (§4.4)")
             # DP5: a decision is taken for an OPEN entry and leaves it OPEN for one cycle
             invariant(m, checks, ~dec[i].any() | is_open[i],
                       f"write-buffer entry {i}: a flush decision pending outside OPEN (DP5)")

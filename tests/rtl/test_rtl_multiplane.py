@@ -284,7 +284,7 @@ def run_lockstep(cfg, seed, cycles=300, drain_at=None, **env_kw):
             apply_inputs(ctx, dut, cfg, inp)
             got, want = read_outputs(ctx, dut, cfg), strip(ref.comb(inp))
             assert got == want, f"cycle {env.now}: RTL {got} != reference {want}"
-            # v2 §7: cmd is the command register, last cycle's decision
+            # §7: cmd is the command register, last cycle's decision
             assert read_outputs(ctx, dut, cfg, "cmd")["dec"] == previous, f"cycle {env.now}"
             previous = want["dec"]
             env.observe(inp, ref.tick(inp))
@@ -412,7 +412,7 @@ def test_drain_ends_the_window():
 
 def test_page_mode_issues_one_plane_per_command():
     """MP1 under ``page``: the second page of a megaplane waits for the first's completion,
-    which is forwarded into the decision of its own cycle (v2 §7)."""
+    which is forwarded into the decision of its own cycle (§7)."""
     cfg = mp_config(multiplane="page")
     dut = Scheduler(cfg)
     seen = {}
