@@ -259,12 +259,14 @@ py::dict request_columns(py::ssize_t nr, Get get) {
                                "channel", "subarray"};
     const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
     constexpr size_t NI = std::size(i64_names), NB = std::size(bool_names);
-    size_t n = static_cast<size_t>(nr);
-    ColumnMemory mem = column_memory(n * (NI * sizeof(int64_t) + NB * sizeof(bool) + 1));
+    // each column padded by a few cache lines, so that the columns written side by side do
+    // not start at the same offset in a page (they would compete for the same cache sets)
+    size_t n = static_cast<size_t>(nr), stride = n + 24;   // int64 elements
+    ColumnMemory mem = column_memory(NI * stride * sizeof(int64_t) + NB * n + n);
     int64_t* ip[NI];
     bool* bp[NB];
-    for (size_t k = 0; k < NI; ++k) ip[k] = reinterpret_cast<int64_t*>(mem.data) + k * n;
-    char* rest = mem.data + NI * n * sizeof(int64_t);
+    for (size_t k = 0; k < NI; ++k) ip[k] = reinterpret_cast<int64_t*>(mem.data) + k * stride;
+    char* rest = mem.data + NI * stride * sizeof(int64_t);
     for (size_t k = 0; k < NB; ++k) bp[k] = reinterpret_cast<bool*>(rest + k * n);
     int8_t* pop = reinterpret_cast<int8_t*>(rest + NB * n);
     for (py::ssize_t i = 0; i < nr; ++i) {
