@@ -8,12 +8,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <new>
-#include <utility>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 #include <iterator>
 #include <string>
 
@@ -215,60 +209,28 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// The memory of a request_columns result: one allocation for every column. A large one (a
-// whole run's outputs) is its own mapping with the kernel asked for huge pages (Linux
-// madvise; elsewhere, or if refused, plain pages): fresh pages are faulted in one by one as
-// the columns are written, about 6,500 faults for a 200,000-request run at 4 KiB. A smaller
-// one (a streamed block) comes from malloc, which reuses the blocks before it.
-constexpr size_t HUGE_COLUMNS = size_t{8} << 20;
-
-struct ColumnMemory {
-    char* data;
-    py::capsule owner;
-};
-
-ColumnMemory column_memory(size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (bytes >= HUGE_COLUMNS) {
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                       0);
-        if (p != MAP_FAILED) {
-            madvise(p, bytes, MADV_HUGEPAGE);
-            auto* m = new std::pair<void*, size_t>(p, bytes);
-            py::capsule owner(m, [](void* v) {
-                auto* mm = static_cast<std::pair<void*, size_t>*>(v);
-                munmap(mm->first, mm->second);
-                delete mm;
-            });
-            return {static_cast<char*>(p), std::move(owner)};
-        }
-    }
-#endif
-    void* p = std::malloc(bytes ? bytes : 1);
-    if (!p) throw std::bad_alloc();
-    return {static_cast<char*>(p), py::capsule(p, [](void* v) { std::free(v); })};
-}
-
 // Per-request columns of n requests, request i being get(i) (numpy arrays by name): the
 // stream as submitted (id, op, addr, nbytes, arrival, source) and what the run gave each.
-// The columns share one allocation (column_memory), each array a view that keeps it alive.
 template <class Get>
 py::dict request_columns(py::ssize_t nr, Get get) {
     const char* i64_names[] = {"id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map",
                                "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
                                "channel", "subarray"};
     const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
-    constexpr size_t NI = std::size(i64_names), NB = std::size(bool_names);
-    // each column padded by a few cache lines, so that the columns written side by side do
-    // not start at the same offset in a page (they would compete for the same cache sets)
-    size_t n = static_cast<size_t>(nr), stride = n + 24;   // int64 elements
-    ColumnMemory mem = column_memory(NI * stride * sizeof(int64_t) + NB * n + n);
-    int64_t* ip[NI];
-    bool* bp[NB];
-    for (size_t k = 0; k < NI; ++k) ip[k] = reinterpret_cast<int64_t*>(mem.data) + k * stride;
-    char* rest = mem.data + NI * stride * sizeof(int64_t);
-    for (size_t k = 0; k < NB; ++k) bp[k] = reinterpret_cast<bool*>(rest + k * n);
-    int8_t* pop = reinterpret_cast<int8_t*>(rest + NB * n);
+    std::vector<py::array_t<int64_t>> i64;
+    std::vector<py::array_t<bool>> b8;
+    std::vector<int64_t*> ip;
+    std::vector<bool*> bp;
+    for (size_t k = 0; k < std::size(i64_names); ++k) {
+        i64.emplace_back(nr);
+        ip.push_back(i64.back().mutable_data());
+    }
+    for (size_t k = 0; k < std::size(bool_names); ++k) {
+        b8.emplace_back(nr);
+        bp.push_back(b8.back().mutable_data());
+    }
+    py::array_t<int8_t> op(nr);
+    int8_t* pop = op.mutable_data();
     for (py::ssize_t i = 0; i < nr; ++i) {
         const Req& r = get(i);
         ip[0][i] = r.id;
@@ -294,11 +256,9 @@ py::dict request_columns(py::ssize_t nr, Get get) {
         pop[i] = r.op;
     }
     py::dict d;
-    d["op"] = py::array_t<int8_t>({nr}, {py::ssize_t{1}}, pop, mem.owner);
-    for (size_t k = 0; k < NI; ++k)
-        d[i64_names[k]] = py::array_t<int64_t>({nr}, {py::ssize_t{8}}, ip[k], mem.owner);
-    for (size_t k = 0; k < NB; ++k)
-        d[bool_names[k]] = py::array_t<bool>({nr}, {py::ssize_t{1}}, bp[k], mem.owner);
+    d["op"] = op;
+    for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
+    for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
     return d;
 }
 

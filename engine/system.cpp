@@ -155,16 +155,6 @@ int64_t System::run(int64_t until) {
     return t;
 }
 
-// A request queued at a port is accepted long after its submission when admission backs up
-// (an open-loop stream is submitted whole), so its record has left the caches: fetch the
-// next one's while the loop runs the cycles before its accept. Changes no event.
-void System::prefetch_record(int64_t r) const {
-    if (r < 0) return;
-    const char* p = reinterpret_cast<const char*>(&reqs[r]);
-    __builtin_prefetch(p, 1);
-    __builtin_prefetch(p + sizeof(Req) - 1, 1);
-}
-
 // The request side in cycle t (§2, §4.1): one stack, a wire; several, the 2-entry ingress
 // queue and the route stage.
 bool System::ingress(int64_t tk) {
@@ -173,7 +163,6 @@ bool System::ingress(int64_t tk) {
         if (!ingress_.empty() && ingress_.front_arrival() <= tk && stacks[0]->ready()) {
             int64_t r = ingress_.front();
             ingress_.pop_front();
-            prefetch_record(ingress_.second());
             reqs[r].t_accept = tk;
             stacks[0]->accept(r, tk, 0);
             return true;
@@ -242,7 +231,6 @@ bool System::ingress_ports(int64_t tk) {
                 int64_t r = q.front();
                 q.pop_front();
                 --port_in_count_;
-                prefetch_record(q.second());
                 reqs[r].t_accept = tk;
                 s->accept(r, tk, p);
                 changed = true;

@@ -31,8 +31,6 @@ public:
     bool empty() const { return head_ == v_.size(); }
     int64_t front() const { return v_[head_].second; }          // the request index
     int64_t front_arrival() const { return v_[head_].first; }
-    // the request after the head (-1: none), whose record the next accept writes
-    int64_t second() const { return head_ + 1 < v_.size() ? v_[head_ + 1].second : -1; }
     void push_back(int64_t arrival, int64_t r) { v_.emplace_back(arrival, r); }
     void pop_front() {
         if (++head_ == v_.size()) {
@@ -101,7 +99,6 @@ private:
     bool ingress_ports(int64_t t);
     bool egress_ports(int64_t t);
     int64_t next_tick(int64_t t);
-    void prefetch_record(int64_t r) const;
 
     ArrivalQueue ingress_;
     std::deque<int64_t> route_;
