@@ -8,9 +8,10 @@
 namespace hbf {
 
 namespace {
-void need(bool ok, const std::string& msg) {
+void need(bool ok, const char* msg) {
     if (!ok) throw GpuError(msg);
 }
+[[noreturn]] void fail(const std::string& msg) { throw GpuError(msg); }
 }  // namespace
 
 void GpuProgram::check() const {
@@ -30,28 +31,32 @@ void GpuProgram::check() const {
          "kernel_producers must run from 0 to the number of producers");
     need(producer_accesses[0] == 0 && producer_accesses[np] == na,
          "producer_accesses must run from 0 to the number of accesses");
+    // the messages are built only for a failing check (this runs over every access)
     for (int64_t k = 0; k < nk; ++k) {
-        need(kernel_producers[k] <= kernel_producers[k + 1],
-             "kernel_producers must not decrease, at kernel " + std::to_string(k));
-        need(kernel_compute[k] >= 0, "kernel " + std::to_string(k) +
-             ": compute must be a non-negative integer of GPU cycles, not " +
-             std::to_string(kernel_compute[k]));
+        if (kernel_producers[k] > kernel_producers[k + 1])
+            fail("kernel_producers must not decrease, at kernel " + std::to_string(k));
+        if (kernel_compute[k] < 0)
+            fail("kernel " + std::to_string(k) + ": compute must be a non-negative integer of "
+                 "GPU cycles, not " + std::to_string(kernel_compute[k]));
     }
     for (int64_t p = 0; p < np; ++p) {
-        need(producer_accesses[p] <= producer_accesses[p + 1],
-             "producer_accesses must not decrease, at producer " + std::to_string(p));
-        need(producer_bound[p] >= 1, "producer " + std::to_string(p) +
-             ": bound must be a positive integer, not " + std::to_string(producer_bound[p]));
-        need(producer_start[p] >= 0, "producer " + std::to_string(p) +
-             ": start must be a non-negative integer of GPU cycles, not " +
-             std::to_string(producer_start[p]));
-        need(producer_compute[p] >= COMPUTE_OF_KERNEL, "producer " + std::to_string(p) +
-             ": compute must be a non-negative integer of GPU cycles or -1 (the kernel's), "
-             "not " + std::to_string(producer_compute[p]));
+        if (producer_accesses[p] > producer_accesses[p + 1])
+            fail("producer_accesses must not decrease, at producer " + std::to_string(p));
+        if (producer_bound[p] < 1)
+            fail("producer " + std::to_string(p) + ": bound must be a positive integer, not " +
+                 std::to_string(producer_bound[p]));
+        if (producer_start[p] < 0)
+            fail("producer " + std::to_string(p) + ": start must be a non-negative integer of "
+                 "GPU cycles, not " + std::to_string(producer_start[p]));
+        if (producer_compute[p] < COMPUTE_OF_KERNEL)
+            fail("producer " + std::to_string(p) + ": compute must be a non-negative integer "
+                 "of GPU cycles or -1 (the kernel's), not " +
+                 std::to_string(producer_compute[p]));
     }
     for (int64_t a = 0; a < na; ++a)
-        need(access_op[a] <= 1, "access " + std::to_string(a) + ": op must be 0 (R) or 1 (W), "
-             "not " + std::to_string(access_op[a]));
+        if (access_op[a] > 1)
+            fail("access " + std::to_string(a) + ": op must be 0 (R) or 1 (W), not " +
+                 std::to_string(access_op[a]));
 }
 
 }  // namespace hbf

@@ -10,12 +10,20 @@ namespace hbf {
 
 constexpr int64_t PAGE_BYTES = 4096;
 
-// Python's floor division and modulo (the model's integer arithmetic), for any signs.
+// Python's floor division and modulo (the model's integer arithmetic), for any signs. A
+// positive power-of-two divisor (channels, subarrays, partitions, page bytes as usually
+// configured) takes a shift and a mask, which are floor division and modulo for any sign of
+// a; other divisors a hardware division.
+inline bool pow2(int64_t b) { return b > 0 && (b & (b - 1)) == 0; }
 inline int64_t floordiv(int64_t a, int64_t b) {
+    if (pow2(b)) return a >> __builtin_ctzll(static_cast<uint64_t>(b));
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
+inline int64_t floormod(int64_t a, int64_t b) {
+    if (pow2(b)) return a & (b - 1);
+    return a - floordiv(a, b) * b;
+}
 
 enum class Placement { Interleave, Grouped, Contiguous, Explicit };
 

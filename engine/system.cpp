@@ -38,21 +38,8 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
                                     + " is earlier than the previous request's "
                                     + std::to_string(last_arrival));
     if (inputs_done) throw std::invalid_argument("submit() after close_input()");
-    Req r;
-    r.id = id;
-    r.op = op;
-    r.addr = addr;
-    r.nbytes = static_cast<int32_t>(nbytes);
-    r.arrival = arrival;
-    r.off = static_cast<int32_t>(off);
-    r.source = static_cast<int32_t>(source);
     auto [stack, q] = mapper.stack_of(page);
     auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
-    r.stack = static_cast<int32_t>(stack);
-    r.q = q;
-    r.ch = static_cast<int32_t>(ch);
-    r.local = local;
-    r.sub = static_cast<int32_t>(sub);
     if (cfg.channel_ports) {
         int64_t k = stack * cfg.channels + ch;
         if (port >= 0 && port != k)
@@ -68,12 +55,24 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     if (first_arrival < 0) first_arrival = arrival;
     ++stacks[stack]->ch_requests[ch];
     int64_t i = static_cast<int64_t>(reqs.size());
-    reqs.push_back(r);
+    Req& r = reqs.emplace_back();          // written once, in its table's block
+    r.id = id;
+    r.op = op;
+    r.addr = addr;
+    r.nbytes = static_cast<int32_t>(nbytes);
+    r.arrival = arrival;
+    r.off = static_cast<int32_t>(off);
+    r.source = static_cast<int32_t>(source);
+    r.stack = static_cast<int32_t>(stack);
+    r.q = q;
+    r.ch = static_cast<int32_t>(ch);
+    r.local = local;
+    r.sub = static_cast<int32_t>(sub);
     if (cfg.channel_ports) {
-        port_in_[stack * cfg.channels + ch].push_back(i);
+        port_in_[stack * cfg.channels + ch].push_back(arrival, i);
         ++port_in_count_;
     } else {
-        ingress_.push_back(i);
+        ingress_.push_back(arrival, i);
     }
 }
 
@@ -161,7 +160,7 @@ int64_t System::run(int64_t until) {
 bool System::ingress(int64_t tk) {
     if (cfg.channel_ports) return ingress_ports(tk);
     if (stacks.size() == 1) {
-        if (!ingress_.empty() && reqs[ingress_.front()].arrival <= tk && stacks[0]->ready()) {
+        if (!ingress_.empty() && ingress_.front_arrival() <= tk && stacks[0]->ready()) {
             int64_t r = ingress_.front();
             ingress_.pop_front();
             reqs[r].t_accept = tk;
@@ -180,7 +179,7 @@ bool System::ingress(int64_t tk) {
             changed = true;
         }
     }
-    if (ready && !ingress_.empty() && reqs[ingress_.front()].arrival <= tk) {
+    if (ready && !ingress_.empty() && ingress_.front_arrival() <= tk) {
         int64_t r = ingress_.front();
         ingress_.pop_front();
         reqs[r].t_accept = tk;
@@ -214,6 +213,7 @@ bool System::egress(int64_t tk) {
 // The channel shape's request side: system port k = stack * C + p is port p of its stack;
 // each accepts its head if it has arrived and the port is ready from start-of-cycle state.
 bool System::ingress_ports(int64_t tk) {
+    if (port_in_count_ == 0) return false;     // no port holds a request
     int64_t C = cfg.channels;
     bool changed = false;
     for (auto& s : stacks) {
@@ -222,7 +222,7 @@ bool System::ingress_ports(int64_t tk) {
         bool have_free = false;
         for (int64_t p = 0; p < C; ++p) {
             auto& q = port_in_[base + p];
-            if (q.empty() || reqs[q.front()].arrival > tk) continue;
+            if (q.empty() || q.front_arrival() > tk) continue;
             if (!have_free) {
                 free = s->cfg.admission - s->inflight;   // before the first accept
                 have_free = true;
@@ -258,13 +258,12 @@ int64_t System::next_tick(int64_t tk) {
     int64_t nxt = -1;
     auto take = [&nxt](int64_t v) { if (v >= 0 && (nxt < 0 || v < nxt)) nxt = v; };
     for (auto& s : stacks) take(s->next_timer(tk));
-    if (!ingress_.empty() && reqs[ingress_.front()].arrival > tk)
-        take(reqs[ingress_.front()].arrival);
+    if (!ingress_.empty() && ingress_.front_arrival() > tk) take(ingress_.front_arrival());
     int64_t C = cfg.channels;
-    for (size_t k = 0; k < port_in_.size(); ++k) {
+    for (size_t k = 0; port_in_count_ > 0 && k < port_in_.size(); ++k) {
         auto& q = port_in_[k];
         if (q.empty()) continue;
-        int64_t a = reqs[q.front()].arrival;
+        int64_t a = q.front_arrival();
         take(a > tk ? a : stacks[k / C]->rank_tick(tk, static_cast<int64_t>(k % C)));
     }
     if (drain_at >= 0 && drain_at > tk) take(drain_at);

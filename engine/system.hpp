@@ -5,6 +5,7 @@
 // run_pipelined, _ingress, _egress, _ingress_ports, _egress_ports.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,6 +21,31 @@ namespace hbf {
 
 struct DeadlockError : std::runtime_error {
     using std::runtime_error::runtime_error;
+};
+
+// Requests waiting at a system request port, in arrival order, each with its arrival tick
+// (read every cycle without touching the request's record): a vector read from a head
+// index, compacted once the read part dominates (a deque's chunks cost more per cycle).
+class ArrivalQueue {
+public:
+    bool empty() const { return head_ == v_.size(); }
+    int64_t front() const { return v_[head_].second; }          // the request index
+    int64_t front_arrival() const { return v_[head_].first; }
+    void push_back(int64_t arrival, int64_t r) { v_.emplace_back(arrival, r); }
+    void pop_front() {
+        if (++head_ == v_.size()) {
+            v_.clear();
+            head_ = 0;
+        } else if (head_ >= 4096 && 2 * head_ >= v_.size()) {
+            v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+            head_ = 0;
+        }
+    }
+    void reserve(size_t n) { v_.reserve(n); }
+
+private:
+    std::vector<std::pair<int64_t, int64_t>> v_;
+    size_t head_ = 0;
 };
 
 struct SystemConfig {
@@ -74,8 +100,9 @@ private:
     bool egress_ports(int64_t t);
     int64_t next_tick(int64_t t);
 
-    std::deque<int64_t> ingress_, route_;
-    std::vector<std::deque<int64_t>> port_in_;
+    ArrivalQueue ingress_;
+    std::deque<int64_t> route_;
+    std::vector<ArrivalQueue> port_in_;
     int64_t port_in_count_ = 0;
 };
 

@@ -54,7 +54,7 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
     int64_t q = m.q;
     m.t_map = t;
     if (m.op == OP_R) {
-        auto wp = wb_page.find(q);
+        auto wp = wb_page.empty() ? wb_page.end() : wb_page.find(q);   // no writes held: no lookup
         if (wp != wb_page.end() && !wp->second.empty()) {
             // read-after-write ordering: stall (§4.2 read step 1); DP5 raw only for an entry
             // OPEN for the decisions with none pending (reading 1)

@@ -38,7 +38,7 @@ int64_t StackController::rank_tick(int64_t t, int64_t p) const {
 void StackController::accept(int64_t r, int64_t t, int64_t port) {
     reqs[r].depth = static_cast<int32_t>(inflight);
     ++inflight;
-    inp[port].qin.emplace_back(r, t);
+    inp[port].qin.push_back({r, t});
 }
 
 // Move each port's Q head into its M at the end of cycle t if that M is free.

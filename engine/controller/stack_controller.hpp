@@ -16,6 +16,8 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -91,9 +93,33 @@ struct Entry {
     int64_t open_seq = 0;                       // wb_open's insertion order
 };
 
+// A queue of at most N entries (Q and E hold two, §4.1, §8): a ring in the port itself, no
+// heap memory; a push beyond N is an engine error (the stages check the room first).
+template <class T, size_t N>
+class Ring {
+public:
+    bool empty() const { return n_ == 0; }
+    size_t size() const { return n_; }
+    const T& front() const { return v_[head_]; }
+    void push_back(const T& x) {
+        if (n_ == N) throw std::logic_error("internal: a port queue of " + std::to_string(N)
+                                            + " entries overflowed");
+        v_[(head_ + n_) % N] = x;
+        ++n_;
+    }
+    void pop_front() {
+        head_ = (head_ + 1) % N;
+        --n_;
+    }
+
+private:
+    T v_[N] = {};
+    size_t head_ = 0, n_ = 0;
+};
+
 // One request port and its response port (model/controller/ports.py Port).
 struct Port {
-    std::deque<std::pair<int64_t, int64_t>> qin;   // Q: (request, accept cycle)
+    Ring<std::pair<int64_t, int64_t>, INGRESS_DEPTH> qin;   // Q: (request, accept cycle)
     int64_t m = -1;                                // M: a request or -1
     std::priority_queue<int, std::vector<int>, std::greater<int>> ret[2];
     int c1[2] = {-1, -1}, c2[2] = {-1, -1};
@@ -101,7 +127,7 @@ struct Port {
     // R and K: (entry code, waiter index); entry codes as StackController::entry
     bool r_has = false, k_has = false;
     int r_e = 0, r_i = 0, k_e = 0, k_i = 0;
-    std::deque<int64_t> egress;                    // E: launched responses
+    Ring<int64_t, EGRESS_DEPTH> egress;            // E: launched responses
     int64_t hs_t = -1, blocked = -1;
     bool idle() const {
         return c1[0] < 0 && c1[1] < 0 && c2[0] < 0 && c2[1] < 0 && cur_e[0] < 0
