@@ -61,22 +61,41 @@ class LineWalk:
             g += nlines
 
     def arrays(self):
-        """``(op, addr, nbytes)``: the op (``"R"`` / ``"W"``) and two int64 arrays."""
+        """``(op, addr, nbytes)``: the op (``"R"`` / ``"W"``) and two int64 arrays.
+
+        Every line but a range's last is whole, so the addresses are the lines' starts plus
+        the request offsets, with only the last line's requests past the range's end cut
+        and only the last request's size short (no mask over every access).
+        """
         lb, rb, stride, w = self.line_bytes, self.request_bytes, self.stride, self.w
-        k = np.arange(lb // rb, dtype=np.int64) * rb
+        per_line = lb // rb
+        k = np.arange(per_line, dtype=np.int64) * rb
         addrs, sizes = [], []
         g = 0
         for start, nb in self.ranges:
             nlines = -(-nb // lb)
             end = start + nb
-            li = np.arange((w - g) % stride, nlines, stride, dtype=np.int64)
-            a = (start + li * lb)[:, None] + k[None, :]
-            a = a[a < end]                    # row-major: line by line, its requests in order
-            addrs.append(a)
-            sizes.append(np.minimum(rb, end - a))
+            first = (w - g) % stride
             g += nlines
+            if first >= nlines:
+                continue
+            lines = np.arange(start + first * lb, start + nlines * lb, stride * lb,
+                              dtype=np.int64)
+            a = (lines[:, None] + k[None, :]).ravel()   # row-major: line by line
+            n = a.size
+            tail = nb - (nlines - 1) * lb                # bytes in the range's last line
+            if (nlines - 1 - first) % stride == 0 and tail < lb:
+                n -= per_line - -(-tail // rb)           # its requests at or past end
+                a = a[:n]
+            s = np.full(n, rb, dtype=np.int64)
+            if a[n - 1] + rb > end:
+                s[n - 1] = end - a[n - 1]
+            addrs.append(a)
+            sizes.append(s)
         if not addrs:
             return self.op, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if len(addrs) == 1:
+            return self.op, addrs[0], sizes[0]
         return self.op, np.concatenate(addrs), np.concatenate(sizes)
 
 
