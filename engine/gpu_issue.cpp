@@ -20,6 +20,8 @@ GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
     launch_gap_ = gpu_cycles_to_ticks(gpu_.launch_cycles, gpu_);
     parts_.resize(gpu_.partitions);
     prr_.assign(mapper.stacks * mapper.channels, 0);
+    g_best_.assign(prr_.size(), -1);
+    g_dist_.assign(prr_.size(), 0);
     int64_t np = prog_.producers(), nk = prog_.kernels();
     p_out_.assign(np, 0);
     p_peak_.assign(np, 0);
@@ -96,26 +98,30 @@ int64_t GpuCore::port_of(int64_t access) const {
 
 void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out) {
     // G5' (docs/gpu.md, timing-contract.md §14): each partition FIFO offers its head; each
-    // port grants the first partition at or after its own pointer whose head maps to it
+    // port grants the first partition at or after its own pointer whose head maps to it.
+    // One pass keeps each port's best; the grants go out by ascending port (no sort of
+    // the candidates, only of the few ports that have one)
     int64_t nparts = gpu_.partitions;
-    cand_.clear();
-    for (int64_t i = 0; i < nparts; ++i)
-        if (!parts_[i].empty()) cand_.emplace_back(reqs_[parts_[i].front()].port, i);
-    std::sort(cand_.begin(), cand_.end());
-    size_t a = 0;
-    while (a < cand_.size()) {
-        int64_t k = cand_[a].first;
-        size_t b = a;
-        int64_t ptr = prr_[k], best = -1, best_d = 0;
-        for (; b < cand_.size() && cand_[b].first == k; ++b) {
-            int64_t d = floormod(cand_[b].second - ptr, nparts);
-            if (best < 0 || d < best_d) {
-                best = cand_[b].second;
-                best_d = d;
-            }
+    g_ports_.clear();
+    for (int64_t i = 0; i < nparts; ++i) {
+        if (parts_[i].empty()) continue;
+        int64_t k = parts_[i].front().port;
+        int64_t d = i - prr_[k];                 // floormod(i - ptr, nparts): both in [0, nparts)
+        if (d < 0) d += nparts;
+        if (g_best_[k] < 0) {
+            g_ports_.push_back(k);
+            g_best_[k] = i;
+            g_dist_[k] = d;
+        } else if (d < g_dist_[k]) {
+            g_best_[k] = i;
+            g_dist_[k] = d;
         }
-        a = b;
-        int64_t r = parts_[best].front();
+    }
+    if (g_ports_.size() > 1) std::sort(g_ports_.begin(), g_ports_.end());
+    for (int64_t k : g_ports_) {
+        int64_t best = g_best_[k];
+        g_best_[k] = -1;
+        int64_t r = parts_[best].front().id;
         parts_[best].pop_front();
         if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
         else prr_[k] = best;
@@ -209,9 +215,10 @@ void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
         int64_t rid = next_id_++;
         if (acc_op(acc) == 0) reads_ += 1;
         else writes_ += 1;
-        reqs_.push_back(GpuReq{acc, x, -1, channel_shape_ ? port_of(acc) : 0,
-                               static_cast<int32_t>(p), static_cast<int32_t>(part), true});
-        parts_[part].push_back(rid);
+        int64_t port = channel_shape_ ? port_of(acc) : 0;
+        reqs_.push_back(GpuReq{acc, x, -1, port, static_cast<int32_t>(p),
+                               static_cast<int32_t>(part), true});
+        parts_[part].push_back(Queued{rid, port});
         out += 1;
         acc += 1;
     }

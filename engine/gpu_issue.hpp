@@ -110,7 +110,12 @@ protected:
     int64_t ret_, launch_gap_;
     std::vector<GpuEvent> heap_;
     int64_t seq_ = 0;
-    std::vector<std::deque<int64_t>> parts_;
+    // the partition FIFOs: request id and its system port (G5' reads each head's port
+    // every tick; kept here, not read from the request's record)
+    struct Queued {
+        int64_t id, port;
+    };
+    std::vector<std::deque<Queued>> parts_;
     int64_t queued_ = 0, rr_ = 0;
     std::vector<int64_t> prr_;
     int64_t next_id_ = 0;
@@ -127,8 +132,9 @@ protected:
     std::vector<int64_t> k_live_, k_feeding_;
     // requests
     RetiringTable<GpuReq> reqs_;
-    // grant_ports scratch
-    std::vector<std::pair<int64_t, int64_t>> cand_;
+    // grant_ports scratch: per port the best partition of this tick (-1: none) and its
+    // distance from the port's pointer; the ports with a candidate
+    std::vector<int64_t> g_best_, g_dist_, g_ports_;
 };
 
 }  // namespace hbf

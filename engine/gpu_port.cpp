@@ -49,7 +49,7 @@ void GpuPort::grants(int64_t t, std::vector<std::pair<int64_t, int64_t>>& out) {
         // G5: one grant per tick, round-robin over the partitions
         int64_t n = gpu_.partitions, i = rr_;
         while (parts_[i].empty()) i = i + 1 < n ? i + 1 : 0;
-        int64_t r = parts_[i].front();
+        int64_t r = parts_[i].front().id;
         parts_[i].pop_front();
         queued_ -= 1;
         rr_ = mutant(GPU_RR_STAYS) ? i : (i + 1 < n ? i + 1 : 0);
