@@ -43,16 +43,47 @@ if _engine is not None and os.environ.get("HBFSIM_ENGINE_MUTANT"):
 _SOURCES = Path(__file__).resolve().parent.parent / "engine"
 
 
+# the last hash computed per sources folder, with the files' (path, mtime, size) it was
+# computed from: a run checks staleness each call, and hashing every source took ~2 ms
+_HASHED: dict[str, tuple[tuple, str | None]] = {}
+
+
+def _source_signature(root: str) -> tuple:
+    """Every ``*.cpp`` / ``*.hpp`` under ``root`` as (path, mtime in ns, size), sorted."""
+    out, todo = [], [root]
+    while todo:
+        with os.scandir(todo.pop()) as it:
+            for e in it:
+                if e.is_dir():
+                    todo.append(e.path)
+                elif e.name.endswith((".cpp", ".hpp")):
+                    st = e.stat()
+                    out.append((e.path, st.st_mtime_ns, st.st_size))
+    return tuple(sorted(out))
+
+
 def _source_hash() -> str | None:
-    """setup.py's hash of engine/**/*.[ch]pp, or None outside a source checkout."""
-    files = sorted(_SOURCES.rglob("*.[ch]pp")) if _SOURCES.is_dir() else []
-    if not files:
+    """setup.py's hash of engine/**/*.[ch]pp, or None outside a source checkout.
+
+    Recomputed only when a source file's path, modification time or size changed since the
+    last call (the check of every run_compiled* call)."""
+    if not _SOURCES.is_dir():
         return None
-    h = hashlib.sha256()
-    for p in files:
-        h.update(p.relative_to(_SOURCES).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+    root = str(_SOURCES)
+    sig = _source_signature(root)
+    seen = _HASHED.get(root)
+    if seen is not None and seen[0] == sig:
+        return seen[1]
+    files = sorted(_SOURCES.rglob("*.[ch]pp"))
+    digest = None
+    if files:
+        h = hashlib.sha256()
+        for p in files:
+            h.update(p.relative_to(_SOURCES).as_posix().encode())
+            h.update(p.read_bytes())
+        digest = h.hexdigest()[:16]
+    _HASHED[root] = (sig, digest)
+    return digest
 
 
 def compiled_available() -> bool:

@@ -29,3 +29,25 @@ def test_built_extension_reports_its_sources(tmp_path, monkeypatch):
     assert "stale" in line and f"`{engine.BUILD_COMMAND}`" in line
     with pytest.raises(ImportError, match="stale"):
         engine.require_compiled()
+
+
+def test_source_hash_follows_an_edit(tmp_path, monkeypatch):
+    # the hash is cached per (path, mtime, size) of the sources: an edit, an added file
+    # and a removed one each give the hash of what is there now
+    monkeypatch.setattr(engine, "_SOURCES", tmp_path)
+    (tmp_path / "sub").mkdir()
+    f = tmp_path / "sub" / "a.cpp"
+    f.write_text("int a;\n")
+    first = engine._source_hash()
+    assert engine._source_hash() == first
+    f.write_text("int ab;\n")
+    edited = engine._source_hash()
+    assert edited not in (None, first)
+    g = tmp_path / "b.hpp"
+    g.write_text("// b\n")
+    added = engine._source_hash()
+    assert added not in (first, edited)
+    g.unlink()
+    assert engine._source_hash() == edited
+    f.unlink()
+    assert engine._source_hash() is None
