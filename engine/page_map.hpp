@@ -4,8 +4,7 @@
 // power-of-two size (a multiplicative hash, the top bits as the slot), linear probing,
 // deletion by backward shift (no tombstones), doubled when more than half full. Only the
 // operations the controller uses; iteration order is not offered (nothing may depend on it).
-// Hand-written because no hash-map library is available to this build (no header-only one
-// installed, none importable through pip); replace it when one becomes a dependency.
+// No hash-map library is available to the offline build (docs/engine.md, Build).
 #pragma once
 
 #include <cstdint>
