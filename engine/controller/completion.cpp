@@ -72,10 +72,10 @@ void StackController::read_done(Entry& e, int64_t tc, int64_t flags) {
     e.state = RETURN;
     e.tc = tc;
     e.flags = flags;
-    int* open = mshr_open.find(e.q);
-    if (open && *open == e.idx) mshr_open.erase(e.q);
-    int64_t* pd = mshr_pend.find(e.q);
-    if (--*pd == 0) mshr_pend.erase(e.q);
+    auto it = mshr_open.find(e.q);
+    if (it != mshr_open.end() && it->second == e.idx) mshr_open.erase(it);
+    auto pd = mshr_pend.find(e.q);
+    if (--pd->second == 0) mshr_pend.erase(pd);
     if (cfg.page_cache_pages && !e.cache) {
         auto pc = pc_map.find(e.q);
         if (pc != pc_map.end()) {

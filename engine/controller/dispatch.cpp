@@ -72,7 +72,8 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
         }
         int ei = -1;
         if (cfg.mshr_merge) {
-            if (int* open = mshr_open.find(q)) ei = *open;
+            auto it = mshr_open.find(q);
+            if (it != mshr_open.end()) ei = it->second;
             if (ei >= 0 && mutant(CTRL_W_FORWARD_OFF) && mshr[ei].alloc == t - 1) ei = -1;
         }
         if (ei >= 0) {

@@ -19,8 +19,6 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
-
-#include "page_map.hpp"
 #include <vector>
 
 #include "../retiring_table.hpp"
@@ -198,8 +196,8 @@ public:
     std::vector<Entry> mshr, wb;
     std::deque<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
-    PageMap<int> mshr_open;                              // page -> mergeable entry
-    PageMap<int64_t> mshr_pend;                          // page -> entries before completion
+    std::unordered_map<int64_t, int> mshr_open;          // page -> mergeable entry
+    std::unordered_map<int64_t, int64_t> mshr_pend;      // page -> entries before completion
     std::unordered_map<int64_t, int> wb_open;            // page -> OPEN entry
     std::map<int64_t, int> wb_open_order;                // open_seq -> entry (by age)
     int64_t open_seq = 0;
