@@ -1,9 +1,11 @@
 """Co-simulation speed against the raw speed of the same Verilated RTL (issue 4 item 3).
 
     .venv/bin/python bench/bench_cosim.py [--channels 1,4,16] [--pages 64] [--repeat 3]
+                                          [--shape channel|stack] [--checks on|off]
 
 Scenario: burst page service (source §5.3): 64 pages x 32 merged 128 B reads, all arriving
-at tick 0, tR 15 us (12,750 ticks), one subarray per channel, 256 request slots. For each
+at tick 0, tR 15 us (12,750 ticks), one subarray per channel, 256 request slots, in the
+default channel shape (``--shape stack``: one request and one response port). For each
 channel count it builds (or finds in build/cosim) the cocotb + Verilator co-simulation and a
 plain C++ harness of the same Verilog (hbfsim.cosim.raw), runs both, and prints simulated
 cycles per second, requests per second and their ratio. The co-simulation figure is the
@@ -32,29 +34,28 @@ from hbfsim.cosim.scenario import Scenario  # noqa: E402
 from hbfsim.model.gpu import GpuConfig, GpuProgram, Kernel, Producer  # noqa: E402
 
 
-def burst_config(channels: int):
-    # the stack shape: the raw C++ harness drives one request and one response port
-    return load_config(host_ports="stack", channels=channels, subarrays_per_channel=1,
+def burst_config(channels: int, shape: str = "channel"):
+    return load_config(host_ports=shape, channels=channels, subarrays_per_channel=1,
                        active_per_channel=1,
                        admission=256, mshr_entries=16, queue_depth=8, write_buffer_entries=2,
                        page_buffers=2, capacity_bytes=channels * 256 * PAGE_BYTES * 16)
 
 
-def burst(channels: int, pages: int) -> Scenario:
-    cfg = burst_config(channels)
+def burst(channels: int, pages: int, shape: str = "channel") -> Scenario:
+    cfg = burst_config(channels, shape)
     b = cfg.base_address
     rows = [[p * 32 + k, "R", b + p * PAGE_BYTES + 128 * k, 128, 0, 0]
             for p in range(pages) for k in range(32)]
-    return Scenario(f"bench-burst-{channels}ch", cfg.as_dict(), rows)
+    return Scenario(f"bench-burst-{channels}ch-{shape}", cfg.as_dict(), rows)
 
 
-def burst_gpu(channels: int, pages: int) -> Scenario:
-    cfg = burst_config(channels)
+def burst_gpu(channels: int, pages: int, shape: str = "channel") -> Scenario:
+    cfg = burst_config(channels, shape)
     b = cfg.base_address
     acc = [[("R", b + p * PAGE_BYTES + 128 * k, 128) for k in range(32)] for p in range(pages)]
     prog = GpuProgram(lambda: [Kernel("burst", [Producer(a, bound=32) for a in acc])],
                       "burst", gpu=GpuConfig(partitions=8))
-    return Scenario.from_program(f"bench-burst-gpu-{channels}ch", cfg, prog)
+    return Scenario.from_program(f"bench-burst-gpu-{channels}ch-{shape}", cfg, prog)
 
 
 def main(argv=None) -> int:
@@ -62,30 +63,38 @@ def main(argv=None) -> int:
     ap.add_argument("--channels", default="1,4,16")
     ap.add_argument("--pages", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--shape", choices=("channel", "stack"), default="channel",
+                    help="host_ports: channel (the default: a request and a response port "
+                    "per channel) or stack (one of each)")
+    ap.add_argument("--checks", choices=("on", "off"), default="on",
+                    help="the RTL's assertions compiled into both builds (on: the "
+                    "co-simulation's default) or into neither")
     a = ap.parse_args(argv)
+    checks = a.checks == "on"
     chans = [int(c) for c in a.channels.split(",")]
     reason = runner.skip_reason("verilator")
     if reason:
         print(f"bench_cosim: {reason}", file=sys.stderr)
         return 2
     print(f"bench_cosim: burst page service, {a.pages} pages x 32 x 128 B reads at tick 0, "
-          f"tR 15 us; {platform.machine()}, {os.cpu_count()} CPUs, Python "
+          f"tR 15 us, host_ports = {a.shape}, checks {a.checks} in both; "
+          f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}; best of {a.repeat}")
     head = (f"{'ch':>3} {'cycles':>9} {'cosim cyc/s':>12} {'raw cyc/s':>11} {'ratio':>6} "
             f"{'cosim req/s':>12} {'raw req/s':>10} {'py wakes':>9} {'golden s':>8} "
             f"{'build s':>7} {'gpu cyc/s':>10} {'gpu ratio':>9} {'gpu req/s':>10}")
     rows = []
     for c in chans:
-        sc = burst(c, a.pages)
+        sc = burst(c, a.pages, a.shape)
         cfg = sc.cfg()
         t0 = time.perf_counter()
-        runner.build(cfg)
-        exe = raw.build_raw(cfg, sc.requests)
+        runner.build(cfg, checks=checks)
+        exe = raw.build_raw(cfg, sc.requests, checks=checks)
         build_s = time.perf_counter() - t0
         best_c = best_r = best_g = None
-        gsc = burst_gpu(c, a.pages)
+        gsc = burst_gpu(c, a.pages, a.shape)
         for _ in range(a.repeat):
-            r, g = runner.run([sc, gsc])
+            r, g = runner.run([sc, gsc], checks=checks)
             for x in (r, g):
                 if not x["passed"]:
                     print(x["diff"], file=sys.stderr)
