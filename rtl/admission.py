@@ -77,7 +77,8 @@ class Admission(wiring.Component):
     alloc : ``In(1)``
         Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
     alloc_slot : ``Out(range(admission))``
-        The lowest free slot.
+        The lowest free slot (channel shape: port ``p``'s candidate, alternately the lowest
+        and the highest free slots, see ``_elaborate_ports``).
     alloc_data : ``In(slot_layout)``
         The accepted request's response fields.
     hit : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
@@ -87,6 +88,11 @@ class Admission(wiring.Component):
     rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
         A synchronous read of a slot (``rd_data`` and ``rd_hit`` are the slot ``rd_slot``
         named in the cycle before, §16 S5).
+    rd_used : ``In(P)``
+        Channel shape only: port ``p``'s read is used (its data reaches a response). A slot
+        taken in ``t`` is written into its port's store at the end of ``t + 1`` (from
+        registers, off the accept's path), so a used read names it from ``t + 2`` on
+        (a protocol property; the response stages read a slot many cycles after its accept).
     inflight : ``Out(range(admission + 1))``
         Slots in use.
     """
@@ -108,6 +114,7 @@ class Admission(wiring.Component):
                 "hit": In(slot_ev).array(ports),
                 "release": In(slot_ev).array(ports),
                 "rd_slot": In(w.slot).array(ports),
+                "rd_used": In(ports),
                 "rd_data": Out(slot_layout(w)).array(ports),
                 "rd_hit": Out(ports),
                 "inflight": Out(range(cfg.admission + 1)),
@@ -293,12 +300,25 @@ class Admission(wiring.Component):
                               "rank rule (§4.1, admission < P)")
         m.d.comb += self.inflight.eq(now)
         for p in range(P):
+            # the store is written a cycle after the accept, from registers (slot, data and
+            # enable of the accept): the k-th free slot reaches no RAM write address. A slot
+            # taken in t is read by the response stages many cycles later (accept -> R is
+            # at least the cycles of §4a's dispatch, enqueue and media), never in t + 1; the
+            # ``protocol`` below says so
+            wr_en = Signal(name=f"store_wr_en_p{p}")
+            wr_slot = Signal(w.slot, name=f"store_wr_slot_p{p}", reset_less=True)
+            wr_data = Signal(slot_layout(w), name=f"store_wr_data_p{p}", reset_less=True)
+            m.d.sync += [wr_en.eq(takes[p]), wr_slot.eq(slots[p]),
+                         wr_data.eq(self.alloc_data[p])]
             m.d.comb += [self.alloc_slot[p].eq(slots[p]),
-                         wrs[p].addr.eq(slots[p]),
-                         wrs[p].data.eq(self.alloc_data[p]),
-                         wrs[p].en.eq(takes[p]),
+                         wrs[p].addr.eq(wr_slot),
+                         wrs[p].data.eq(wr_data),
+                         wrs[p].en.eq(wr_en),
                          rds[p].addr.eq(self.rd_slot[p]),
                          self.rd_data[p].eq(rds[p].data)]
+            protocol(m, checks, ~(wr_en & self.rd_used[p]) | (self.rd_slot[p] != wr_slot),
+                     f"port {p}: the response stages read a request slot in the cycle after "
+                     "its accept (the slot store is written a cycle after the accept)")
             m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p], f"rd_hit_p{p}"))
         for i in range(n):
             for p in range(P):

@@ -16,10 +16,12 @@ into a flip-flop of an output shift register (shifted out on ``so``), so:
   starts at a pad: the pad's net to every flip-flop's reset input took 10-11 ns on the
   base point and was most of the "late" register inputs of the detailed report, which are
   meant to be the core's (docs/rtl.md "Issue 23 step 3"). The core sees the reset one
-  cycle after the pin; the shift registers take none (they hold scan data only).
+  cycle after the pin; the shift registers take none (they hold scan data only). The
+  ``capture`` pin is registered too (``capture_q``): the scan chain's control, fanned out to
+  every output flip-flop, is then no pad path either.
 
-Pins: ``clk``, ``si``, ``capture`` (load the output register from the core instead of
-shifting), ``so``.
+Pins: ``clk``, ``rst``, ``si``, ``capture`` (load the output register from the core instead
+of shifting, from the next cycle), ``so``.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ class ScanWrapper(Elaboratable):
             pos += len(v)
         outs = Cat(*self._outputs)
         scan_out = Signal(max(1, self.out_bits), name="scan_out", reset_less=True)
-        with m.If(self.capture):
+        capture_q = Signal(name="capture_q", reset_less=True)
+        m.d.sync += capture_q.eq(self.capture)
+        with m.If(capture_q):
             m.d.sync += scan_out.eq(outs)
         with m.Else():
             m.d.sync += scan_out.eq(Cat(scan_out[1:], self.si))
