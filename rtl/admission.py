@@ -49,7 +49,8 @@ def slot_layout(w: Widths) -> data.StructLayout:
 
 
 class Admission(wiring.Component):
-    """``admission`` request slots; the lowest free slot is taken first.
+    """``admission`` request slots; the lowest free slot is taken first (in the channel shape
+    with ``admission >= P``, port ``p``'s candidate from both ends of the free slots).
 
     Parameters
     ----------
