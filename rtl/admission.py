@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
 from hbfsim.rtl.layouts import ReqOp, Widths
-from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
+from hbfsim.rtl.logic import lowest_onehot, lowest_set, named, onehot_index, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 
 
@@ -49,7 +49,8 @@ def slot_layout(w: Widths) -> data.StructLayout:
 
 
 class Admission(wiring.Component):
-    """``admission`` request slots; the lowest free slot is taken first.
+    """``admission`` request slots; the lowest free slot is taken first (in the channel shape
+    with ``admission >= P``, port ``p``'s candidate from both ends of the free slots).
 
     Parameters
     ----------
@@ -77,7 +78,8 @@ class Admission(wiring.Component):
     alloc : ``In(1)``
         Take the slot ``alloc_slot`` for ``alloc_data`` (the accept handshake).
     alloc_slot : ``Out(range(admission))``
-        The lowest free slot.
+        The lowest free slot (channel shape: port ``p``'s candidate, alternately the lowest
+        and the highest free slots, see ``_elaborate_ports``).
     alloc_data : ``In(slot_layout)``
         The accepted request's response fields.
     hit : ``In(data.StructLayout({"valid": 1, "slot": slot}))``
@@ -87,6 +89,11 @@ class Admission(wiring.Component):
     rd_slot : ``In(range(admission))``, ``rd_data`` : ``Out(slot_layout)``, ``rd_hit`` : ``Out(1)``
         A synchronous read of a slot (``rd_data`` and ``rd_hit`` are the slot ``rd_slot``
         named in the cycle before, §16 S5).
+    rd_used : ``In(P)``
+        Channel shape only: port ``p``'s read is used (its data reaches a response). A slot
+        taken in ``t`` is written into its port's store at the end of ``t + 1`` (from
+        registers, off the accept's path), so a used read names it from ``t + 2`` on
+        (a protocol property; the response stages read a slot many cycles after its accept).
     inflight : ``Out(range(admission + 1))``
         Slots in use.
     """
@@ -108,6 +115,7 @@ class Admission(wiring.Component):
                 "hit": In(slot_ev).array(ports),
                 "release": In(slot_ev).array(ports),
                 "rd_slot": In(w.slot).array(ports),
+                "rd_used": In(ports),
                 "rd_data": Out(slot_layout(w)).array(ports),
                 "rd_hit": Out(ports),
                 "inflight": Out(range(cfg.admission + 1)),
@@ -211,29 +219,55 @@ class Admission(wiring.Component):
             wrs.append(store.write_port())
             rds.append(store.read_port())
 
-        # The k-th accepting port (in port order) takes the k-th lowest free slot: at most
-        # the free count of ports accept (all P only while free >= P; below P slots the
-        # accepted ports have distinct ranks below the free count, §4.1).
         avail = [~u for u in used]
-        kth = []
-        for k in range(P):
-            found, idx = lowest_set(m, avail, f"free_slot_k{k}")
-            kth.append(idx)
-            if k + 1 < P:   # the free slots above the k-th, named (built once per level)
-                avail = [named(m, a & ~(found & (idx == i)), f"avail_k{k + 1}_{i}")
-                         for i, a in enumerate(avail)]
-        takes, slots = [], []
-        count = 0
-        for p in range(P):
-            slot = Signal(w.slot, name=f"alloc_slot_p{p}")
-            pick = kth[0]
-            for k in range(1, p + 1):   # a chain, not an index: count <= p (no case gaps)
-                pick = Mux(count == k, kth[k], pick)
-            m.d.comb += slot.eq(pick)
-            slots.append(slot)
-            take = named(m, self.alloc[p], f"take_p{p}")
-            takes.append(take)
-            count = count + take
+        takes = [named(m, self.alloc[p], f"take_p{p}") for p in range(P)]
+        if n >= P:
+            # A port accepts only while free >= P (§4.1), so P distinct free slots exist
+            # whenever any port accepts: port p takes a slot of its own candidate, without
+            # waiting for the lower ports' accepts. The candidates alternate from both ends
+            # of the free slots (port 0 the lowest, port 1 the highest, port 2 the second
+            # lowest, ...), one-hot, so that each is one prefix network deep (slot numbers
+            # are internal, §4.1: which free slot a request takes moves no cycle).
+            grants = []
+            low, high = list(avail), list(avail)
+            for p in range(P):
+                k = p // 2
+                if p % 2 == 0:
+                    _, g = lowest_onehot(m, low, f"free_low_k{k}")
+                    low = [named(m, a & ~gi, f"avail_low_k{k + 1}_{i}")
+                           for i, (a, gi) in enumerate(zip(low, g))] if p + 2 < P else low
+                else:
+                    _, g = lowest_onehot(m, high[::-1], f"free_high_k{k}")
+                    g = g[::-1]
+                    high = [named(m, a & ~gi, f"avail_high_k{k + 1}_{i}")
+                            for i, (a, gi) in enumerate(zip(high, g))] if p + 2 < P else high
+                grants.append(g)
+            slots = [onehot_index(m, g, f"alloc_slot_p{p}") for p, g in enumerate(grants)]
+            taken = [[named(m, takes[p] & grants[p][i], f"take_p{p}_slot{i}")
+                      for i in range(n)] for p in range(P)]
+        else:
+            # The k-th accepting port (in port order) takes the k-th lowest free slot: at
+            # most the free count of ports accept (below P slots the accepted ports have
+            # distinct ranks below the free count, §4.1).
+            kth = []
+            for k in range(P):
+                found, idx = lowest_set(m, avail, f"free_slot_k{k}")
+                kth.append(idx)
+                if k + 1 < P:   # the free slots above the k-th, named (built once per level)
+                    avail = [named(m, a & ~(found & (idx == i)), f"avail_k{k + 1}_{i}")
+                             for i, a in enumerate(avail)]
+            slots = []
+            count = 0
+            for p in range(P):
+                slot = Signal(w.slot, name=f"alloc_slot_p{p}")
+                pick = kth[0]
+                for k in range(1, p + 1):   # a chain, not an index: count <= p (no case gaps)
+                    pick = Mux(count == k, kth[k], pick)
+                m.d.comb += slot.eq(pick)
+                slots.append(slot)
+                count = count + takes[p]
+            taken = [[named(m, takes[p] & (slots[p] == i), f"take_p{p}_slot{i}")
+                      for i in range(n)] for p in range(P)]
         # §0, §4.1: the admission term of ready_p(t), registered from the next-state count:
         # with admission >= P every port while admission - inflight(t) >= P (one comparator);
         # below P slots the rotating rank (p - t) mod P < admission - inflight(t), from the
@@ -267,16 +301,29 @@ class Admission(wiring.Component):
                               "rank rule (§4.1, admission < P)")
         m.d.comb += self.inflight.eq(now)
         for p in range(P):
+            # the store is written a cycle after the accept, from registers (slot, data and
+            # enable of the accept): the k-th free slot reaches no RAM write address. A slot
+            # taken in t is read by the response stages many cycles later (accept -> R is
+            # at least the cycles of §4a's dispatch, enqueue and media), never in t + 1; the
+            # ``protocol`` below says so
+            wr_en = Signal(name=f"store_wr_en_p{p}")
+            wr_slot = Signal(w.slot, name=f"store_wr_slot_p{p}", reset_less=True)
+            wr_data = Signal(slot_layout(w), name=f"store_wr_data_p{p}", reset_less=True)
+            m.d.sync += [wr_en.eq(takes[p]), wr_slot.eq(slots[p]),
+                         wr_data.eq(self.alloc_data[p])]
             m.d.comb += [self.alloc_slot[p].eq(slots[p]),
-                         wrs[p].addr.eq(slots[p]),
-                         wrs[p].data.eq(self.alloc_data[p]),
-                         wrs[p].en.eq(takes[p]),
+                         wrs[p].addr.eq(wr_slot),
+                         wrs[p].data.eq(wr_data),
+                         wrs[p].en.eq(wr_en),
                          rds[p].addr.eq(self.rd_slot[p]),
                          self.rd_data[p].eq(rds[p].data)]
+            protocol(m, checks, ~(wr_en & self.rd_used[p]) | (self.rd_slot[p] != wr_slot),
+                     f"port {p}: the response stages read a request slot in the cycle after "
+                     "its accept (the slot store is written a cycle after the accept)")
             m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p], f"rd_hit_p{p}"))
         for i in range(n):
             for p in range(P):
-                with m.If(takes[p] & (slots[p] == i)):
+                with m.If(taken[p][i]):
                     if "admission-slot-reuse" in self._mutations:
                         m.d.sync += mshr_hit[i].eq(0)
                     else:

@@ -404,11 +404,21 @@ class Controller(wiring.Component):
             l_mshr = Signal(n_mshr, name=f"l_match_mshr{sx(p)}")
             l_used = Signal(n_wb, name=f"l_match_used{sx(p)}")
             l_open = Signal(n_wb, name=f"l_match_open{sx(p)}")
+            # the page compared with the entries' page registers and with the Ws' pages apart,
+            # W's result chosen after the compares (the tables' ``tags``, whose multiplexers
+            # read W's one-hot, are not on L's path)
+            sfx = '' if P == 1 else '_' + str(p)
+            mshr_w_eq = [named(m, head.page == wp, f"l_mshr_w_eq{s}{sfx}")
+                         for s, wp in enumerate(per_port(mshr.w_page))]
+            wb_w_eq = [named(m, head.page == wp, f"l_wb_w_eq{s}{sfx}")
+                       for s, wp in enumerate(per_port(wb.w_page))]
             for i in range(n_mshr):
-                m.d.comb += l_mshr[i].eq(mshr.pending[i] & (mshr.tags[i] == head.page))
+                eq = self._l_page_eq(m, head.page, mshr.stored_tags[i], mshr_w_eq,
+                                     per_port(mshr.w_entry), i, f"l_mshr_eq{i}{sfx}")
+                m.d.comb += l_mshr[i].eq(mshr.pending[i] & eq)
             for j in range(n_wb):
-                page_eq = named(m, wb.tags[j] == head.page,
-                                f"l_page_eq{j}{'' if P == 1 else '_' + str(p)}")
+                page_eq = self._l_page_eq(m, head.page, wb.stored_tags[j], wb_w_eq,
+                                          per_port(wb.w_entry), j, f"l_page_eq{j}{sfx}")
                 m.d.comb += [l_used[j].eq(wb.in_use[j] & page_eq),
                              l_open[j].eq(wb.is_open[j] & page_eq)]
 
@@ -427,15 +437,22 @@ class Controller(wiring.Component):
             m_took, m_op = ports[p]["m_took"], ports[p]["m_op"]
             m.d.sync += m_took.eq(load)
             with m.If(load):
-                m.d.sync += [m_valid.eq(1), m_op.eq(head.op),
-                             m_mshr.eq(l_mshr), m_used.eq(l_used), m_open.eq(l_open)]
-            with m.Else():
-                with m.If(dispatch):
-                    m.d.sync += m_valid.eq(0)
-                # qualification (§4.2), W's forwarded entry included: a bit stays only while
-                # its entry is still mergeable / in use / OPEN (as the tables export them)
-                m.d.sync += [m_mshr.eq(v_mshr & mshr.pending), m_used.eq(v_used & wb.in_use),
-                             m_open.eq(v_open & wb.is_open)]
+                m.d.sync += [m_valid.eq(1), m_op.eq(head.op)]
+            with m.Elif(dispatch):
+                m.d.sync += m_valid.eq(0)
+            # M's match vectors as M's request (above): the lookup of Q's head (``_new``) and
+            # the qualification of M's vectors (``_old``: W's forwarded entry included, a bit
+            # stays only while its entry is still mergeable / in use / OPEN, as the tables
+            # export them) are registered in every cycle, and ``m_took`` chooses, so that the
+            # dispatch decision (``load``) reaches no vector register
+            vectors = [(m_mshr, l_mshr, v_mshr & mshr.pending, "m_match_mshr"),
+                       (m_used, l_used, v_used & wb.in_use, "m_match_used"),
+                       (m_open, l_open, v_open & wb.is_open, "m_match_open")]
+            for vec, looked_up, qualified, what in vectors:
+                new = Signal.like(vec, name=f"{what}{sx(p)}_new")
+                old = Signal.like(vec, name=f"{what}{sx(p)}_old")
+                m.d.sync += [new.eq(looked_up), old.eq(qualified)]
+                m.d.comb += vec.eq(Mux(m_took, new, old))
             if self._checks:
                 # the vectors M uses equal a fresh lookup of the state the tables export (the
                 # Ws' entries included, DP1)
@@ -499,11 +516,23 @@ class Controller(wiring.Component):
                 per_port(mshr.launched)[p].eq(arb.mshr_launched),
                 per_port(wb.launched)[p].eq(arb.wb_launched),
                 per_port(adm.rd_slot)[p].eq(arb.slot_next),
+                *([adm.rd_used[p].eq(arb.slot_next_used)] if P > 1 else []),
                 arb.slot_data.eq(per_port(adm.rd_data)[p]),
                 arb.slot_hit.eq(per_port(adm.rd_hit)[p]),
                 per_port(adm.release)[p].eq(arb.release),
             ]
         return m
+
+    @staticmethod
+    def _l_page_eq(m, page, stored, w_eqs, w_entries, i, name):
+        """``page == tags[i]`` for a table whose ``tags[i]`` is W's page where a W writes
+        entry ``i`` (``w_entries[p][i]``), else the entry's page register ``stored``: one
+        compare per register (``w_eqs[p]``: ``page`` equals W ``p``'s page), W's one-hot
+        choosing among the results (L, DP1)."""
+        eq = page == stored
+        for w_eq, we in zip(reversed(w_eqs), reversed(w_entries)):
+            eq = Mux(we[i], w_eq, eq)
+        return named(m, eq, name)
 
     def _wire_channel(self, m, c, issue, sched, mshr, wb) -> None:
         """Wire channel ``c``'s command and completion ports and route ``issue`` (the

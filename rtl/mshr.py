@@ -134,6 +134,11 @@ class Mshr(wiring.Component):
     tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
         Page of every entry and whether it is in WAIT, QUEUED or ISSUED (W's entries
         included), for L and the write buffer's flush rule (§4.4).
+    stored_tags : ``Out(ArrayLayout(page, mshr_entries))``, ``w_page`` : ``Out(page)``, per port
+        The same pages apart: every entry's page register, and the page W writes into its
+        entry (``w_entry``), so that L compares its page with registers and picks W's result
+        after the compares (``tags[i]`` is ``w_page[p]`` where ``w_entry[p][i]``, else
+        ``stored_tags[i]``).
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
@@ -164,6 +169,8 @@ class Mshr(wiring.Component):
             "ret_locked": Out(P),
             "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "pending": Out(n),
+            "stored_tags": Out(data.ArrayLayout(unsigned(w.page), n)),
+            "w_page": per_port(Out(unsigned(w.page))),
         })
 
     @property
@@ -328,8 +335,10 @@ class Mshr(wiring.Component):
             tag = page[i]
             for p in reversed(range(P)):
                 tag = Mux(w_new_p[p][i], w_d[p].page, tag)
-            m.d.comb += [self.tags[i].eq(tag),
+            m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i]),
                          self.pending[i].eq(mergeable[i] | w_new[i])]
+        for p in range(P):
+            m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
         merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
                       for p in range(P)]
         merge_en = merge_en_p[0] if P == 1 else [

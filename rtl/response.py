@@ -80,6 +80,9 @@ class ResponseArbiter(wiring.Component):
         The slot of the waiter in K.
     slot_next : ``Out(range(admission))``
         The slot of the waiter K holds in the next cycle (the synchronous read address, S5).
+    slot_next_used : ``Out(1)``
+        K holds a waiter in the next cycle, so the read of ``slot_next`` is used (else
+        ``slot_next`` is a stale register and its data is not read).
     slot_data : ``In(slot_layout)``, ``slot_hit`` : ``In(1)``
         The size and response fields of K's slot, read synchronously from ``slot_next`` in
         the cycle before, and its ``mshr_hit`` flag.
@@ -112,6 +115,7 @@ class ResponseArbiter(wiring.Component):
             "wb_launched": Out(event_layout(w.wb_index)),
             "slot": Out(w.slot),
             "slot_next": Out(w.slot),
+            "slot_next_used": Out(1),
             "slot_data": In(slot_layout(w)),
             "slot_hit": In(1),
             "resp": Out(stream.Signature(resp_layout(w))),
@@ -197,7 +201,8 @@ class ResponseArbiter(wiring.Component):
         m.d.sync += k_valid.eq(r_to_k | new_to_k | (k_valid & ~launch))
         # §8, S5: the slot K holds in the next cycle, for the admission store's synchronous
         # read (R issues the read, K uses the data)
-        m.d.comb += self.slot_next.eq(Mux(r_to_k, r.slot, Mux(new_to_k, chosen.slot, k.slot)))
+        m.d.comb += [self.slot_next.eq(Mux(r_to_k, r.slot, Mux(new_to_k, chosen.slot, k.slot))),
+                     self.slot_next_used.eq(r_to_k | new_to_k | (k_valid & ~launch))]
         with m.If(r_to_k):
             m.d.sync += k.eq(r)
         with m.Elif(new_to_k):

@@ -184,6 +184,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Every entry's page, and which are in use / OPEN (W's entries included), for L.
+    stored_tags, w_page : ``Out``
+        As in :class:`~hbfsim.rtl.mshr.Mshr`: the page registers and W's page apart.
     occupied : ``Out(range(write_buffer_entries + 1))``
         Non-FREE entries (write-drain trigger, §7).
     programs_queued : ``Out(1)``
@@ -231,6 +233,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
             "in_use": Out(m),
             "is_open": Out(m),
+            "stored_tags": Out(data.ArrayLayout(unsigned(w.page), m)),
+            "w_page": per_port(Out(unsigned(w.page))),
         }
         if sectors_in:   # the byte range's sectors, decoded by the neighbour
             members["disp_sectors"] = per_port(In(sectors_layout(sector_bytes)))
@@ -314,8 +318,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         tail = [Signal(w.slot, name=f"tail{i}") for i in range(n)]
         error = [Signal(name=f"error{i}") for i in range(n)]
         drained = [Signal(name=f"drained{i}") for i in range(n)]
-        # "coverage complete" as a flip-flop from the coverage's next value (part C, (j))
-        full = [Signal(name=f"full{i}") for i in range(n)]
+        # "coverage complete" as flip-flops from the coverage's next value (part C, (j)): one
+        # per group of up to 32 sectors, ANDed where it is read, so that the next value's AND
+        # tree behind W's mask is one level shorter (docs/rtl.md "Issue 23 step 3")
+        groups = [(lo, min(lo + 32, sectors)) for lo in range(0, sectors, 32)]
+        full_g = [[Signal(name=f"full{i}_g{g}") for g in range(len(groups))] for i in range(n)]
+        full = [named(m, Cat(*full_g[i]).all(), f"full{i}") for i in range(n)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
         if P == 1:   # (the ports' names come from these variables)
@@ -359,7 +367,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             tag = page[i]
             for p in reversed(range(P)):
                 tag = Mux(w_new_p[p][i], w_d[p].page, tag)
-            m.d.comb += self.tags[i].eq(tag)
+            m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i])]
+        for p in range(P):
+            m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
         m.d.comb += [self.in_use.eq(Cat(*used_e)), self.is_open.eq(Cat(*open_e))]
         fires, allocates, stalls, matches, probe_useds, masks = [], [], [], [], [], []
         hits, hit_indexes = [], []
@@ -581,7 +591,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         else:   # the entries the Ws allocate in this cycle
             w_oh_now = Cat(*w_new)
             any_w_alloc = Cat(*w_alloc).any()
-        w_mask_all = [named(m, w_mask[p].all(), f"w_mask_all{sx(p)}") for p in range(P)]
+        w_mask_all = [named(m, Cat(*[w_mask[p][lo:hi].all() for lo, hi in groups]),
+                            f"w_mask_all{sx(p)}") for p in range(P)]
         for i in range(n):
             for p in range(P):
                 with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
@@ -609,19 +620,22 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                 with m.If(merge_en_p[p][i]):
                     m.d.sync += tail[i].eq(w_d[p].slot)
             cov_next = Signal(sectors, name=f"cov_next{i}")
-            full_next = full[i]
+            full_next = [full_g[i][g] for g in range(len(groups))]
             cov_val = cov[i]
             for p in reversed(range(P)):
                 merged = w_mask[p] if "wb-coverage-overwrite" in mut else cov[i] | w_mask[p]
                 cov_val = Mux(merge_en_p[p][i], merged, cov_val)
-                full_next = Mux(merge_en_p[p][i], merged.all(), full_next)
+                full_next = [Mux(merge_en_p[p][i], merged[lo:hi].all(), f)
+                             for (lo, hi), f in zip(groups, full_next)]
             for p in reversed(range(P)):
                 cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
-                full_next = Mux(w_new_p[p][i], w_mask_all[p], full_next)
+                full_next = [Mux(w_new_p[p][i], w_mask_all[p][g], f)
+                             for g, f in enumerate(full_next)]
             m.d.comb += cov_next.eq(cov_val)
             # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
             # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
-            m.d.sync += [cov[i].eq(cov_next), full[i].eq(full_next)]
+            m.d.sync += [cov[i].eq(cov_next)]
+            m.d.sync += [full_g[i][g].eq(f) for g, f in enumerate(full_next)]
             with m.If(~w_new[i] & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)
             with m.If(victims[i]):
