@@ -623,7 +623,10 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             full_next = [full_g[i][g] for g in range(len(groups))]
             cov_val = cov[i]
             for p in reversed(range(P)):
-                merged = w_mask[p] if "wb-coverage-overwrite" in mut else cov[i] | w_mask[p]
+                # named: the groups' AND trees below read it once each (an unnamed
+                # expression is rebuilt at every use: 128 copies at byte coverage)
+                merged = named(m, w_mask[p] if "wb-coverage-overwrite" in mut
+                               else cov[i] | w_mask[p], f"cov_merged{i}{sx(p)}")
                 cov_val = Mux(merge_en_p[p][i], merged, cov_val)
                 full_next = [Mux(merge_en_p[p][i], merged[lo:hi].all(), f)
                              for (lo, hi), f in zip(groups, full_next)]
