@@ -153,6 +153,15 @@ def fresh_kill_grid(tmp_path_factory):
     return d / "out"
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT's default disposition, as from a shell. An ignored
+    SIGINT is inherited through exec, and in the full suite the test process's can be
+    ignored (a sweep's pool workers run in it ignore it, backends.die_with_parent); the
+    sweep then never saw Ctrl-C (rc 0, or no exit within 30 s: the failures of two full
+    runs, tests/test_outputs.py's case found the same)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path, out):
     (tmp_path / "k.toml").write_text(KILL_GRID)
     with open(tmp_path / "err", "w") as err:
@@ -163,7 +172,7 @@ def _start(tmp_path, out):
                                  "--out", str(out), "--workers", "2", "--no-progress",
                                  "--engine", "reference"],
                                 cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _journal_lines(out) -> int:
@@ -342,7 +351,7 @@ def test_workers_end_with_the_sweep_in_the_middle_of_a_long_point(tmp_path, sig)
                              "out", "--workers", "2", "--no-progress", "--engine", "reference"],
                             cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while len(workers) < 2:
