@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-lint", action="store_true", help="emit only")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per step")
     a = ap.parse_args(argv)
+    if a.timeout <= 0 or any(n < 1 for n in (a.channels or []) + a.mshrs):
+        ap.error("--timeout, --channels and --mshrs must be positive")
     hbfsim = [str(Path(sys.executable).with_name("hbfsim"))]
     runs: list[tuple[str, list[str], str | None]] = []
     if not a.no_default:
@@ -69,6 +71,8 @@ def main(argv=None) -> int:
                 f = Path(tmp) / f"c{k}.toml"
                 f.write_text(toml)
                 args += ["--config", str(f)]
+            print(f"# {label}: emitting ({k + 1} of {len(runs)}; up to {a.timeout:.0f} s)",
+                  file=sys.stderr, flush=True)
             wall, rss, rc, err = _step(hbfsim + ["rtl", "emit", *args, "-o", str(out)],
                                        a.timeout)
             if rc != 0:
@@ -81,6 +85,7 @@ def main(argv=None) -> int:
                 print(f"| {label} | {wall:.1f} | {rss:,.0f} | {size:.1f} | - | - | - |",
                       flush=True)
                 continue
+            print(f"# {label}: linting", file=sys.stderr, flush=True)
             lw, lrss, lrc, lerr = _step([str(verilator_bin()), *LINT_FLAGS, "--top-module",
                                          "hbf_controller", str(out)], a.timeout)
             verdict = "clean" if lrc == 0 else ("timeout" if lrc == -9 else f"failed: {lerr}")
