@@ -36,24 +36,12 @@ class RefMultiplane(RefScheduler):
     ``busy[c]`` holds megaplanes, ``group[c][g]`` the (kind, index) per plane of the command
     megaplane ``g`` holds."""
 
+    PROGRAM = WBUF   # RefScheduler's drain window (§7) with this file's integer entry kinds
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.M = cfg.megaplane_planes
         self.group = [dict() for _ in range(cfg.channels)]
-
-    def _window(self, occupied):
-        """RefScheduler's drain window (§7), with this class's integer entry kinds."""
-        cfg, t = self.cfg, self.now
-        if cfg.scheduler != "write-drain":
-            return False, self.start, self.cooldown
-        programs = any(op[1] == WBUF for q in self.queues for op in q)
-        if not self.open:
-            if occupied >= cfg.write_drain_high_water and programs and t >= self.cooldown:
-                return True, t, self.cooldown
-            return False, self.start, self.cooldown
-        if not programs or t >= self.start + cfg.write_drain_window_ticks:
-            return False, self.start, t + cfg.write_drain_window_ticks
-        return True, self.start, self.cooldown
 
     def comb(self, inp):
         cfg, t, M, S = self.cfg, self.now, self.M, self.cfg.subarrays_per_channel

@@ -24,6 +24,9 @@ MSHR, WBUF = "MSHR", "WBUF"
 
 
 class RefScheduler:
+    #: how an op names a write-buffer entry (a subclass may use other kinds)
+    PROGRAM = WBUF
+
     def __init__(self, cfg):
         self.cfg = cfg
         c = cfg.channels
@@ -40,7 +43,7 @@ class RefScheduler:
         cfg, t = self.cfg, self.now
         if cfg.scheduler != "write-drain":
             return False, self.start, self.cooldown
-        programs = any(op[1] == WBUF for q in self.queues for op in q)
+        programs = any(op[1] == self.PROGRAM for q in self.queues for op in q)
         if not self.open:
             if occupied >= cfg.write_drain_high_water and programs and t >= self.cooldown:
                 return True, t, self.cooldown
