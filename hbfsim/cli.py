@@ -576,7 +576,8 @@ def _cmd_rtl_prove(a) -> int:
         except FormalError as e:
             raise UsageError(str(e)) from None
         reached = sum(v is not None for v in r.covers.values())
-        what = {"proved": f"proved (k={r.depth})", "passed": f"no failure in {r.depth} steps",
+        proved = f"proved (k={r.k})" if r.k == r.depth else f"proved (k={r.k}, BMC {r.depth})"
+        what = {"proved": proved, "passed": f"no failure in {r.depth} steps",
                 "failed": "FAILED"}[r.status]
         covers = f"{reached}/{len(r.covers)}" if r.covers else "-"
         print(f"  {b:<14} {what:<22} {r.asserts:>7} {r.assumes:>7} {covers:>7} "

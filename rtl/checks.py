@@ -17,7 +17,8 @@ cycle that ends there.
 
 from __future__ import annotations
 
-__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "protocol", "stream_protocol"]
+__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "lemma", "protocol",
+           "stream_protocol"]
 
 from amaranth.hdl import Assert, Assume, Cover, Signal, Value
 
@@ -41,6 +42,18 @@ def check_mode(checks) -> bool | str:
 def invariant(m, checks, cond, msg: str) -> None:
     """A property of the block's own state and outputs: ``Assert`` whenever checks are on."""
     if checks:
+        m.d.sync += Assert(cond, msg, src_loc_at=1)
+
+
+def lemma(m, checks, cond, msg: str) -> None:
+    """A property that strengthens a proof's induction step (only in a proof of this block).
+
+    True of every reachable state, like an :func:`invariant`, but stated about the block's
+    internal registers and memories (a list's shape, a shadow register's copy) so that the
+    block's properties become inductive (docs/formal.md "Induction"); some need extra read
+    ports or ghost registers, which the design proper and its simulation do not carry.
+    """
+    if checks == "formal":
         m.d.sync += Assert(cond, msg, src_loc_at=1)
 
 

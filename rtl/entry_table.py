@@ -15,7 +15,7 @@ __all__ = ["check_waiters", "drain_cursor", "free_list", "free_list_heads", "off
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib import data, memory
 
-from hbfsim.rtl.checks import invariant, protocol
+from hbfsim.rtl.checks import invariant, lemma, protocol
 from hbfsim.rtl.logic import (lowest_set, named, select, tree_sum)
 
 
@@ -24,7 +24,36 @@ def _ring_next(ptr, n: int):
     return Mux(ptr == n - 1, 0, ptr + 1)
 
 
-def free_list(m, n: int, push, push_index, name: str):
+def _wrap(v, n: int):
+    """``v`` modulo ``n`` for ``0 <= v < 2n``."""
+    return Mux(v >= n, v - n, v)
+
+
+def _ring_lemmas(m, checks, fifo, rd, wr, ram_count, n: int, index_of, member, name: str,
+                 ahead=()):
+    """A proof's lemmas of a FIFO of entry indices in a ring of ``n`` words (docs/formal.md
+    "Induction"): the write pointer is ``ram_count`` words past the read pointer, and the
+    entries it holds (``ahead``: (valid, index) pairs logically before the ring's, then the
+    ring's ``ram_count`` words from ``rd``) are pairwise distinct and each ``member``
+    (a list of ``n`` 1-bit values: the entries the FIFO may hold)."""
+    if checks != "formal":
+        return
+    lemma(m, checks, (ram_count <= n) & (wr == _wrap(rd + ram_count, n)),
+          f"{name}: the write pointer is not the read pointer plus the count")
+    items = list(ahead)
+    for k in range(n):
+        rp = fifo.read_port(domain="comb")
+        m.d.comb += rp.addr.eq(_wrap(rd + k, n))
+        items.append((ram_count > k, index_of(rp.data)))
+    members = Array(member)
+    for k, (v, e) in enumerate(items):
+        lemma(m, checks, ~v | ((e < n) & members[e]),
+              f"{name}: position {k} holds an entry it may not hold")
+        for v2, e2 in items[k + 1:]:
+            lemma(m, checks, ~(v & v2) | (e != e2), f"{name}: an entry twice")
+
+
+def free_list(m, n: int, push, push_index, name: str, checks=False, member=None):
     """A pool's free list (docs/timing-contract.md DP4): a FIFO of free entry indices.
 
     ``0, 1, ..., n - 1`` at reset; ``push`` appends ``push_index`` at the end of the cycle
@@ -70,6 +99,14 @@ def free_list(m, n: int, push, push_index, name: str):
                 m.d.sync += [fresh.eq(fresh + 1), fresh_left.eq(fresh != n - 1)]
             with m.Else():
                 m.d.sync += rd.eq(_ring_next(rd, n))
+    if checks == "formal" and member is not None:
+        # the counter's entries ``fresh .. n - 1`` come first, then the ring's
+        fresh_part = Mux(fresh_left, n - fresh, 0)
+        lemma(m, checks, nonempty == (count != 0), f"{name}: nonempty differs from the count")
+        lemma(m, checks, (count >= fresh_part) & (count <= n),
+              f"{name}: the count is below the counter's entries")
+        _ring_lemmas(m, checks, fifo, rd, wr, count - fresh_part, n, lambda d: d, member,
+                     name, ahead=[(fresh_left & (fresh <= j), Const(j, ib)) for j in range(n)])
     return nonempty, index, onehot, pop, count
 
 
@@ -205,7 +242,8 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     return granted, index, count, ap, ranks
 
 
-def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
+def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str,
+               checks=False, member=None):
     """One channel's MSHR offers in allocation order (docs/timing-contract.md DP2).
 
     A FIFO (LUT-RAM, ``n`` words of entry index, subarray and channel-local page) written
@@ -247,6 +285,9 @@ def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str):
         m.d.sync += wr.eq(_ring_next(wr, n))
     with m.If(fire):
         m.d.sync += rd.eq(_ring_next(rd, n))
+    if checks == "formal" and member is not None:
+        lemma(m, checks, nonempty == (count != 0), f"{name}: nonempty differs from the count")
+        _ring_lemmas(m, checks, fifo, rd, wr, count, n, lambda d: d.index, member, name)
     return fire, rp.data.index, count
 
 
@@ -310,8 +351,9 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     Returns
     -------
     (pop, cur, last, regs) : the handshake, the entry offered, whether it is its last
-    waiter, and a dict of the stage registers (``v1``, ``i1``, ``v2``, ``i2``,
-    ``locked``, ``lock_index``, ``lk_head``) for checks
+    waiter, and a dict of the stage registers (``v1``, ``i1``, ``v2``, ``i2`` and C2's copies
+    ``h2``, ``t2``, ``ch2``, ``bh2``, ``er2``; ``locked``, ``lock_index``, ``lk_head`` and the
+    cursor's copies ``lk_tail``, ``lk_ch``, ``lk_bh``, ``lk_er``) for checks
     """
     n = len(in_return)
     ib = range(max(2, n))
@@ -363,7 +405,8 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
         with m.If(~locked):
             m.d.sync += [lk_tail.eq(t2), lk_ch.eq(ch2), lk_bh.eq(bh2), lk_er.eq(er2)]
     regs = dict(v1=v1, i1=i1, v2=v2, i2=i2, locked=locked, lock_index=lock_index,
-                lk_head=lk_head)
+                lk_head=lk_head, h2=h2, t2=t2, ch2=ch2, bh2=bh2, er2=er2, lk_tail=lk_tail,
+                lk_ch=lk_ch, lk_bh=lk_bh, lk_er=lk_er)
     return pop, cur, last, regs
 
 
@@ -375,6 +418,7 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
     response ``pop`` removes ``ret.payload.slot``). A dispatch of a slot already inside breaks
     the neighbours' protocol; a response for a slot not inside is a duplicated (or invented)
     waiter; a slot still inside when ``all_free`` (every entry FREE) is a lost waiter.
+    Returns the set (a register of ``slots`` bits), for a proof's lemmas.
     """
     inside = Signal(slots, name="chk_inside")
     add = Signal(slots, name="chk_add")
@@ -392,7 +436,7 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
                       "waiter)")
         invariant(m, checks, ~all_free | (inside == 0),
                   f"every {table} entry is FREE but a request is still waiting (lost waiter)")
-        return
+        return inside
     m.d.comb += [add.eq(Mux(fire, 1 << slot, 0)), drop.eq(Mux(pop, 1 << ret.payload.slot, 0))]
     m.d.sync += inside.eq((inside & ~drop) | add)
     protocol(m, checks, ~fire | ~(inside >> slot)[0],
@@ -401,6 +445,7 @@ def check_waiters(m, checks, slots: int, fire, slot, pop, ret, all_free, table: 
               f"{table} response for a request slot that is not waiting (duplicated waiter)")
     invariant(m, checks, ~all_free | (inside == 0),
               f"every {table} entry is FREE but a request is still waiting (lost waiter)")
+    return inside
 
 
 def _or(values):

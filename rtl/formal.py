@@ -127,6 +127,10 @@ class FormalBlock:
     ci : bool
         In the CI set (tests/rtl/test_rtl_formal.py); else only in the full run
         (``HBFSIM_FORMAL_FULL=1``), for a block whose proof takes minutes.
+    k : int
+        The induction step's depth when it is shallower than the BMC's (0: the BMC's): a
+        block whose lemmas make its properties ``k``-inductive is proved by a BMC of at
+        least ``k`` steps and the step at ``k``; a deeper step only costs time.
     """
 
     name: str
@@ -136,6 +140,7 @@ class FormalBlock:
     induction: bool
     ci_cover_depth: int = 0
     ci: bool = True
+    k: int = 0
 
 
 BLOCKS = {b.name: b for b in (
@@ -150,8 +155,10 @@ BLOCKS = {b.name: b for b in (
     # The tables on their own: the controller's promises on their ports (M's vectors equal a
     # fresh lookup, W's flag only with W's allocation, one issue and completion per entry,
     # a pending MSHR entry keeps its page) are assumed; the responses' covers lie deeper
-    # than the BMC.
-    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 8, False, 11),
+    # than the BMC. The MSHR's lemmas (the waiter lists' shape, the FIFOs' contents, the
+    # response stages' copies; rtl/mshr.py ``_add_lemmas``) make it 3-inductive: proved by
+    # the BMC (5 steps in CI) and the step at k = 3.
+    FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 5, True, 11, k=3),
     FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False, 10),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
@@ -276,6 +283,9 @@ class FormalResult:
         Cover message -> step reached (None: not reached within ``depth``).
     induction : str
         ``passed``, ``failed`` (not inductive at this depth: not a bug), ``not tried``.
+    k : int
+        The induction step's depth (``depth``, or the block's shallower ``k``); 0 when not
+        tried.
     seconds : dict
         Time per run (``bmc``, ``induction``, ``cover``, ``yosys``).
     """
@@ -289,6 +299,7 @@ class FormalResult:
     assumes: int = 0
     covers: dict = field(default_factory=dict)
     induction: str = "not tried"
+    k: int = 0
     seconds: dict = field(default_factory=dict)
 
 
@@ -463,7 +474,8 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
                 result.vcd = str(dest)
             return result
         if induction:
-            out, dt = _smtbmc(["-i", "-t", str(depth)], d, timeout)
+            result.k = k = min(depth, spec.k) if spec.k else depth
+            out, dt = _smtbmc(["-i", "-t", str(k)], d, timeout)
             result.seconds["induction"] = round(dt, 1)
             result.induction = "passed" if "Status: PASSED" in out else "failed"
             if result.induction == "passed":

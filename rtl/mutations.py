@@ -63,14 +63,17 @@ MUTATIONS = {mu.name: mu for mu in (
     Mutation("scheduler-wb-first", "scheduler", "wrong priority",
              "the enqueue arbiter takes the write buffer's offer before the MSHR's", "formal",
              "the write buffer's offer taken over the MSHR's"),
-    # the registered MSHR answers from tc + 2 through C1 / C2 / cursor (DP6, DP7): the
-    # second waiter's response, or a merge into a drained entry, lies 11 steps deep
+    # the registered MSHR answers from tc + 2 through C1 / C2 / cursor (DP6, DP7); the
+    # proof's lemmas (rtl/mshr.py) see both faults before a response shows them: a dropped
+    # link breaks the waiter list's shape in the cycle after the merge (5 steps; the
+    # duplicated response at 11), a merge into an entry C2 has read is W's (10 steps; the
+    # lost waiter at 11)
     Mutation("mshr-dropped-waiter", "mshr", "dropped waiter",
              "a merge does not link the new waiter behind the old tail", "formal",
-             "(duplicated waiter)", 11),
+             "its successor is not the next waiter of its list", 5),
     Mutation("mshr-merge-return", "mshr", "wrong state set",
              "an entry in RETURN still accepts merges (a waiter joins a drained entry)",
-             "formal", "FREE exactly when its waiter list is empty", 11),
+             "formal", "W's merge names an MSHR entry no response stage has read", 10),
     Mutation("wb-coverage-overwrite", "write_buffer", "lost update",
              "a merge replaces the coverage bitmap instead of OR-ing into it", "formal",
              "coverage shrank while OPEN"),
