@@ -670,33 +670,27 @@ PYBIND11_MODULE(_engine, m) {
             return py::int_(t);
         })
         .def("grants", [](GpuPort& self, int64_t t) {
-            std::vector<std::pair<int64_t, int64_t>> out;
+            std::vector<Grant> out;
             self.grants(t, out);
-            py::array_t<int64_t> ports(static_cast<py::ssize_t>(out.size()));
-            py::array_t<int64_t> ids(static_cast<py::ssize_t>(out.size()));
-            auto p = ports.mutable_unchecked<1>();
-            auto q = ids.mutable_unchecked<1>();
-            for (size_t i = 0; i < out.size(); ++i) {
-                p(i) = out[i].first;
-                q(i) = out[i].second;
+            auto n = static_cast<py::ssize_t>(out.size());
+            const char* names[] = {"port", "id", "created", "source", "op", "addr", "nbytes"};
+            py::dict d;
+            std::vector<int64_t*> col;
+            for (const char* name : names) {
+                py::array_t<int64_t> a(n);
+                col.push_back(a.mutable_data());
+                d[name] = a;
             }
-            return py::make_tuple(ports, ids);
-        }, py::arg("t"), "Tick t's grants as two arrays: ports and request ids.")
+            for (py::ssize_t i = 0; i < n; ++i) {
+                const Grant& g = out[i];
+                int64_t v[] = {g.port, g.id, g.created, g.part, g.op, g.addr, g.nbytes};
+                for (size_t c = 0; c < col.size(); ++c) col[c][i] = v[c];
+            }
+            return d;
+        }, py::arg("t"),
+             "Tick t's grants as arrays by name: port, id, created, source (the request's "
+             "sub-partition), op (0 R, 1 W), addr, nbytes.")
         .def("respond", &GpuPort::respond, py::arg("id"), py::arg("t"))
-        .def("request", [](const GpuPort& self, int64_t id) {
-            if (id < 0 || id >= self.requests())
-                throw std::invalid_argument("request id must be in 0.." +
-                                            std::to_string(self.requests() - 1) + ", not " +
-                                            std::to_string(id));
-            int64_t a = self.req_access(id);
-            return py::dict(py::arg("id") = id, py::arg("producer") = self.req_producer(id),
-                            py::arg("source") = self.req_part(id),
-                            py::arg("op") = self.acc_op(a) ? "W" : "R",
-                            py::arg("addr") = self.acc_addr(a),
-                            py::arg("nbytes") = self.acc_nbytes(a),
-                            py::arg("created") = self.req_created(id),
-                            py::arg("arrival") = self.req_arrival(id));
-        }, py::arg("id"), "One request's fields (for tests and debugging).")
         .def("result", [](const GpuPort& self) { return result_dict(self.result()); })
         .def("run_standin", [](GpuPort& self, py::array_t<int64_t, py::array::c_style |
                                                                  py::array::forcecast> delays) {
