@@ -209,30 +209,28 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// Per-request columns of n requests, request i being get(i) (numpy arrays by name): the
-// stream as submitted (id, op, addr, nbytes, arrival, source) and what the run gave each.
-template <class Get>
-py::dict request_columns(py::ssize_t nr, Get get) {
-    const char* i64_names[] = {"id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map",
-                               "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
-                               "channel", "subarray"};
-    const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
-    std::vector<py::array_t<int64_t>> i64;
-    std::vector<py::array_t<bool>> b8;
-    std::vector<int64_t*> ip;
-    std::vector<bool*> bp;
-    for (size_t k = 0; k < std::size(i64_names); ++k) {
-        i64.emplace_back(nr);
-        ip.push_back(i64.back().mutable_data());
+// Per-request columns of n rows (numpy arrays by name): the stream as submitted (id, op,
+// addr, nbytes, arrival, source) and what the run gave each request; write(i, r) fills row
+// i (without the GIL: the arrays are allocated, and owned by `cols`, before).
+class Columns {
+public:
+    explicit Columns(py::ssize_t n) {
+        for (const char* name : I64_NAMES) {
+            py::array_t<int64_t> a(n);
+            ip_.push_back(a.mutable_data());
+            cols[name] = a;
+        }
+        for (const char* name : BOOL_NAMES) {
+            py::array_t<bool> a(n);
+            bp_.push_back(a.mutable_data());
+            cols[name] = a;
+        }
+        py::array_t<int8_t> op(n);
+        op_ = op.mutable_data();
+        cols["op"] = op;
     }
-    for (size_t k = 0; k < std::size(bool_names); ++k) {
-        b8.emplace_back(nr);
-        bp.push_back(b8.back().mutable_data());
-    }
-    py::array_t<int8_t> op(nr);
-    int8_t* pop = op.mutable_data();
-    for (py::ssize_t i = 0; i < nr; ++i) {
-        const Req& r = get(i);
+    void write(py::ssize_t i, const Req& r) {
+        int64_t* const* ip = ip_.data();
         ip[0][i] = r.id;
         ip[1][i] = r.arrival;
         ip[2][i] = r.addr;
@@ -249,34 +247,52 @@ py::dict request_columns(py::ssize_t nr, Get get) {
         ip[13][i] = r.stack;
         ip[14][i] = r.ch;
         ip[15][i] = r.sub;
-        bp[0][i] = r.mshr_hit;
-        bp[1][i] = r.buffer_hit;
-        bp[2][i] = r.cache_hit;
-        bp[3][i] = r.error;
-        pop[i] = r.op;
+        bp_[0][i] = r.mshr_hit;
+        bp_[1][i] = r.buffer_hit;
+        bp_[2][i] = r.cache_hit;
+        bp_[3][i] = r.error;
+        op_[i] = r.op;
     }
-    py::dict d;
-    d["op"] = op;
-    for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
-    for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
-    return d;
-}
+    py::dict cols;
+
+private:
+    static constexpr const char* I64_NAMES[] = {
+        "id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map", "t_done", "depth",
+        "tq", "ti", "tc", "entry_depth", "stack", "channel", "subarray"};
+    static constexpr const char* BOOL_NAMES[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
+    std::vector<int64_t*> ip_;
+    std::vector<bool*> bp_;
+    int8_t* op_ = nullptr;
+};
 
 py::dict system_counters(System& sys);
 
-// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
-// per-request columns in submission order, the response order and the counters.
-py::dict system_outputs(System& sys) {
-    auto& R = sys.reqs;
-    py::dict d = request_columns(static_cast<py::ssize_t>(R.size()),
-                                 [&R](py::ssize_t i) -> const Req& { return R[i]; });
-    py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
-    auto ow = order.mutable_unchecked<1>();
-    for (size_t i = 0; i < sys.order.size(); ++i) ow(i) = sys.order[i];
-    d["order"] = order;
-    d["counters"] = system_counters(sys);
-    return d;
-}
+// The outputs of a run kept whole (hbfsim/engine.py run_compiled, run_compiled_closed_loop):
+// every answered request's record written, as it is answered, into its row (its submission
+// number) of `n` rows, and its submission number into the response order.
+struct WholeOutputs {
+    Columns cols;
+    py::array_t<int64_t> order;
+    int64_t* next;
+    explicit WholeOutputs(py::ssize_t n) : cols(n), order(n), next(order.mutable_data()) {}
+    void attach(System& sys) {
+        sys.sink_every = 1024;            // a small block: copied while still in cache
+        sys.sink = [this](std::vector<Req>& rows) {
+            for (const Req& r : rows) {
+                cols.write(static_cast<py::ssize_t>(r.seq), r);
+                *next++ = r.seq;
+            }
+        };
+    }
+    // the columns, the response order and the counters of the finished system
+    py::dict finish(System& sys) {
+        sys.flush();
+        py::dict d = cols.cols;
+        d["order"] = order;
+        d["counters"] = system_counters(sys);
+        return d;
+    }
+};
 
 // The counters of a finished system (model/stats.py reads them from the system, the stacks
 // and the media).
@@ -364,7 +380,7 @@ py::dict system_counters(System& sys) {
     c["end_tick"] = sys.t;
     c["per_channel"] = per_channel;
     c["per_stack"] = per_stack;
-    c["submitted"] = sys.reqs.size();
+    c["submitted"] = sys.submitted;
     return c;
 }
 
@@ -396,11 +412,13 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                    arrival.data()[i]);
     sys.close_input();
     attach_progress(sys, progress, every);
+    WholeOutputs out(n);
+    out.attach(sys);
     {
         py::gil_scoped_release nogil;
         sys.run();
     }
-    return system_outputs(sys);
+    return out.finish(sys);
 }
 
 // The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
@@ -413,29 +431,35 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
     attach_progress(sys, progress, every);
+    WholeOutputs out(static_cast<py::ssize_t>(port.accesses()));
+    out.attach(sys);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
     }
-    py::dict d = system_outputs(sys);   // source: each request's memory sub-partition (A5)
+    py::dict d = out.finish(sys);   // source: each request's memory sub-partition (A5)
     d["gpu"] = result_dict(port.result());
     return d;
 }
 
 // The sink of a streamed run: every `every` answered requests as columns to `sink` (with
-// the GIL; a pending Ctrl-C raises there), their records retired (Retire::Free, or Poison
-// for tests) from tables of blocks of 2**block_shift.
+// the GIL; a pending Ctrl-C raises there). The submitted requests wait in a table of blocks
+// of 2**block_shift, freed once accepted (Retire::Free), or poisoned (Poison, for tests:
+// and the answered requests' slots too).
 void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
                     Retire mode) {
     if (every < 1) throw std::invalid_argument("every must be >= 1");
     py::handle sh = sink;
-    sys.reqs.set_block_shift(block_shift);
-    sys.reqs.mode = mode;
+    sys.pending.set_block_shift(block_shift);
+    sys.pending.mode = mode;
+    sys.reqs.poison = mode == Retire::Poison;
     sys.sink_every = every;
     sys.sink = [sh](std::vector<Req>& rows) {
         py::gil_scoped_acquire gil;
-        sh(request_columns(static_cast<py::ssize_t>(rows.size()),
-                           [&rows](py::ssize_t i) -> const Req& { return rows[i]; }));
+        auto n = static_cast<py::ssize_t>(rows.size());
+        Columns c(n);
+        for (py::ssize_t i = 0; i < n; ++i) c.write(i, rows[i]);
+        sh(c.cols);
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     };
 }
@@ -482,7 +506,7 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
     sys.flush();
     py::dict d;
     d["counters"] = system_counters(sys);
-    d["blocks_held"] = sys.reqs.blocks_held();
+    d["blocks_held"] = sys.pending.blocks_held();
     return d;
 }
 
@@ -526,7 +550,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     py::dict d;
     d["counters"] = system_counters(sys);
     d["gpu"] = result_dict(port.result());
-    d["blocks_held"] = py::make_tuple(sys.reqs.blocks_held(), port.request_blocks_held());
+    d["blocks_held"] = py::make_tuple(sys.pending.blocks_held(), port.request_blocks_held());
     return d;
 }
 

@@ -23,7 +23,7 @@ void run_stepped(System& sys, GpuPort& port, bool skip) {
         int64_t done = sys.n_done;
         sys.run(t);
         int64_t nt = port.next_tick();
-        if (nt == NO_TICK && sys.n_done == static_cast<int64_t>(sys.reqs.size()))
+        if (nt == NO_TICK && sys.n_done == sys.submitted)
             throw GpuError("closed loop: the GPU waits at tick " + std::to_string(t)
                            + " for a response that no request in the controller will bring");
         if (!skip || sys.n_done != done) {

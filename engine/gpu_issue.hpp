@@ -73,6 +73,8 @@ public:
 
     // ---- per request (ids in creation order)
     int64_t requests() const { return next_id_; }
+    // the accesses of the kernels loaded (a program given whole: all its requests)
+    int64_t accesses() const { return prog_.producer_accesses.back(); }
     // an access of a kernel loaded now (every access of a program given whole)
     int64_t acc_op(int64_t a) const { return prog_.access_op[a - acc_base_]; }
     int64_t acc_addr(int64_t a) const { return prog_.access_addr[a - acc_base_]; }

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../retiring_table.hpp"
+#include "../slot_table.hpp"
 
 #include "controller/link.hpp"
 #include "mapping.hpp"
@@ -61,9 +61,11 @@ struct ControllerConfig {
     int64_t megaplane_planes, subarrays_per_channel, hyperpage_window;
 };
 
-// One request and what happened to it (model/controller/request.py Request): the per-request outputs.
+// One request and what happened to it (model/controller/request.py Request): the per-request
+// outputs. Written when the system accepts the request, in a slot of the ReqTable; `seq` is
+// its number in submission order (the outputs' row).
 struct Req {
-    int64_t id, arrival, addr, q, local;
+    int64_t seq, id, arrival, addr, q, local;
     int64_t t_accept = -1, t_map = -1, t_done = -1;
     int64_t tq = -1, ti = -1, tc = -1;           // entry_info: the entry's tq, ti, tc
     int32_t nbytes, stack, ch, sub, off;
@@ -74,8 +76,8 @@ struct Req {
     bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
 };
 
-// The requests of a run, by submission number (a long run retires the answered ones).
-using ReqTable = RetiringTable<Req>;
+// The requests inside the system, by slot (engine/slot_table.hpp).
+using ReqTable = SlotTable<Req>;
 
 // One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
 struct Entry {
