@@ -210,58 +210,63 @@ template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 // Per-request columns of n rows (numpy arrays by name): the stream as submitted (id, op,
-// addr, nbytes, arrival, source) and what the run gave each request; write(i, r) fills row
-// i (without the GIL: the arrays are allocated, and owned by `cols`, before).
+// addr, nbytes, arrival, source; left out with inputs = false, where the caller has them)
+// and what the run gave each request; write(i, r) fills row i (without the GIL: the arrays
+// are allocated, and owned by `cols`, before).
 class Columns {
 public:
-    explicit Columns(py::ssize_t n) {
-        for (const char* name : I64_NAMES) {
-            py::array_t<int64_t> a(n);
-            ip_.push_back(a.mutable_data());
-            cols[name] = a;
+    explicit Columns(py::ssize_t n, bool inputs = true) : inputs_(inputs) {
+        if (inputs) {
+            for (const char* name : IN_NAMES) in_.push_back(column<int64_t>(name, n));
+            op_ = column<int8_t>("op", n);
         }
-        for (const char* name : BOOL_NAMES) {
-            py::array_t<bool> a(n);
-            bp_.push_back(a.mutable_data());
-            cols[name] = a;
-        }
-        py::array_t<int8_t> op(n);
-        op_ = op.mutable_data();
-        cols["op"] = op;
+        for (const char* name : RUN_NAMES) run_.push_back(column<int64_t>(name, n));
+        for (const char* name : FLAG_NAMES) flag_.push_back(column<bool>(name, n));
     }
     void write(py::ssize_t i, const Req& r) {
-        int64_t* const* ip = ip_.data();
-        ip[0][i] = r.id;
-        ip[1][i] = r.arrival;
-        ip[2][i] = r.addr;
-        ip[3][i] = r.nbytes;
-        ip[4][i] = r.source;
-        ip[5][i] = r.t_accept;
-        ip[6][i] = r.t_map;
-        ip[7][i] = r.t_done;
-        ip[8][i] = r.depth;
-        ip[9][i] = r.tq;
-        ip[10][i] = r.ti;
-        ip[11][i] = r.tc;
-        ip[12][i] = r.edepth;
-        ip[13][i] = r.stack;
-        ip[14][i] = r.ch;
-        ip[15][i] = r.sub;
-        bp_[0][i] = r.mshr_hit;
-        bp_[1][i] = r.buffer_hit;
-        bp_[2][i] = r.cache_hit;
-        bp_[3][i] = r.error;
-        op_[i] = r.op;
+        if (inputs_) {
+            int64_t* const* c = in_.data();
+            c[0][i] = r.id;
+            c[1][i] = r.arrival;
+            c[2][i] = r.addr;
+            c[3][i] = r.nbytes;
+            c[4][i] = r.source;
+            op_[i] = r.op;
+        }
+        int64_t* const* c = run_.data();
+        c[0][i] = r.t_accept;
+        c[1][i] = r.t_map;
+        c[2][i] = r.t_done;
+        c[3][i] = r.depth;
+        c[4][i] = r.tq;
+        c[5][i] = r.ti;
+        c[6][i] = r.tc;
+        c[7][i] = r.edepth;
+        c[8][i] = r.stack;
+        c[9][i] = r.ch;
+        c[10][i] = r.sub;
+        flag_[0][i] = r.mshr_hit;
+        flag_[1][i] = r.buffer_hit;
+        flag_[2][i] = r.cache_hit;
+        flag_[3][i] = r.error;
     }
     py::dict cols;
 
 private:
-    static constexpr const char* I64_NAMES[] = {
-        "id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map", "t_done", "depth",
-        "tq", "ti", "tc", "entry_depth", "stack", "channel", "subarray"};
-    static constexpr const char* BOOL_NAMES[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
-    std::vector<int64_t*> ip_;
-    std::vector<bool*> bp_;
+    template <class T>
+    T* column(const char* name, py::ssize_t n) {
+        py::array_t<T> a(n);
+        cols[name] = a;
+        return a.mutable_data();
+    }
+    static constexpr const char* IN_NAMES[] = {"id", "arrival", "addr", "nbytes", "source"};
+    static constexpr const char* RUN_NAMES[] = {
+        "t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
+        "channel", "subarray"};
+    static constexpr const char* FLAG_NAMES[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
+    bool inputs_;
+    std::vector<int64_t*> in_, run_;
+    std::vector<bool*> flag_;
     int8_t* op_ = nullptr;
 };
 
@@ -274,7 +279,8 @@ struct WholeOutputs {
     Columns cols;
     py::array_t<int64_t> order;
     int64_t* next;
-    explicit WholeOutputs(py::ssize_t n) : cols(n), order(n), next(order.mutable_data()) {}
+    WholeOutputs(py::ssize_t n, bool inputs)
+        : cols(n, inputs), order(n), next(order.mutable_data()) {}
     void attach(System& sys) {
         sys.sink_every = 1024;            // a small block: copied while still in cache
         sys.sink = [this](std::vector<Req>& rows) {
@@ -412,7 +418,7 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                    arrival.data()[i]);
     sys.close_input();
     attach_progress(sys, progress, every);
-    WholeOutputs out(n);
+    WholeOutputs out(n, false);        // the stream's own columns are the caller's
     out.attach(sys);
     {
         py::gil_scoped_release nogil;
@@ -431,7 +437,7 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
     attach_progress(sys, progress, every);
-    WholeOutputs out(static_cast<py::ssize_t>(port.accesses()));
+    WholeOutputs out(static_cast<py::ssize_t>(port.accesses()), true);
     out.attach(sys);
     {
         py::gil_scoped_release nogil;
@@ -587,7 +593,8 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
-          "contract) to completion: per-request arrays, the response order, the counters.");
+          "contract) to completion: what the run gave each request (arrays, not the stream's "
+          "own columns), the response order, the counters.");
     m.def("run_open_loop_streamed", &run_open_loop_streamed, py::arg("cfg"), py::arg("id"),
           py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,
