@@ -81,9 +81,9 @@ int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
     r.id = p.id;
     r.op = p.op;
     r.addr = p.addr;
-    r.nbytes = p.nbytes;
+    r.nbytes = static_cast<int16_t>(p.nbytes);
     r.arrival = arrival;
-    r.off = static_cast<int32_t>(floormod(rel, PAGE_BYTES));
+    r.off = static_cast<int16_t>(floormod(rel, PAGE_BYTES));
     r.source = p.source;
     r.stack = static_cast<int32_t>(stack);
     r.q = q;
