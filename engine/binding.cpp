@@ -209,74 +209,96 @@ SystemConfig system_config(const py::object& cfg) {
 template <class T>
 using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-// Per-request columns of n requests, request i being get(i) (numpy arrays by name): the
-// stream as submitted (id, op, addr, nbytes, arrival, source) and what the run gave each.
-template <class Get>
-py::dict request_columns(py::ssize_t nr, Get get) {
-    const char* i64_names[] = {"id", "arrival", "addr", "nbytes", "source", "t_accept", "t_map",
-                               "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
-                               "channel", "subarray"};
-    const char* bool_names[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
-    std::vector<py::array_t<int64_t>> i64;
-    std::vector<py::array_t<bool>> b8;
-    std::vector<int64_t*> ip;
-    std::vector<bool*> bp;
-    for (size_t k = 0; k < std::size(i64_names); ++k) {
-        i64.emplace_back(nr);
-        ip.push_back(i64.back().mutable_data());
+// Per-request columns of n rows (numpy arrays by name): the stream as submitted (id, op,
+// addr, nbytes, arrival, source; left out with inputs = false, where the caller has them)
+// and what the run gave each request; write(i, r) fills row i (without the GIL: the arrays
+// are allocated, and owned by `cols`, before).
+class Columns {
+public:
+    explicit Columns(py::ssize_t n, bool inputs = true) : inputs_(inputs) {
+        if (inputs) {
+            for (const char* name : IN_NAMES) in_.push_back(column<int64_t>(name, n));
+            op_ = column<int8_t>("op", n);
+        }
+        for (const char* name : RUN_NAMES) run_.push_back(column<int64_t>(name, n));
+        for (const char* name : FLAG_NAMES) flag_.push_back(column<bool>(name, n));
     }
-    for (size_t k = 0; k < std::size(bool_names); ++k) {
-        b8.emplace_back(nr);
-        bp.push_back(b8.back().mutable_data());
+    void write(py::ssize_t i, const Req& r) {
+        if (inputs_) {
+            int64_t* const* c = in_.data();
+            c[0][i] = r.id;
+            c[1][i] = r.arrival;
+            c[2][i] = r.addr;
+            c[3][i] = r.nbytes;
+            c[4][i] = r.source;
+            op_[i] = r.op;
+        }
+        int64_t* const* c = run_.data();
+        c[0][i] = r.t_accept;
+        c[1][i] = r.t_map;
+        c[2][i] = r.t_done;
+        c[3][i] = r.depth;
+        c[4][i] = r.tq;
+        c[5][i] = r.ti;
+        c[6][i] = r.tc;
+        c[7][i] = r.edepth;
+        c[8][i] = r.stack;
+        c[9][i] = r.ch;
+        c[10][i] = r.sub;
+        flag_[0][i] = r.mshr_hit;
+        flag_[1][i] = r.buffer_hit;
+        flag_[2][i] = r.cache_hit;
+        flag_[3][i] = r.error;
     }
-    py::array_t<int8_t> op(nr);
-    int8_t* pop = op.mutable_data();
-    for (py::ssize_t i = 0; i < nr; ++i) {
-        const Req& r = get(i);
-        ip[0][i] = r.id;
-        ip[1][i] = r.arrival;
-        ip[2][i] = r.addr;
-        ip[3][i] = r.nbytes;
-        ip[4][i] = r.source;
-        ip[5][i] = r.t_accept;
-        ip[6][i] = r.t_map;
-        ip[7][i] = r.t_done;
-        ip[8][i] = r.depth;
-        ip[9][i] = r.tq;
-        ip[10][i] = r.ti;
-        ip[11][i] = r.tc;
-        ip[12][i] = r.edepth;
-        ip[13][i] = r.stack;
-        ip[14][i] = r.ch;
-        ip[15][i] = r.sub;
-        bp[0][i] = r.mshr_hit;
-        bp[1][i] = r.buffer_hit;
-        bp[2][i] = r.cache_hit;
-        bp[3][i] = r.error;
-        pop[i] = r.op;
+    py::dict cols;
+
+private:
+    template <class T>
+    T* column(const char* name, py::ssize_t n) {
+        py::array_t<T> a(n);
+        cols[name] = a;
+        return a.mutable_data();
     }
-    py::dict d;
-    d["op"] = op;
-    for (size_t k = 0; k < i64.size(); ++k) d[i64_names[k]] = i64[k];
-    for (size_t k = 0; k < b8.size(); ++k) d[bool_names[k]] = b8[k];
-    return d;
-}
+    static constexpr const char* IN_NAMES[] = {"id", "arrival", "addr", "nbytes", "source"};
+    static constexpr const char* RUN_NAMES[] = {
+        "t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
+        "channel", "subarray"};
+    static constexpr const char* FLAG_NAMES[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
+    bool inputs_;
+    std::vector<int64_t*> in_, run_;
+    std::vector<bool*> flag_;
+    int8_t* op_ = nullptr;
+};
 
 py::dict system_counters(System& sys);
 
-// A finished system's outputs (hbfsim/engine.py run_compiled, run_compiled_closed_loop): the
-// per-request columns in submission order, the response order and the counters.
-py::dict system_outputs(System& sys) {
-    auto& R = sys.reqs;
-    py::dict d = request_columns(static_cast<py::ssize_t>(R.size()),
-                                 [&R](py::ssize_t i) -> const Req& { return R[i]; });
-    py::array_t<int64_t> order(static_cast<py::ssize_t>(sys.order.size()));
-    auto ow = order.mutable_unchecked<1>();
-    for (size_t i = 0; i < sys.order.size(); ++i) ow(i) = sys.order[i];
-    d["order"] = order;
-    d["counters"] = system_counters(sys);
-    return d;
-}
+// The outputs of a run kept whole (hbfsim/engine.py run_compiled, run_compiled_closed_loop):
+// every answered request's record written, as it is answered, into its row (its submission
+// number) of `n` rows, and its submission number into the response order.
+struct WholeOutputs {
+    Columns cols;
+    py::array_t<int64_t> order;
+    int64_t* next;
+    WholeOutputs(py::ssize_t n, bool inputs)
+        : cols(n, inputs), order(n), next(order.mutable_data()) {}
+    void attach(System& sys) {
+        sys.sink_every = 1024;            // a small block: copied while still in cache
+        sys.sink = [this](std::vector<Req>& rows) {
+            for (const Req& r : rows) {
+                cols.write(static_cast<py::ssize_t>(r.seq), r);
+                *next++ = r.seq;
+            }
+        };
+    }
+    // the columns, the response order and the counters of the finished system
+    py::dict finish(System& sys) {
+        sys.flush();
+        py::dict d = cols.cols;
+        d["order"] = order;
+        d["counters"] = system_counters(sys);
+        return d;
+    }
+};
 
 // The counters of a finished system (model/stats.py reads them from the system, the stacks
 // and the media).
@@ -364,7 +386,7 @@ py::dict system_counters(System& sys) {
     c["end_tick"] = sys.t;
     c["per_channel"] = per_channel;
     c["per_stack"] = per_stack;
-    c["submitted"] = sys.reqs.size();
+    c["submitted"] = sys.submitted;
     return c;
 }
 
@@ -396,11 +418,13 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                    arrival.data()[i]);
     sys.close_input();
     attach_progress(sys, progress, every);
+    WholeOutputs out(n, false);        // the stream's own columns are the caller's
+    out.attach(sys);
     {
         py::gil_scoped_release nogil;
         sys.run();
     }
-    return system_outputs(sys);
+    return out.finish(sys);
 }
 
 // The closed loop stepped tick by tick (hbfsim/engine.py run_compiled_closed_loop): the
@@ -413,29 +437,35 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
     attach_progress(sys, progress, every);
+    WholeOutputs out(static_cast<py::ssize_t>(port.accesses()), true);
+    out.attach(sys);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
     }
-    py::dict d = system_outputs(sys);   // source: each request's memory sub-partition (A5)
+    py::dict d = out.finish(sys);   // source: each request's memory sub-partition (A5)
     d["gpu"] = result_dict(port.result());
     return d;
 }
 
 // The sink of a streamed run: every `every` answered requests as columns to `sink` (with
-// the GIL; a pending Ctrl-C raises there), their records retired (Retire::Free, or Poison
-// for tests) from tables of blocks of 2**block_shift.
+// the GIL; a pending Ctrl-C raises there). The submitted requests wait in a table of blocks
+// of 2**block_shift, freed once accepted (Retire::Free), or poisoned (Poison, for tests:
+// and the answered requests' slots too).
 void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
                     Retire mode) {
     if (every < 1) throw std::invalid_argument("every must be >= 1");
     py::handle sh = sink;
-    sys.reqs.set_block_shift(block_shift);
-    sys.reqs.mode = mode;
+    sys.pending.set_block_shift(block_shift);
+    sys.pending.mode = mode;
+    sys.reqs.poison = mode == Retire::Poison;
     sys.sink_every = every;
     sys.sink = [sh](std::vector<Req>& rows) {
         py::gil_scoped_acquire gil;
-        sh(request_columns(static_cast<py::ssize_t>(rows.size()),
-                           [&rows](py::ssize_t i) -> const Req& { return rows[i]; }));
+        auto n = static_cast<py::ssize_t>(rows.size());
+        Columns c(n);
+        for (py::ssize_t i = 0; i < n; ++i) c.write(i, rows[i]);
+        sh(c.cols);
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     };
 }
@@ -482,7 +512,7 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
     sys.flush();
     py::dict d;
     d["counters"] = system_counters(sys);
-    d["blocks_held"] = sys.reqs.blocks_held();
+    d["blocks_held"] = sys.pending.blocks_held();
     return d;
 }
 
@@ -526,7 +556,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     py::dict d;
     d["counters"] = system_counters(sys);
     d["gpu"] = result_dict(port.result());
-    d["blocks_held"] = py::make_tuple(sys.reqs.blocks_held(), port.request_blocks_held());
+    d["blocks_held"] = py::make_tuple(sys.pending.blocks_held(), port.request_blocks_held());
     return d;
 }
 
@@ -563,7 +593,8 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
-          "contract) to completion: per-request arrays, the response order, the counters.");
+          "contract) to completion: what the run gave each request (arrays, not the stream's "
+          "own columns), the response order, the counters.");
     m.def("run_open_loop_streamed", &run_open_loop_streamed, py::arg("cfg"), py::arg("id"),
           py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,
@@ -670,33 +701,27 @@ PYBIND11_MODULE(_engine, m) {
             return py::int_(t);
         })
         .def("grants", [](GpuPort& self, int64_t t) {
-            std::vector<std::pair<int64_t, int64_t>> out;
+            std::vector<Grant> out;
             self.grants(t, out);
-            py::array_t<int64_t> ports(static_cast<py::ssize_t>(out.size()));
-            py::array_t<int64_t> ids(static_cast<py::ssize_t>(out.size()));
-            auto p = ports.mutable_unchecked<1>();
-            auto q = ids.mutable_unchecked<1>();
-            for (size_t i = 0; i < out.size(); ++i) {
-                p(i) = out[i].first;
-                q(i) = out[i].second;
+            auto n = static_cast<py::ssize_t>(out.size());
+            const char* names[] = {"port", "id", "created", "source", "op", "addr", "nbytes"};
+            py::dict d;
+            std::vector<int64_t*> col;
+            for (const char* name : names) {
+                py::array_t<int64_t> a(n);
+                col.push_back(a.mutable_data());
+                d[name] = a;
             }
-            return py::make_tuple(ports, ids);
-        }, py::arg("t"), "Tick t's grants as two arrays: ports and request ids.")
+            for (py::ssize_t i = 0; i < n; ++i) {
+                const Grant& g = out[i];
+                int64_t v[] = {g.port, g.id, g.created, g.part, g.op, g.addr, g.nbytes};
+                for (size_t c = 0; c < col.size(); ++c) col[c][i] = v[c];
+            }
+            return d;
+        }, py::arg("t"),
+             "Tick t's grants as arrays by name: port, id, created, source (the request's "
+             "sub-partition), op (0 R, 1 W), addr, nbytes.")
         .def("respond", &GpuPort::respond, py::arg("id"), py::arg("t"))
-        .def("request", [](const GpuPort& self, int64_t id) {
-            if (id < 0 || id >= self.requests())
-                throw std::invalid_argument("request id must be in 0.." +
-                                            std::to_string(self.requests() - 1) + ", not " +
-                                            std::to_string(id));
-            int64_t a = self.req_access(id);
-            return py::dict(py::arg("id") = id, py::arg("producer") = self.req_producer(id),
-                            py::arg("source") = self.req_part(id),
-                            py::arg("op") = self.acc_op(a) ? "W" : "R",
-                            py::arg("addr") = self.acc_addr(a),
-                            py::arg("nbytes") = self.acc_nbytes(a),
-                            py::arg("created") = self.req_created(id),
-                            py::arg("arrival") = self.req_arrival(id));
-        }, py::arg("id"), "One request's fields (for tests and debugging).")
         .def("result", [](const GpuPort& self) { return result_dict(self.result()); })
         .def("run_standin", [](GpuPort& self, py::array_t<int64_t, py::array::c_style |
                                                                  py::array::forcecast> delays) {

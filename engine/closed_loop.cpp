@@ -7,15 +7,13 @@ namespace hbf {
 
 void run_stepped(System& sys, GpuPort& port, bool skip) {
     sys.user_cb = [&](int64_t r, int64_t t) { port.respond(sys.reqs[r].id, t); };
-    std::vector<std::pair<int64_t, int64_t>> grants;
+    std::vector<Grant> grants;
     int64_t t = port.start_tick();
     while (true) {
         port.grants(t, grants);
-        for (auto& [k, id] : grants) {
-            int64_t a = port.req_access(id);
-            sys.submit(id, port.acc_op(a) ? OP_W : OP_R, port.acc_addr(a), port.acc_nbytes(a),
-                       t, port.channel_shape() ? k : -1, port.req_part(id));
-        }
+        for (const Grant& g : grants)
+            sys.submit(g.id, g.op ? OP_W : OP_R, g.addr, g.nbytes, t,
+                       port.channel_shape() ? g.port : -1, g.part);
         sys.t = t;
         if (port.exhausted()) {
             sys.close_input();
@@ -25,7 +23,7 @@ void run_stepped(System& sys, GpuPort& port, bool skip) {
         int64_t done = sys.n_done;
         sys.run(t);
         int64_t nt = port.next_tick();
-        if (nt == NO_TICK && sys.n_done == static_cast<int64_t>(sys.reqs.size()))
+        if (nt == NO_TICK && sys.n_done == sys.submitted)
             throw GpuError("closed loop: the GPU waits at tick " + std::to_string(t)
                            + " for a response that no request in the controller will bring");
         if (!skip || sys.n_done != done) {

@@ -35,7 +35,7 @@ void gpu_standin(GpuPort& port, const std::vector<int64_t>& delays,
     // pending responses (tick, seq, id), earliest first
     std::vector<std::tuple<int64_t, int64_t, int64_t>> pending;
     auto later = [](const auto& a, const auto& b) { return a > b; };
-    std::vector<std::pair<int64_t, int64_t>> granted;
+    std::vector<Grant> granted;
     int64_t seq = 0, nd = static_cast<int64_t>(delays.size());
     while (true) {
         int64_t nt = port.next_tick();
@@ -44,12 +44,10 @@ void gpu_standin(GpuPort& port, const std::vector<int64_t>& delays,
         int64_t t = nt == NO_TICK ? nr : (nr == NO_TICK ? nt : std::min(nt, nr));
         if (nt == t) {
             port.grants(t, granted);
-            for (auto& [k, id] : granted) {
-                int64_t a = port.req_access(id);
-                log.insert(log.end(), {0, t, k, id, port.req_created(id), port.req_part(id),
-                                       port.acc_op(a), port.acc_addr(a),
-                                       port.acc_nbytes(a)});
-                pending.emplace_back(t + delays[id % nd], seq++, id);
+            for (const Grant& g : granted) {
+                log.insert(log.end(), {0, t, g.port, g.id, g.created, g.part, g.op, g.addr,
+                                       g.nbytes});
+                pending.emplace_back(t + delays[g.id % nd], seq++, g.id);
                 std::push_heap(pending.begin(), pending.end(), later);
             }
         }

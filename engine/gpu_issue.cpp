@@ -96,7 +96,7 @@ int64_t GpuCore::port_of(int64_t access) const {
     return stack * C_ + std::get<0>(mapper_.channel_of(q, acc_op(access) == 1));
 }
 
-void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out) {
+void GpuCore::grant_ports(int64_t x, std::vector<Grant>& out) {
     // G5' (docs/gpu.md, timing-contract.md §14): each partition FIFO offers its head; each
     // port grants the first partition at or after its own pointer whose head maps to it.
     // One pass keeps each port's best; the grants go out by ascending port (no sort of
@@ -121,17 +121,23 @@ void GpuCore::grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& o
     for (int64_t k : g_ports_) {
         int64_t best = g_best_[k];
         g_best_[k] = -1;
-        int64_t r = parts_[best].front().id;
-        parts_[best].pop_front();
         if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
         else prr_[k] = best;
-        reqs_[r].arrival = x;
-        int64_t w = x - reqs_[r].created;
-        pw_sum_ += w;
-        if (w > pw_max_) pw_max_ = w;
-        out.emplace_back(k, r);
+        grant_head(best, k, x, out);
     }
-    if (!out.empty()) queued_ -= static_cast<int64_t>(out.size());
+}
+
+// Partition i's head leaves its FIFO, granted on system port k in tick x: its partition
+// wait counted, its fields handed on in `out`.
+void GpuCore::grant_head(int64_t i, int64_t k, int64_t x, std::vector<Grant>& out) {
+    const Queued& q = parts_[i].front();
+    int64_t w = x - q.created;
+    pw_sum_ += w;
+    if (w > pw_max_) pw_max_ = w;
+    if (mutant(GPU_LATENCY_FROM_GRANT)) reqs_[q.id].created = x;   // latency from the grant
+    out.push_back(Grant{k, q.id, q.created, q.addr, q.nbytes, static_cast<int32_t>(i), q.op});
+    parts_[i].pop_front();
+    queued_ -= 1;
 }
 
 // ------------------------------------------------------------------ response callback
@@ -143,7 +149,7 @@ void GpuCore::on_response(int64_t id, int64_t t) {
     rq.open = false;
     int64_t p = rq.producer;
     p_out_[p] -= 1;
-    int64_t lat = t - (mutant(GPU_LATENCY_FROM_GRANT) ? rq.arrival : rq.created);
+    int64_t lat = t - rq.created;
     reqs_.retire(id);                      // nothing reads an answered request again
     lat_sum_ += lat;
     if (lat > lat_max_) lat_max_ = lat;
@@ -211,14 +217,16 @@ void GpuCore::issue(int64_t p, int64_t n, int64_t x) {
     int64_t pb = prog_.producer_bound[p];
     int64_t bound = out + n >= pb ? pb : out + n;
     while (out < bound && acc != end) {
-        int64_t part = partition_of(acc_addr(acc), gpu_);
+        int64_t addr = acc_addr(acc);
+        int8_t op = static_cast<int8_t>(acc_op(acc));
+        int64_t part = partition_of(addr, gpu_);
         int64_t rid = next_id_++;
-        if (acc_op(acc) == 0) reads_ += 1;
+        if (op == 0) reads_ += 1;
         else writes_ += 1;
         int64_t port = channel_shape_ ? port_of(acc) : 0;
-        reqs_.push_back(GpuReq{acc, x, -1, port, static_cast<int32_t>(p),
-                               static_cast<int32_t>(part), true});
-        parts_[part].push_back(Queued{rid, port});
+        reqs_.push_back(GpuReq{x, static_cast<int32_t>(p), true});
+        parts_[part].push_back(Queued{rid, x, addr, static_cast<int32_t>(port),
+                                      static_cast<int32_t>(acc_nbytes(acc)), op});
         out += 1;
         acc += 1;
     }

@@ -46,11 +46,21 @@ struct ProgramFeed {
     std::function<void(GpuProgram&)> load;
 };
 
-// One GPU request's own state (ids in creation order).
+// One GPU request from its grant to its response: what the response path reads (ids in
+// creation order). The request's access fields travel in its partition FIFO entry and its
+// grant (Queued, Grant), so the record stays small and nothing re-reads the program.
 struct GpuReq {
-    int64_t access, created, arrival, port;
-    int32_t producer, part;
+    int64_t created;
+    int32_t producer;
     bool open;
+};
+
+// One grant of a tick (G5, G5'): the system port, the request and the fields the system's
+// submission takes (the access's op, address and size, the request's sub-partition).
+struct Grant {
+    int64_t port, id, created, addr;
+    int32_t nbytes, part;
+    int8_t op;
 };
 
 class GpuCore {
@@ -63,11 +73,8 @@ public:
 
     // ---- per request (ids in creation order)
     int64_t requests() const { return next_id_; }
-    int64_t req_producer(int64_t id) const { return reqs_[id].producer; }
-    int64_t req_access(int64_t id) const { return reqs_[id].access; }
-    int64_t req_part(int64_t id) const { return reqs_[id].part; }
-    int64_t req_created(int64_t id) const { return reqs_[id].created; }
-    int64_t req_arrival(int64_t id) const { return reqs_[id].arrival; }
+    // the accesses of the kernels loaded (a program given whole: all its requests)
+    int64_t accesses() const { return prog_.producer_accesses.back(); }
     // an access of a kernel loaded now (every access of a program given whole)
     int64_t acc_op(int64_t a) const { return prog_.access_op[a - acc_base_]; }
     int64_t acc_addr(int64_t a) const { return prog_.access_addr[a - acc_base_]; }
@@ -86,7 +93,8 @@ public:
     GpuResultFigures result(int64_t start) const;
 
 protected:
-    void grant_ports(int64_t x, std::vector<std::pair<int64_t, int64_t>>& out);
+    void grant_ports(int64_t x, std::vector<Grant>& out);
+
     void on_response(int64_t id, int64_t t);
     void kernel_end(int64_t k, int64_t t);
     void launch(int64_t now);
@@ -110,11 +118,15 @@ protected:
     int64_t ret_, launch_gap_;
     std::vector<GpuEvent> heap_;
     int64_t seq_ = 0;
-    // the partition FIFOs: request id and its system port (G5' reads each head's port
-    // every tick; kept here, not read from the request's record)
+    // the partition FIFOs: each request with its system port (G5' reads each head's port
+    // every tick) and the fields its grant hands on (not read from a record)
     struct Queued {
-        int64_t id, port;
+        int64_t id, created, addr;
+        int32_t port, nbytes;
+        int8_t op;
     };
+    // partition i's head granted on system port k in tick x (both shapes)
+    void grant_head(int64_t i, int64_t k, int64_t x, std::vector<Grant>& out);
     std::vector<std::deque<Queued>> parts_;
     int64_t queued_ = 0, rr_ = 0;
     std::vector<int64_t> prr_;

@@ -27,7 +27,7 @@ int64_t GpuPort::next_tick() const {
     return heap_.empty() ? NO_TICK : heap_.front().tick;
 }
 
-void GpuPort::grants(int64_t t, std::vector<std::pair<int64_t, int64_t>>& out) {
+void GpuPort::grants(int64_t t, std::vector<Grant>& out) {
     out.clear();
     int64_t nxt = next_tick();
     if (t <= t_ || (nxt != NO_TICK && nxt < t))
@@ -49,15 +49,8 @@ void GpuPort::grants(int64_t t, std::vector<std::pair<int64_t, int64_t>>& out) {
         // G5: one grant per tick, round-robin over the partitions
         int64_t n = gpu_.partitions, i = rr_;
         while (parts_[i].empty()) i = i + 1 < n ? i + 1 : 0;
-        int64_t r = parts_[i].front().id;
-        parts_[i].pop_front();
-        queued_ -= 1;
         rr_ = mutant(GPU_RR_STAYS) ? i : (i + 1 < n ? i + 1 : 0);
-        reqs_[r].arrival = t;
-        int64_t w = t - reqs_[r].created;
-        pw_sum_ += w;
-        if (w > pw_max_) pw_max_ = w;
-        out.emplace_back(0, r);
+        grant_head(i, 0, t, out);
     }
     if (!closed_ && inputs_exhausted()) closed_ = true;
 }

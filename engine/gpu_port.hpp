@@ -21,8 +21,8 @@ public:
     bool exhausted() const { return closed_; }
     bool finished() const;
     int64_t next_tick() const;            // NO_TICK while waiting only for responses
-    // G5 / G5' grants of tick t as (port, request id), ascending port
-    void grants(int64_t t, std::vector<std::pair<int64_t, int64_t>>& out);
+    // G5 / G5' grants of tick t, ascending port
+    void grants(int64_t t, std::vector<Grant>& out);
     void respond(int64_t id, int64_t t);
     int64_t start_tick() const { return start_; }
     int64_t last_tick() const { return t_; }

@@ -47,8 +47,10 @@ public:
     int64_t blocks_held() const { return held_; }
 
     void push_back(const T& v) { new (&slot()) T(v); }
-    // a fresh record appended, default-initialised in place; its reference
-    T& emplace_back() { return *new (&slot()) T(); }
+    // a fresh record appended, default-initialised in place (members with an initialiser
+    // get it, the others are left for the caller to write: no zeroing of the whole record
+    // first, as value-initialisation, T(), would do); its reference
+    T& emplace_back() { return *new (&slot()) T; }
 
     // record i is no longer read; its block goes once every record of it is retired
     void retire(int64_t i) {

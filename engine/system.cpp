@@ -2,6 +2,7 @@
 // model/system.py and model/loop.py, function for function.
 #include "system.hpp"
 
+#include <new>
 #include <string>
 
 #include "mutants.hpp"
@@ -13,6 +14,7 @@ constexpr size_t ROUTE_DEPTH = 2;   // the system's ingress queue in front of th
 System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const MediaConfig& mcfg,
                const MapperConfig& mapcfg)
     : cfg(scfg), mapper(mapcfg) {
+    pending.mode = Retire::Free;
     for (int s = 0; s < cfg.stacks; ++s) {
         stacks.push_back(std::make_unique<StackController>(ccfg, mcfg, s, reqs));
         stacks.back()->on_response = [this](int64_t r, int64_t tk) { responded(r, tk); };
@@ -54,41 +56,56 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     last_arrival = arrival;
     if (first_arrival < 0) first_arrival = arrival;
     ++stacks[stack]->ch_requests[ch];
-    int64_t i = static_cast<int64_t>(reqs.size());
-    Req& r = reqs.emplace_back();          // written once, in its table's block
-    r.id = id;
-    r.op = op;
-    r.addr = addr;
-    r.nbytes = static_cast<int32_t>(nbytes);
+    int64_t seq = submitted++;
+    pending.push_back(Pending{id, addr, static_cast<int32_t>(nbytes),
+                              static_cast<int32_t>(source), op});
+    if (cfg.channel_ports) {
+        port_in_[stack * cfg.channels + ch].push_back(arrival, seq);
+        ++port_in_count_;
+    } else {
+        ingress_.push_back(arrival, seq);
+    }
+}
+
+// The system accepts submitted request `seq` in cycle t: its record is written, in a free
+// slot, from what the submission gave and its mapping; the slot's index.
+int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
+    const Pending& p = pending[seq];
+    int64_t rel = p.addr - cfg.base_address;
+    int64_t page = floordiv(rel, PAGE_BYTES);
+    auto [stack, q] = mapper.stack_of(page);
+    auto [ch, local, sub] = mapper.channel_of(q, p.op == OP_W);
+    int64_t i = reqs.acquire();
+    Req& r = *new (&reqs[i]) Req;          // the initialised members get their defaults
+    r.seq = seq;
+    r.id = p.id;
+    r.op = p.op;
+    r.addr = p.addr;
+    r.nbytes = static_cast<int16_t>(p.nbytes);
     r.arrival = arrival;
-    r.off = static_cast<int32_t>(off);
-    r.source = static_cast<int32_t>(source);
+    r.off = static_cast<int16_t>(floormod(rel, PAGE_BYTES));
+    r.source = p.source;
     r.stack = static_cast<int32_t>(stack);
     r.q = q;
     r.ch = static_cast<int32_t>(ch);
     r.local = local;
     r.sub = static_cast<int32_t>(sub);
-    if (cfg.channel_ports) {
-        port_in_[stack * cfg.channels + ch].push_back(arrival, i);
-        ++port_in_count_;
-    } else {
-        ingress_.push_back(arrival, i);
-    }
+    r.t_accept = t;
+    pending.retire(seq);                   // nothing reads it again
+    return i;
 }
 
-// HbfSystem._responded: the response order and the latency bookkeeping.
+// HbfSystem._responded: the response order and the latency bookkeeping; the record goes to
+// the outputs and its slot is free for the next accept.
 void System::responded(int64_t r, int64_t tk) {
     ++n_done;
     if (tk > last_completion) last_completion = tk;
     if (reqs[r].error) ++errors;
-    if (sink_every == 0) order.push_back(r);
     if (user_cb) user_cb(r, tk);
     if (progress_every > 0 && n_done % progress_every == 0) progress(n_done);
-    if (sink_every > 0) {
-        answered.push_back(reqs[r]);
-        reqs.retire(r);                    // nothing reads an answered request again
-        if (static_cast<int64_t>(answered.size()) >= sink_every) flush();
-    }
+    answered.push_back(reqs[r]);
+    reqs.release(r);                       // nothing reads an answered request again
+    if (static_cast<int64_t>(answered.size()) >= sink_every) flush();
 }
 
 void System::flush() {
@@ -161,9 +178,8 @@ bool System::ingress(int64_t tk) {
     if (cfg.channel_ports) return ingress_ports(tk);
     if (stacks.size() == 1) {
         if (!ingress_.empty() && ingress_.front_arrival() <= tk && stacks[0]->ready()) {
-            int64_t r = ingress_.front();
+            int64_t r = take(ingress_.front(), ingress_.front_arrival(), tk);
             ingress_.pop_front();
-            reqs[r].t_accept = tk;
             stacks[0]->accept(r, tk, 0);
             return true;
         }
@@ -180,9 +196,8 @@ bool System::ingress(int64_t tk) {
         }
     }
     if (ready && !ingress_.empty() && ingress_.front_arrival() <= tk) {
-        int64_t r = ingress_.front();
+        int64_t r = take(ingress_.front(), ingress_.front_arrival(), tk);
         ingress_.pop_front();
-        reqs[r].t_accept = tk;
         route_.push_back(r);
         changed = true;
     }
@@ -228,10 +243,9 @@ bool System::ingress_ports(int64_t tk) {
                 have_free = true;
             }
             if (s->ready_port(p, tk, free)) {
-                int64_t r = q.front();
+                int64_t r = take(q.front(), q.front_arrival(), tk);
                 q.pop_front();
                 --port_in_count_;
-                reqs[r].t_accept = tk;
                 s->accept(r, tk, p);
                 changed = true;
             }
@@ -267,10 +281,9 @@ int64_t System::next_tick(int64_t tk) {
         take(a > tk ? a : stacks[k / C]->rank_tick(tk, static_cast<int64_t>(k % C)));
     }
     if (drain_at >= 0 && drain_at > tk) take(drain_at);
-    if (nxt < 0 && (!ingress_.empty() || n_done < static_cast<int64_t>(reqs.size())
-                    || port_in_count_ > 0))
+    if (nxt < 0 && (!ingress_.empty() || n_done < submitted || port_in_count_ > 0))
         throw DeadlockError("deadlock at tick " + std::to_string(tk) + ": "
-                            + std::to_string(static_cast<int64_t>(reqs.size()) - n_done)
+                            + std::to_string(submitted - n_done)
                             + " requests open");
     return nxt;
 }

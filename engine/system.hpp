@@ -16,11 +16,20 @@
 #include "controller/megaplane.hpp"
 #include "controller/stack_controller.hpp"
 #include "mapping.hpp"
+#include "retiring_table.hpp"
 
 namespace hbf {
 
 struct DeadlockError : std::runtime_error {
     using std::runtime_error::runtime_error;
+};
+
+// A submitted request until the system accepts it (its record is written then): what the
+// submission gave, by submission number. The mapping is computed again at the accept.
+struct Pending {
+    int64_t id, addr;
+    int32_t nbytes, source;
+    int8_t op;
 };
 
 // Requests waiting at a system request port, in arrival order, each with its arrival tick
@@ -29,7 +38,7 @@ struct DeadlockError : std::runtime_error {
 class ArrivalQueue {
 public:
     bool empty() const { return head_ == v_.size(); }
-    int64_t front() const { return v_[head_].second; }          // the request index
+    int64_t front() const { return v_[head_].second; }          // the submission number
     int64_t front_arrival() const { return v_[head_].first; }
     void push_back(int64_t arrival, int64_t r) { v_.emplace_back(arrival, r); }
     void pop_front() {
@@ -66,33 +75,34 @@ public:
     void close_input() { inputs_done = true; }
     // to completion, or through tick `until` (>= 0); returns the tick it stopped at
     int64_t run(int64_t until = -1);
-    // called with (request index, tick) after each response (HbfSystem's on_response)
+    // called with (slot, tick) after each response, before the slot is reused
+    // (HbfSystem's on_response)
     std::function<void(int64_t, int64_t)> user_cb;
     // called with the count of responses after every `progress_every`-th response (0: never):
     // the caller's progress bar; it observes the run and changes no event
     std::function<void(int64_t)> progress;
     int64_t progress_every = 0;
-    // Streaming (a long run in bounded memory): with sink_every > 0 every answered request
-    // is copied, in response order, into `answered`, handed to `sink` each time it holds
-    // sink_every of them (and by the caller at the end: flush()), and retired from `reqs`
-    // (set reqs.mode first); `order` is not kept. Without it the run keeps everything.
+    // The outputs: every answered request's record is copied, in response order, into
+    // `answered` and handed to `sink` each time it holds sink_every of them (and by the
+    // caller at the end: flush()); its slot is then reused. The caller sets both.
     std::function<void(std::vector<Req>&)> sink;
-    int64_t sink_every = 0;
+    int64_t sink_every = 1;
     std::vector<Req> answered;
     void flush();
 
     SystemConfig cfg;
     Mapper mapper;
-    ReqTable reqs;
+    ReqTable reqs;                  // the accepted requests' records, by slot
+    RetiringTable<Pending> pending; // the submitted ones until accepted, by submission number
     std::vector<std::unique_ptr<StackController>> stacks;
-    std::vector<int64_t> order;  // request indices in response order
     // after run(until): the next cycle that can change state (-1: none); HbfSystem.t_resume
     int64_t t_resume = -1;
     int64_t t = 0, rr = 0, drain_at = -1, last_arrival = 0, first_arrival = -1;
-    int64_t n_done = 0, last_completion = 0, errors = 0, steps = 0;
+    int64_t n_done = 0, last_completion = 0, errors = 0, steps = 0, submitted = 0;
     bool inputs_done = false;
 
 private:
+    int64_t take(int64_t seq, int64_t arrival, int64_t t);
     void responded(int64_t r, int64_t t);
     bool ingress(int64_t t);
     bool egress(int64_t t);

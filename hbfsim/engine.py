@@ -262,7 +262,8 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
     -------
     CompiledRun
         Also the stream as submitted: ``id``, ``op`` (0/1), ``addr``, ``nbytes``,
-        ``arrival``.
+        ``arrival`` (the arrays given, not copies, where they were contiguous int64 / int8
+        already), ``source`` (zeros).
 
     Raises
     ------
@@ -286,9 +287,12 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
     if bad.size:
         i = int(bad[0])
         raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
-    out = eng.run_open_loop(cfg, ids, codes, np.ascontiguousarray(addr, dtype=np.int64),
-                            np.ascontiguousarray(nbytes, dtype=np.int64), arrival,
-                            progress, every)
+    addr = np.ascontiguousarray(addr, dtype=np.int64)
+    nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+    out = eng.run_open_loop(cfg, ids, codes, addr, nbytes, arrival, progress, every)
+    # the stream's own columns: the arrays as given (int64 / int8 views where they were)
+    out.update(id=ids, op=codes, addr=addr, nbytes=nbytes, arrival=arrival,
+               source=np.zeros(n, np.int64))
     return CompiledRun(out)
 
 

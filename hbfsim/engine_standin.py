@@ -89,13 +89,12 @@ def run_gpu(port, delays) -> np.ndarray:
         t = nt if nr is None else nr if nt is None else min(nt, nr)
         if nt == t:
             if compiled:
-                ports, ids = port.grants(t)
+                g = port.grants(t)
                 granted = []
-                for k, i in zip(ports.tolist(), ids.tolist()):
-                    r = port.request(i)
-                    log.append((0, t, k, i, r["created"], r["source"], int(r["op"] == "W"),
-                                r["addr"], r["nbytes"]))
-                    granted.append((i, i))
+                for row in zip(*(g[k].tolist() for k in ("port", "id", "created", "source",
+                                                         "op", "addr", "nbytes"))):
+                    log.append((0, t) + row)
+                    granted.append((row[1], row[1]))
             else:
                 granted = []
                 for k, r in port.grants(t):

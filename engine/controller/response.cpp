@@ -97,6 +97,10 @@ bool StackController::port_stages(Port& port, int64_t t) {
             port.r_has = true;
             port.r_e = tb == MSHR_T ? ei : ~ei;
             port.r_i = i;
+            // K reads its record a cycle or more later: fetch both of its cache lines now
+            const Req* rec = &reqs[e.waiters[i]];
+            __builtin_prefetch(rec);
+            __builtin_prefetch(reinterpret_cast<const char*>(rec) + 64);
             if (i + 1 < static_cast<int>(e.waiters.size())) {
                 port.cur_e[tb] = ei;
                 port.cur_i[tb] = i + 1;

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../retiring_table.hpp"
+#include "../slot_table.hpp"
 
 #include "controller/link.hpp"
 #include "mapping.hpp"
@@ -61,36 +61,44 @@ struct ControllerConfig {
     int64_t megaplane_planes, subarrays_per_channel, hyperpage_window;
 };
 
-// One request and what happened to it (model/controller/request.py Request): the per-request outputs.
-struct Req {
-    int64_t id, arrival, addr, q, local;
+// One request and what happened to it (model/controller/request.py Request): the per-request
+// outputs. Written when the system accepts the request, in a slot of the ReqTable; `seq` is
+// its number in submission order (the outputs' row). Two cache lines, aligned: K prefetches
+// both (response.cpp); sizes and offsets are at most a page (checked at submission).
+struct alignas(64) Req {
+    int64_t seq, id, arrival, addr, q, local;
     int64_t t_accept = -1, t_map = -1, t_done = -1;
     int64_t tq = -1, ti = -1, tc = -1;           // entry_info: the entry's tq, ti, tc
-    int32_t nbytes, stack, ch, sub, off;
+    int32_t stack, ch, sub;
     int32_t depth = 0;                           // requests inside the stack at its accept
     int32_t edepth = 0;                          // entry_info: the entry's queue depth
     int32_t source = 0;                          // the trace's source (a GPU sub-partition)
+    int16_t nbytes, off;
     int8_t op;
-    bool mshr_hit = false, buffer_hit = false, cache_hit = false, error = false;
+    bool mshr_hit : 1, buffer_hit : 1, cache_hit : 1, error : 1;
+    Req() : mshr_hit(false), buffer_hit(false), cache_hit(false), error(false) {}
 };
+static_assert(sizeof(Req) == 128, "a request record is two cache lines");
 
-// The requests of a run, by submission number (a long run retires the answered ones).
-using ReqTable = RetiringTable<Req>;
+// The requests inside the system, by slot (engine/slot_table.hpp).
+using ReqTable = SlotTable<Req>;
 
 // One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
+// The write coverage (512 bytes, written by writes only) comes last, so that the fields
+// every entry reads lie together in its first cache lines.
 struct Entry {
     int kind = 0, idx = 0;
     EntryState state = FREE;
     int64_t q = 0, ch = 0, sub = 0, local = 0;
-    std::vector<int64_t> waiters;               // request indices, in list order
+    std::vector<int64_t> waiters;               // request slots, in list order
     int64_t bytes = 0, alloc = 0, ready_at = 0, deadline = 0;
-    std::bitset<4096> cov;                      // write coverage
     int64_t cov_count = 0;
     Cause cause = NO_CAUSE;
     int64_t tq = -1, ti = -1, tc = -1, flags = 0, full_at = -1, depth = 0;
     bool pressure = false, cache = false;
     int64_t w_merge = -1, te = -1;              // DP3, DP5 (write buffer)
     int64_t open_seq = 0;                       // wb_open's insertion order
+    std::bitset<4096> cov;                      // write coverage
 };
 
 // A queue of at most N entries (Q and E hold two, §4.1, §8): a ring in the port itself, no
