@@ -588,7 +588,7 @@ def _cmd_rtl_prove(a) -> int:
             print(f"    counterexample: {r.vcd}")
         for msg, step in r.covers.items():
             if step is None:
-                print(f"    cover not reached in {r.depth} steps: {msg}")
+                print(f"    cover not reached in {r.cover_depth} steps: {msg}")
         failed += r.status == "failed" or any(v is None for v in r.covers.values())
     return 1 if failed else 0
 

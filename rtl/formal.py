@@ -280,12 +280,14 @@ class FormalResult:
     asserts, assumes : int
         Properties in the design.
     covers : dict
-        Cover message -> step reached (None: not reached within ``depth``).
+        Cover message -> step reached (None: not reached within ``cover_depth``).
     induction : str
         ``passed``, ``failed`` (not inductive at this depth: not a bug), ``not tried``.
     k : int
         The induction step's depth (``depth``, or the block's shallower ``k``); 0 when not
         tried.
+    cover_depth : int
+        Steps of the cover run (0 when not run).
     seconds : dict
         Time per run (``bmc``, ``induction``, ``cover``, ``yosys``).
     """
@@ -300,6 +302,7 @@ class FormalResult:
     covers: dict = field(default_factory=dict)
     induction: str = "not tried"
     k: int = 0
+    cover_depth: int = 0
     seconds: dict = field(default_factory=dict)
 
 
@@ -416,7 +419,8 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
     covers : bool
         Also check that every cover goal is reached within ``depth``.
     cover_depth : int, optional
-        Steps of the cover run instead of ``depth`` (the BMC and induction keep ``depth``).
+        Steps of the cover run (default ``depth``, or the block's ``ci_cover_depth`` when
+        deeper; the BMC and induction keep theirs).
     mutations : set of str
         Faults to inject (:mod:`hbfsim.rtl.mutations`).
     vcd_dir : path
@@ -481,7 +485,9 @@ def check_block(block: str, *, depth: int | None = None, induction: bool | None 
             if result.induction == "passed":
                 result.status = "proved"
         if covers:
-            out, dt = _smtbmc(["-c", "-t", str(cover_depth or depth)], d, timeout)
+            # a block's covers may lie deeper than its BMC (``ci_cover_depth``)
+            result.cover_depth = cover_depth or max(depth, spec.ci_cover_depth)
+            out, dt = _smtbmc(["-c", "-t", str(result.cover_depth)], d, timeout)
             result.seconds["cover"] = round(dt, 1)
             for key, (flavor, msg) in props.items():
                 if flavor == "cover":
