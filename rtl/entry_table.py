@@ -10,7 +10,7 @@ cursor), and the checks of the waiter lists.
 from __future__ import annotations
 
 __all__ = ["check_waiters", "drain_cursor", "free_list", "free_list_heads", "offer_fifo",
-           "offer_registered"]
+           "offer_registered", "stage_lemmas", "waiter_list_lemmas"]
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 from amaranth.lib import data, memory
@@ -454,3 +454,102 @@ def _or(values):
     for v in values[1:]:
         out = out | v
     return out
+
+
+def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str) -> None:
+    """A proof's lemmas of DP7's stages (:func:`drain_cursor`; docs/formal.md "Induction"):
+    per response port, C1, C2 and the cursor hold entries of ``in_return`` (RETURN with
+    waiters left), no entry in two stages, and each copy a stage keeps equals the entry's
+    (``copies``: a stage register's key -> the per-entry values it copies, None for a copy
+    the table does not keep; an entry's head, tail and flags do not change in RETURN)."""
+    if checks != "formal":
+        return
+    for p, r in enumerate(regss):
+        for i in range(len(in_return)):
+            held = [r["v1"] & (r["i1"] == i), r["v2"] & (r["i2"] == i),
+                    r["locked"] & (r["lock_index"] == i)]
+            lemma(m, checks, ~(held[0] | held[1] | held[2]) | in_return[i],
+                  f"port {p}: a response stage holds {table} entry {i} outside RETURN")
+            lemma(m, checks, ~(held[0] & held[1]) & ~(held[0] & held[2]) & ~(held[1] & held[2]),
+                  f"port {p}: two response stages hold {table} entry {i}")
+            for key, values in copies.items():
+                if values is None:
+                    continue
+                stage = held[1] if key.endswith("2") else held[2]
+                lemma(m, checks, ~stage | (r[key] == values[i]),
+                      f"port {p}: the stage copy {key} of {table} entry {i} differs from it")
+
+
+def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, tail, regs,
+                       inside, waiters, next_slot, w_alloc, w_merge, w_oh, w_slot, w_tail,
+                       pop, ret_slot, table: str):
+    """A proof's lemmas of a table's waiter lists (one port; docs/formal.md "Induction").
+
+    Ghost registers follow every request slot in a list: ``own`` (the slot is in an entry's
+    list), ``owner`` (which entry's) and ``seq`` (its position from the list's first waiter
+    at allocation: 0 for the allocating request, the tail's + 1 for a merge). Stated: the
+    slots inside the table (``inside``, :func:`check_waiters`' set) are the listed ones and
+    W's; an entry with waiters (``busy``) lists ``waiters`` slots, its first waiter (the
+    cursor's next one while the cursor drains it) and its tail among them, with consecutive
+    positions; every listed slot but a tail has as successor (``next_slot``, one read port
+    per slot) the slot of the next position of its list; W's merge names its entry's tail
+    and an entry no response stage has read (``joinable``, or ``in_return`` and in neither
+    C2 nor the cursor: a completion in the merge's lookup cycle), whose first waiter is at
+    position 0. Returns that per-entry condition ("no response stage has read it").
+    """
+    n = len(busy)
+    an = "an" if table == "MSHR" else "a"
+    own = Signal(slots, name="lemma_own")
+    owner = [Signal(range(max(2, n)), name=f"lemma_owner{s}") for s in range(slots)]
+    seq = [Signal(range(slots), name=f"lemma_seq{s}") for s in range(slots)]
+    seqs = Array(seq)
+    w_pend = w_alloc | w_merge
+    w_index = Signal(range(max(2, n)), name="lemma_w_index")
+    for i in range(n):
+        with m.If(w_oh[i]):
+            m.d.comb += w_index.eq(i)
+    for s in range(slots):
+        with m.If(w_pend & (w_slot == s)):
+            m.d.sync += [own[s].eq(1), owner[s].eq(w_index),
+                         seq[s].eq(Mux(w_alloc, 0, seqs[Array(tail)[w_index]] + 1))]
+        with m.Elif(pop & (ret_slot == s)):
+            m.d.sync += own[s].eq(0)
+    undrawn = []
+    for i in range(n):
+        read = (regs["v2"] & (regs["i2"] == i)) | (regs["locked"] & (regs["lock_index"] == i))
+        undrawn.append(named(m, joinable[i] | (in_return[i] & ~read), f"lemma_undrawn{i}"))
+    lemma(m, checks, ~w_pend | ((w_oh != 0) & ((w_oh & (w_oh - 1)) == 0)),
+          f"W names one {table} entry")
+    lemma(m, checks, ~w_merge | (Array(undrawn)[w_index] & (w_tail == Array(tail)[w_index])),
+          f"W's merge names {an} {table} entry no response stage has read, and its tail")
+    lemma(m, checks, inside == (own | Mux(w_pend, 1 << w_slot, 0)),
+          f"the {table}'s waiting slots are its listed slots and W's")
+    lemma(m, checks, ~w_pend | ~(own >> w_slot)[0], "W's slot is already listed")
+    for i in range(n):
+        first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], head[i])
+        mine = [own[s] & (owner[s] == i) for s in range(slots)]
+        lemma(m, checks, tree_sum(mine) == waiters[i],
+              f"{table} entry {i}: its listed slots are not its waiters")
+        lemma(m, checks, ~undrawn[i] | (seqs[head[i]] == 0),
+              f"{table} entry {i}: its first waiter's position is not 0 before a response")
+        lemma(m, checks, ~busy[i] | (Array(mine)[first] & Array(mine)[tail[i]]
+                                     & (seqs[tail[i]] - seqs[first] + 1 == waiters[i])),
+              f"{table} entry {i}: first waiter or tail not listed, or positions not "
+              "consecutive")
+    for s in range(slots):
+        rp = next_slot.read_port(domain="comb")
+        m.d.comb += rp.addr.eq(s)
+        nxt, o = rp.data, owner[s]
+        lemma(m, checks, ~own[s] | Array(busy)[o],
+              f"slot {s} listed by {an} {table} entry without waiters")
+        lemma(m, checks, ~own[s] | (Array(tail)[o] == s)
+              | ((own >> nxt)[0] & (Array(owner)[nxt] == o) & (seqs[nxt] == seq[s] + 1)),
+              f"slot {s}: its successor is not the next waiter of its list")
+        first_o = Mux(regs["locked"] & (regs["lock_index"] == o), regs["lk_head"],
+                      Array(head)[o])
+        lemma(m, checks, ~own[s] | ((seq[s] >= seqs[first_o]) & (seq[s] <= seqs[Array(tail)[o]])),
+              f"slot {s}: its position lies outside its list's")
+        for t in range(s + 1, slots):
+            lemma(m, checks, ~(own[s] & own[t] & (owner[s] == owner[t])) | (seq[s] != seq[t]),
+                  f"slots {s} and {t}: one position in one list")
+    return undrawn

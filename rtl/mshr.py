@@ -22,7 +22,8 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    offer_fifo, offer_registered)
+                                    offer_fifo, offer_registered, stage_lemmas,
+                                    waiter_list_lemmas)
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
 from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum
@@ -464,121 +465,34 @@ class Mshr(wiring.Component):
                 fifo_count, enq_index, issue_qs, done_qs, merge_en_p, w_new_p, free_indexes,
                 disps, held)
         if checks == "formal":
-            self._add_lemmas(m, state, head, tail, target, buffer_hit, error, drained, regss)
-            if P == 1:
-                self._add_list_lemmas(m, state, mergeable, head, tail, drained, regss[0],
-                                      inside, waiters, next_slot, w_alloc[0], w_merge[0],
-                                      w_oh[0], w_d[0], w_tail[0], pops[0], nbytes)
+            self._add_lemmas(m, state, mergeable, head, tail, target, buffer_hit, error,
+                             drained, regss, inside, waiters, next_slot, w_alloc, w_merge, w_oh,
+                             w_d, w_tail, pops, nbytes)
         return m
 
-    def _add_list_lemmas(self, m, state, mergeable, head, tail, drained, regs, inside,
-                         waiters, next_slot, w_alloc, w_merge, w_oh, w_d, w_tail, pop, nbytes):
-        """The waiter lists' shape, for the induction step (one port; docs/formal.md
-        "Induction").
-
-        Ghost registers follow every request slot in a list: ``own`` (the slot is in an
-        entry's list), ``owner`` (which entry's) and ``seq`` (its position counted from the
-        list's first waiter at allocation: 0 for the allocating read, the tail's + 1 for a
-        merge). Stated: the slots inside the table are the listed ones and W's; an entry
-        with waiters lists ``waiters`` slots, its first waiter (the cursor's next one while
-        the cursor drains it) and its tail among them, with consecutive positions from the
-        first's to the tail's; every listed slot but a tail has as successor the slot of the
-        next position of the same list; W's merge names an entry no response stage has read
-        (mergeable, or RETURN since its lookup) and its tail; such an entry's byte count is
-        at most a page per waiter and its first waiter is at position 0."""
-        checks, n, slots = self._checks, self._cfg.mshr_entries, self._cfg.admission
-        own = Signal(slots, name="lemma_own")
-        owner = [Signal(range(max(2, n)), name=f"lemma_owner{s}") for s in range(slots)]
-        seq = [Signal(range(slots), name=f"lemma_seq{s}") for s in range(slots)]
-        w_pend = w_alloc | w_merge
-        w_index = Signal(range(max(2, n)), name="lemma_w_index")
+    def _add_lemmas(self, m, state, mergeable, head, tail, target, buffer_hit, error,
+                    drained, regss, inside, waiters, next_slot, w_alloc, w_merge, w_oh, w_d,
+                    w_tail, pops, nbytes):
+        """What makes the table's properties inductive (docs/formal.md "Induction"), stated
+        only in a proof of this block: DP7's stages (``stage_lemmas``), the waiter lists
+        (``waiter_list_lemmas``, one port) and, before any response, at most a page of bytes
+        per waiter."""
+        checks, n, P = self._checks, self._cfg.mshr_entries, self._ports
+        in_return = [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
+        channel = [t.channel for t in target]
+        stage_lemmas(m, checks, regss, in_return, dict(
+            h2=head, t2=tail, ch2=channel, bh2=buffer_hit, er2=error,
+            lk_tail=tail, lk_ch=channel, lk_bh=buffer_hit, lk_er=error), "MSHR")
+        if P != 1:
+            return
+        busy = [(s != MshrState.FREE) & ~drained[i] for i, s in enumerate(state)]
+        undrawn = waiter_list_lemmas(
+            m, checks, self._cfg.admission, busy, mergeable, in_return, head, tail, regss[0],
+            inside, waiters, next_slot, w_alloc[0], w_merge[0], w_oh[0], w_d[0].slot,
+            w_tail[0], pops[0], self.ret.payload.slot, "MSHR")
         for i in range(n):
-            with m.If(w_oh[i]):
-                m.d.comb += w_index.eq(i)
-        tail_seq = Array(seq)[Array(tail)[w_index]]
-        for s in range(slots):
-            with m.If(w_pend & (w_d.slot == s)):
-                m.d.sync += [own[s].eq(1), owner[s].eq(w_index),
-                             seq[s].eq(Mux(w_alloc, 0, tail_seq + 1))]
-            with m.Elif(pop & (self.ret.payload.slot == s)):
-                m.d.sync += own[s].eq(0)
-        lemma(m, checks, ~w_pend | ((w_oh != 0) & ((w_oh & (w_oh - 1)) == 0)),
-              "W names one MSHR entry")
-        # an entry no response stage has read yet: mergeable, or RETURN from a completion
-        # of the merge's lookup cycle (§4.2's merge until tc + 1), not in C2 or the cursor
-        undrawn = []
-        for i in range(n):
-            read = (regs["v2"] & (regs["i2"] == i)) | (regs["locked"] & (regs["lock_index"] == i))
-            undrawn.append(named(m, mergeable[i] | ((state[i] == MshrState.RETURN)
-                                                    & ~drained[i] & ~read), f"lemma_undrawn{i}"))
-        lemma(m, checks, ~w_merge | (Array(undrawn)[w_index] & (w_tail == Array(tail)[w_index])),
-              "W's merge names an MSHR entry no response stage has read, and its tail")
-        lemma(m, checks, inside == (own | Mux(w_pend, 1 << w_d.slot, 0)),
-              "the MSHR's waiting slots are its listed slots and W's")
-        lemma(m, checks, ~w_pend | ~(own >> w_d.slot)[0], "W's slot is already listed")
-        busy = [(state[i] != MshrState.FREE) & ~drained[i] for i in range(n)]
-        for i in range(n):
-            first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], head[i])
-            mine = [own[s] & (owner[s] == i) for s in range(slots)]
-            lemma(m, checks, tree_sum(mine) == waiters[i],
-                  f"MSHR entry {i}: its listed slots are not its waiters")
             lemma(m, checks, ~undrawn[i] | (nbytes[i] <= waiters[i] * PAGE_BYTES),
                   f"MSHR entry {i}: more bytes than a page per waiter")
-            lemma(m, checks, ~undrawn[i] | (Array(seq)[head[i]] == 0),
-                  f"MSHR entry {i}: its first waiter's position is not 0 before a response")
-            lemma(m, checks, ~busy[i] | ((Array(mine)[first]) & Array(mine)[tail[i]]
-                                         & (Array(seq)[tail[i]] - Array(seq)[first] + 1
-                                            == waiters[i])),
-                  f"MSHR entry {i}: first waiter or tail not listed, or positions not "
-                  "consecutive")
-        for s in range(slots):
-            rp = next_slot.read_port(domain="comb")
-            m.d.comb += rp.addr.eq(s)
-            nxt = rp.data
-            o = owner[s]
-            lemma(m, checks, ~own[s] | Array(busy)[o], f"slot {s} listed by an MSHR entry "
-                  "without waiters")
-            lemma(m, checks, ~own[s] | (Array(tail)[o] == s)
-                  | ((own >> nxt)[0] & (Array(owner)[nxt] == o)
-                     & (Array(seq)[nxt] == seq[s] + 1)),
-                  f"slot {s}: its successor is not the next waiter of its list")
-            first_o = Mux(regs["locked"] & (regs["lock_index"] == o), regs["lk_head"],
-                          Array(head)[o])
-            lemma(m, checks, ~own[s] | ((seq[s] >= Array(seq)[first_o])
-                                        & (seq[s] <= Array(seq)[Array(tail)[o]])),
-                  f"slot {s}: its position lies outside its list's")
-            for t in range(s + 1, slots):
-                lemma(m, checks, ~(own[s] & own[t] & (owner[s] == owner[t]))
-                      | (seq[s] != seq[t]), f"slots {s} and {t}: one position in one list")
-
-    def _add_lemmas(self, m, state, head, tail, target, buffer_hit, error, drained, regss):
-        """What makes the table's properties inductive (docs/formal.md "Induction"): true in
-        every reachable state, stated only in a proof of this block.
-
-        DP7's stages hold RETURN entries with waiters left, each in one stage at most, and
-        their copies of the entry's head, tail and flags equal the entry's (an entry's head,
-        tail and flags do not change in RETURN)."""
-        checks, n = self._checks, self._cfg.mshr_entries
-        ret_state = [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
-        for p, r in enumerate(regss):
-            for i in range(n):
-                held1 = r["v1"] & (r["i1"] == i)
-                held2 = r["v2"] & (r["i2"] == i)
-                held3 = r["locked"] & (r["lock_index"] == i)
-                lemma(m, checks, ~(held1 | held2 | held3) | ret_state[i],
-                      f"port {p}: a response stage holds MSHR entry {i} outside RETURN")
-                lemma(m, checks, ~(held1 & held2) & ~(held1 & held3) & ~(held2 & held3),
-                      f"port {p}: two response stages hold MSHR entry {i}")
-                lemma(m, checks, ~held2 | ((r["h2"] == head[i]) & (r["t2"] == tail[i])
-                                           & (r["ch2"] == target[i].channel)
-                                           & (r["bh2"] == buffer_hit[i])
-                                           & (r["er2"] == error[i])),
-                      f"port {p}: C2's copy of MSHR entry {i} differs from the entry")
-                lemma(m, checks, ~held3 | ((r["lk_tail"] == tail[i])
-                                           & (r["lk_ch"] == target[i].channel)
-                                           & (r["lk_bh"] == buffer_hit[i])
-                                           & (r["lk_er"] == error[i])),
-                      f"port {p}: the cursor's copy of MSHR entry {i} differs from the entry")
 
     def _lookup_protocol(self, m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
                          mergeable, page):
