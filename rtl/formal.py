@@ -157,9 +157,12 @@ BLOCKS = {b.name: b for b in (
     # a pending MSHR entry keeps its page) are assumed; the responses' covers lie deeper
     # than the BMC. The MSHR's lemmas (the waiter lists' shape, the FIFOs' contents, the
     # response stages' copies; rtl/mshr.py ``_add_lemmas``) make it 3-inductive: proved by
-    # the BMC (5 steps in CI) and the step at k = 3.
+    # the BMC (5 steps in CI) and the step at k = 3. The write buffer's (the same lists and
+    # stages, its offer registers' eligibility, strict coverage once QUEUED;
+    # rtl/write_buffer_checks.py) make it 4-inductive.
     FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 5, True, 11, k=3),
-    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 8, False, 10),
+    FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 6, True, 10,
+                k=4),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
     # (registered), distinct slots per cycle.

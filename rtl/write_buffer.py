@@ -402,7 +402,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # DP4: allocation from the free list; with several ports, a head per port
         if P == 1:
             any_free, free_index, free_oh, free_pop, free_count = free_list(
-                m, n, self.launched.valid, self.launched.index, "free_list")
+                m, n, self.launched.valid, self.launched.index, "free_list", checks=checks,
+                member=[(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)])
         else:
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, ranks = free_list_heads(
@@ -680,9 +681,14 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         count_flushes(m, leaving, self.flushes, checks)
 
         if checks:
-            self._add_checks(m, state_now, page, head, tail, used, used_e, w_alloc, w_new,
-                             merge_en, fires, pops, curs, regss, serialized, cov, full, leaving,
-                             stalled, strict_error, mshr_wait, drained, allocates, blocker_live,
-                             older_live, older, eligible, elig_q, cand, held, dec, is_open,
-                             any_free, free_index, free_count, probe_useds, disps, victims)
+            inside, waiters = self._add_checks(
+                m, state_now, page, head, tail, used, used_e, w_alloc, w_new, merge_en, fires,
+                pops, curs, regss, serialized, cov, full, leaving, stalled, strict_error,
+                mshr_wait, drained, allocates, blocker_live, older_live, older, eligible,
+                elig_q, cand, held, dec, is_open, any_free, free_index, free_count, probe_useds,
+                disps, victims, issue_q)
+        if checks == "formal":
+            self._add_lemmas(m, state_now, head, tail, target, error, drained, regss, inside,
+                             waiters, next_slot, w_alloc, w_merge, w_oh, w_d, w_tail, pops,
+                             held, eligible, full)
         return m

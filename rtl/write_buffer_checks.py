@@ -14,8 +14,8 @@ __all__ = ["WriteBufferChecks"]
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from hbfsim.config import PAGE_BYTES
-from hbfsim.rtl.checks import cover, invariant, protocol
-from hbfsim.rtl.entry_table import check_waiters
+from hbfsim.rtl.checks import cover, invariant, lemma, protocol
+from hbfsim.rtl.entry_table import check_waiters, stage_lemmas, waiter_list_lemmas
 from hbfsim.rtl.layouts import FLUSH_CAUSES, WbState
 from hbfsim.rtl.logic import tree_sum
 
@@ -108,17 +108,20 @@ class WriteBufferChecks:
                                    & (page[i] == page[j])),
                       f"write-buffer entries {i} and {j} are both OPEN for one page")
 
-    def _media_protocols(self, m, state):
-        """The media side's promises: ``issue`` names a QUEUED entry, ``done`` a PROGRAM one."""
+    def _media_protocols(self, m, state, issue_q):
+        """The media side's promises: ``issue`` names a QUEUED entry, ``done`` a PROGRAM one
+        whose issue has applied (``tc = ti + tPROG >= td + 2``, §7: tPROG is at least a
+        tick, so a completion never meets its issue's flip-flop)."""
         checks, n = self._checks, self._cfg.write_buffer_entries
-        states = Array(state)
+        states, issued = Array(state), Array(issue_q)
         for c in range(len(self.issue)):
             ev, done = self.issue[c], self.done[c]
             protocol(m, checks,
                      ~ev.valid | ((ev.index < n) & (states[ev.index] == WbState.QUEUED)),
                      f"issue[{c}] names a write-buffer entry that is not QUEUED")
             protocol(m, checks,
-                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)),
+                     ~done.valid | ((done.index < n) & (states[done.index] == WbState.PROGRAM)
+                                    & ~issued[done.index]),
                      f"done[{c}] names a write-buffer entry that is not PROGRAM")
 
     def _add_checks(self, m, state, page, head, tail, used, used_e, w_alloc, w_new, merge_en,
@@ -126,7 +129,7 @@ class WriteBufferChecks:
                     pops, curs, regss, serialized, cov, full, leaving, stalled, strict_error,
                     mshr_wait, drained, allocates, blocker_live, older_live, older, eligible,
                     elig_q, cand, held, dec, is_open, any_free, free_index, free_count,
-                    probe_useds, disps, victims):
+                    probe_useds, disps, victims, issue_q):
         """``WriteBuffer._add_checks`` with W (waiters counted when W writes, the lookup vectors
         checked against W's entry too) and the cursor, plus the deep structures' properties: a
         decision only for an OPEN entry, a candidate stays eligible, the offer register holds a
@@ -142,11 +145,12 @@ class WriteBufferChecks:
         all_free = Cat(*[s == WbState.FREE for s in state]).all() & (
             ~w_alloc[0] if P == 1 else ~Cat(*w_alloc).any())
         if P == 1:
-            check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot, pops[0],
-                          self.ret, all_free, "write buffer")
+            inside = check_waiters(m, checks, cfg.admission, fires[0], disps[0].payload.slot,
+                                   pops[0], self.ret, all_free, "write buffer")
         else:
-            check_waiters(m, checks, cfg.admission, fires, [d.payload.slot for d in disps], pops,
-                          list(self.ret), all_free, "write buffer")
+            inside = check_waiters(m, checks, cfg.admission, fires,
+                                   [d.payload.slot for d in disps], pops, list(self.ret),
+                                   all_free, "write buffer")
         for why in FLUSH_CAUSES:
             cover(m, checks, Cat(*leaving[why]).any(), f"an entry flushes with cause {why.name}")
         cover(m, checks, stalled, "a write stalls: no OPEN entry of its page, none FREE")
@@ -179,7 +183,7 @@ class WriteBufferChecks:
             firsts.append(first)
         for i in range(n):
             self._entry_invariants(m, i, state, page, firsts, tail, waiters, serialized, drained[i])
-        self._media_protocols(m, state)
+        self._media_protocols(m, state, issue_q)
         for ev in ([self.launched] if P == 1 else list(self.launched)):
             protocol(m, checks, ~ev.valid | ((ev.index < n) & Array(drained)[ev.index]),
                      "launched names a write-buffer entry with waiters left to take")
@@ -237,3 +241,38 @@ class WriteBufferChecks:
                       "more than one pressure victim in one cycle (DP5)")
             cover(m, checks, Cat(*allocates).all(),
                   "every port allocates a write-buffer entry in one cycle (DP4)")
+        return inside, waiters
+
+    def _add_lemmas(self, m, state, head, tail, target, error, drained, regss, inside,
+                    waiters, next_slot, w_alloc, w_merge, w_oh, w_d, w_tail, pops, held,
+                    eligible, full):
+        """What makes the table's properties inductive (docs/formal.md "Induction"), stated
+        only in a proof of this block: DP7's stages and the waiter lists as the MSHR's
+        (``stage_lemmas``, ``waiter_list_lemmas``, one port). A write merges into an entry
+        before its PROGRAM completes (OPEN, or FLUSH from a decision of its lookup cycle,
+        DP5), so every state but FREE and RETURN counts as not yet read by a response
+        stage. The offer registers hold eligible entries (DP3: eligibility lasts until the
+        entry is enqueued); under the strict policy a QUEUED or PROGRAM entry's coverage is
+        complete (it was when eligible, and nothing merges after)."""
+        checks = self._checks
+        for c, (hv, hi) in enumerate(held):
+            lemma(m, checks, ~hv | Array(eligible)[hi],
+                  f"channel {c}: the write buffer's offer register holds an entry not eligible")
+        if self._cfg.write_timeout_policy == "strict":
+            for i, s in enumerate(state):
+                lemma(m, checks, ~((s == WbState.QUEUED) | (s == WbState.PROGRAM)) | full[i],
+                      f"write-buffer entry {i}: QUEUED or PROGRAM with incomplete coverage "
+                      "under the strict policy")
+        in_return = [(s == WbState.RETURN) & ~drained[i] for i, s in enumerate(state)]
+        channel = [t.channel for t in target]
+        stage_lemmas(m, checks, regss, in_return, dict(
+            h2=head, t2=tail, ch2=channel, bh2=None, er2=error,
+            lk_tail=tail, lk_ch=channel, lk_bh=None, lk_er=error), "write-buffer")
+        if len(regss) != 1:
+            return
+        busy = [(s != WbState.FREE) & ~drained[i] for i, s in enumerate(state)]
+        before_return = [(s != WbState.FREE) & (s != WbState.RETURN) for s in state]
+        waiter_list_lemmas(
+            m, checks, self._cfg.admission, busy, before_return, in_return, head, tail,
+            regss[0], inside, waiters, next_slot, w_alloc[0], w_merge[0], w_oh[0],
+            w_d[0].slot, w_tail[0], pops[0], self.ret.payload.slot, "write-buffer")
