@@ -17,6 +17,7 @@
 #include "mutants.hpp"
 #include "closed_loop.hpp"
 #include "system.hpp"
+#include "window_source.hpp"
 
 #ifndef HBF_SOURCE_HASH
 #define HBF_SOURCE_HASH "unknown"
@@ -533,6 +534,35 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
     return d;
 }
 
+// A request list with at most `window` requests open (hbfsim/engine_stream.py
+// run_window_streamed; serve/characterize.py measure): answered requests go to `sink` as in
+// the streamed open loop.
+py::dict run_window_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                             Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                             Col<int64_t> source, int64_t window, const py::object& sink,
+                             int64_t every, int block_shift, bool poison) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
+            || source.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    if (block_shift < 0 || block_shift > 30)
+        throw std::invalid_argument("block_shift must be in 0..30");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    RequestList reqs{id.data(), addr.data(), nbytes.data(), arrival.data(), source.data(),
+                     op.data(), static_cast<int64_t>(n)};
+    {
+        py::gil_scoped_release nogil;
+        run_window(sys, reqs, window);
+    }
+    sys.flush();
+    py::dict d;
+    d["counters"] = system_counters(sys);
+    d["blocks_held"] = sys.pending.blocks_held();
+    return d;
+}
+
 // The closed loop in bounded memory (hbfsim/engine_stream.py): the program pulled kernel by
 // kernel from `feed` (has_next() -> bool, load() -> one kernel's program arrays), every
 // answered request handed to `sink(columns)` in response order, `every` at a time, and its
@@ -620,6 +650,14 @@ PYBIND11_MODULE(_engine, m) {
           "run_open_loop in bounded memory: requests submitted chunk at a time as the run "
           "reaches them, answered requests handed to sink(columns) in response order and "
           "retired; returns the counters and blocks_held.");
+    m.def("run_window_streamed", &run_window_streamed, py::arg("cfg"), py::arg("id"),
+          py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("source"), py::arg("window"), py::arg("sink"), py::arg("every") = 1 << 15,
+          py::arg("block_shift") = 16, py::arg("poison") = false,
+          "Run a request list with at most window requests open (each response submits the "
+          "next with arrival = its tick; window >= len: the open loop), answered requests "
+          "handed to sink(columns) in response order and retired; returns the counters and "
+          "blocks_held.");
     m.def("run_closed_loop_streamed", &run_closed_loop_streamed, py::arg("cfg"), py::arg("gpu"),
           py::arg("feed"), py::arg("channel_shape"), py::arg("start") = 0,
           py::arg("skip") = true, py::arg("sink"), py::arg("every") = 1 << 15,

@@ -8,7 +8,8 @@ steps ``run_stepped`` with the skip) with the program pulled one kernel at a tim
 time, then retired (:class:`StreamedOutputs`: the trace rows written, the statistics' sums
 and latency histograms kept), so the memory follows the largest kernel and the requests in
 flight (docs/engine.md, Memory). :func:`run_open_streamed` does the same for an open-loop
-stream: its requests are submitted a chunk at a time as the run reaches their ticks.
+stream: its requests are submitted a chunk at a time as the run reaches their ticks;
+:func:`run_window_streamed` runs a request list with a bounded window of open requests.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hbfsim.engine import (_channel_shape, program_arrays, require_compiled,
                            stats_of_counters, trace_compiled)
 
 __all__ = ["KernelFeed", "RecordedOutputs", "StreamedOutputs", "run_open_streamed",
-           "run_streamed"]
+           "run_streamed", "run_window_streamed"]
 
 
 class KernelFeed:
@@ -79,14 +80,18 @@ class StreamedOutputs:
     trace : TraceWriter or None
     progress : callable, optional
         ``progress(answered)`` after each block.
+    on_block : callable, optional
+        ``on_block(columns)`` with each block, after it is counted (a caller's own figures
+        from the answered requests, such as their response ticks).
     """
 
-    def __init__(self, cfg, trace=None, progress=None):
+    def __init__(self, cfg, trace=None, progress=None, on_block=None):
         from hbfsim.model.stats import LatencyCounts
 
         self.cfg = cfg
         self.trace = trace
         self.progress = progress
+        self.on_block = on_block
         self.answered = 0
         self.requested = {"R": 0, "W": 0}
         self.n_req = {"R": 0, "W": 0}
@@ -111,6 +116,8 @@ class StreamedOutputs:
             trace_compiled(self.trace, self.cfg, run, cols["op"], cols["addr"], nb,
                            cols["arrival"], cols["id"], cols["source"])
         self.answered += n
+        if self.on_block is not None:
+            self.on_block(cols)
         if self.progress is not None:
             self.progress(self.answered)
 
@@ -241,3 +248,50 @@ def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=No
     stats = stats_of_counters(cfg, c, c["submitted"], int(arrival[0]) if n else None,
                               out.requested, out.n_req, out.lat, out.lat_first)
     return stats, c, res["blocks_held"]
+
+
+def run_window_streamed(cfg, ids, op, addr, nbytes, arrival, window: int, source=None,
+                        on_block=None, every: int = 1 << 15, block_shift: int = 16,
+                        poison: bool = False):
+    """Run a request list on the compiled engine with at most ``window`` requests open.
+
+    The first ``window`` requests are submitted with their own arrival ticks; each response
+    submits the next request of the list with arrival = the response's tick (in the cycle
+    of its handshake, so that cycle's ingress may accept it), and a response after the list
+    is exhausted closes the input: what ``serve/characterize.py``'s ``measure`` does from
+    the golden model's response callback (``engine/window_source.cpp``). ``window >=
+    len(ids)`` is the open loop: every request submitted, the input closed, then the run.
+
+    Parameters
+    ----------
+    cfg : HbfConfig
+    ids, op, addr, nbytes, arrival, source : array of int
+        Per request, in submission order (``op`` 0 = R, 1 = W; ``source`` default 0);
+        ``arrival`` is read for the first ``window`` only.
+    window : int
+        At most this many requests open (>= 1).
+    on_block : callable, optional
+        ``on_block(columns)`` with each block of answered requests, in response order.
+    every, block_shift, poison
+        As :func:`run_streamed`'s.
+
+    Returns
+    -------
+    (dict, dict)
+        The statistics (``collect_stats``'s dict) and the counters.
+    """
+    eng = require_compiled()
+    i64 = np.int64
+    n = len(ids)
+    source = np.zeros(n, i64) if source is None else source
+    out = StreamedOutputs(cfg, on_block=on_block)
+    res = eng.run_window_streamed(
+        cfg, np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
+        np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
+        np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64), window, out,
+        every, block_shift, poison)
+    c = res["counters"]
+    first = c["first_arrival_tick"] if c["submitted"] else None
+    stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,
+                              out.lat, out.lat_first)
+    return stats, c
