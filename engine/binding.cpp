@@ -17,6 +17,7 @@
 #include "mutants.hpp"
 #include "closed_loop.hpp"
 #include "system.hpp"
+#include "window_source.hpp"
 
 #ifndef HBF_SOURCE_HASH
 #define HBF_SOURCE_HASH "unknown"
@@ -451,20 +452,37 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
 // The sink of a streamed run: every `every` answered requests as columns to `sink` (with
 // the GIL; a pending Ctrl-C raises there). The submitted requests wait in a table of blocks
 // of 2**block_shift, freed once accepted (Retire::Free), or poisoned (Poison, for tests:
-// and the answered requests' slots too).
+// and the answered requests' slots too). With `gpu` (a closed loop's port keeping its
+// answered requests, keep_answered), the columns add each request's GPU creation tick and
+// producer (`created`, `producer`): the port answered the same requests in the same order.
 void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
-                    Retire mode) {
+                    Retire mode, GpuCore* gpu = nullptr) {
     if (every < 1) throw std::invalid_argument("every must be >= 1");
     py::handle sh = sink;
     sys.pending.set_block_shift(block_shift);
     sys.pending.mode = mode;
     sys.reqs.poison = mode == Retire::Poison;
     sys.sink_every = every;
-    sys.sink = [sh](std::vector<Req>& rows) {
+    sys.sink = [sh, gpu](std::vector<Req>& rows) {
         py::gil_scoped_acquire gil;
         auto n = static_cast<py::ssize_t>(rows.size());
         Columns c(n);
         for (py::ssize_t i = 0; i < n; ++i) c.write(i, rows[i]);
+        if (gpu != nullptr) {
+            if (static_cast<py::ssize_t>(gpu->answered.size()) != n)
+                throw std::logic_error("internal: the GPU answered " +
+                                       std::to_string(gpu->answered.size()) +
+                                       " requests, the system " + std::to_string(n));
+            py::array_t<int64_t> created(n), producer(n);
+            int64_t *pc = created.mutable_data(), *pp = producer.mutable_data();
+            for (py::ssize_t i = 0; i < n; ++i) {
+                pc[i] = gpu->answered[i].created;
+                pp[i] = gpu->answered[i].producer;
+            }
+            gpu->answered.clear();
+            c.cols["created"] = created;
+            c.cols["producer"] = producer;
+        }
         sh(c.cols);
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     };
@@ -516,6 +534,35 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
     return d;
 }
 
+// A request list with at most `window` requests open (hbfsim/engine_stream.py
+// run_window_streamed; serve/characterize.py measure): answered requests go to `sink` as in
+// the streamed open loop.
+py::dict run_window_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+                             Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
+                             Col<int64_t> source, int64_t window, const py::object& sink,
+                             int64_t every, int block_shift, bool poison) {
+    py::ssize_t n = id.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
+            || source.size() != n)
+        throw std::invalid_argument("the request arrays must have one length");
+    if (block_shift < 0 || block_shift > 30)
+        throw std::invalid_argument("block_shift must be in 0..30");
+    System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
+               mapper_config(cfg));
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    RequestList reqs{id.data(), addr.data(), nbytes.data(), arrival.data(), source.data(),
+                     op.data(), static_cast<int64_t>(n)};
+    {
+        py::gil_scoped_release nogil;
+        run_window(sys, reqs, window);
+    }
+    sys.flush();
+    py::dict d;
+    d["counters"] = system_counters(sys);
+    d["blocks_held"] = sys.pending.blocks_held();
+    return d;
+}
+
 // The closed loop in bounded memory (hbfsim/engine_stream.py): the program pulled kernel by
 // kernel from `feed` (has_next() -> bool, load() -> one kernel's program arrays), every
 // answered request handed to `sink(columns)` in response order, `every` at a time, and its
@@ -525,7 +572,7 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
 py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
                                   const py::object& feed, bool channel_shape, int64_t start,
                                   bool skip, const py::object& sink, int64_t every,
-                                  int block_shift, bool poison) {
+                                  int block_shift, bool poison, bool record) {
     if (block_shift < 0 || block_shift > 30)
         throw std::invalid_argument("block_shift must be in 0..30");
     py::handle fh = feed;
@@ -547,7 +594,8 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     port.retire_requests(mode, block_shift);
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    stream_outputs(sys, sink, every, block_shift, mode);
+    port.keep_answered = record;
+    stream_outputs(sys, sink, every, block_shift, mode, record ? &port : nullptr);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
@@ -602,13 +650,22 @@ PYBIND11_MODULE(_engine, m) {
           "run_open_loop in bounded memory: requests submitted chunk at a time as the run "
           "reaches them, answered requests handed to sink(columns) in response order and "
           "retired; returns the counters and blocks_held.");
+    m.def("run_window_streamed", &run_window_streamed, py::arg("cfg"), py::arg("id"),
+          py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
+          py::arg("source"), py::arg("window"), py::arg("sink"), py::arg("every") = 1 << 15,
+          py::arg("block_shift") = 16, py::arg("poison") = false,
+          "Run a request list with at most window requests open (each response submits the "
+          "next with arrival = its tick; window >= len: the open loop), answered requests "
+          "handed to sink(columns) in response order and retired; returns the counters and "
+          "blocks_held.");
     m.def("run_closed_loop_streamed", &run_closed_loop_streamed, py::arg("cfg"), py::arg("gpu"),
           py::arg("feed"), py::arg("channel_shape"), py::arg("start") = 0,
           py::arg("skip") = true, py::arg("sink"), py::arg("every") = 1 << 15,
-          py::arg("block_shift") = 16, py::arg("poison") = false,
+          py::arg("block_shift") = 16, py::arg("poison") = false, py::arg("record") = false,
           "run_closed_loop in bounded memory: kernels pulled from feed (has_next, load), "
-          "answered requests handed to sink(columns) in response order and retired; returns "
-          "the counters, the GPU's figures and blocks_held (requests, GPU requests).");
+          "answered requests handed to sink(columns) in response order and retired (with "
+          "record, each with its GPU creation tick and producer); returns the counters, the "
+          "GPU's figures and blocks_held (requests, GPU requests).");
     m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),
           py::arg("arrays"), py::arg("channel_shape"), py::arg("start") = 0,
           py::arg("skip") = true, py::arg("progress") = py::none(), py::arg("every") = 0,

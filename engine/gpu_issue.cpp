@@ -147,6 +147,7 @@ void GpuCore::on_response(int64_t id, int64_t t) {
                        ", which is not outstanding");
     GpuReq& rq = reqs_[id];
     rq.open = false;
+    if (keep_answered) answered.push_back(rq);
     int64_t p = rq.producer;
     p_out_[p] -= 1;
     int64_t lat = t - rq.created;

@@ -92,6 +92,12 @@ public:
 
     GpuResultFigures result(int64_t start) const;
 
+    // With keep_answered, every answered request's record (creation tick, producer) is
+    // appended to `answered` in response order (the reference's record=True RequestRecords,
+    // built by the caller, which empties it).
+    bool keep_answered = false;
+    std::vector<GpuReq> answered;
+
 protected:
     void grant_ports(int64_t x, std::vector<Grant>& out);
 

@@ -38,7 +38,10 @@ enum Mutant : int {
     CTRL_WRITES_FIRST = 24,      // §4.2.4: writes dispatch before reads in one cycle
     CTRL_C1_HIGHEST = 25,        // DP7: C1 takes the highest-index entry in RETURN
     CTRL_STRICT_IN_W = 26,       // §4.4: a strict error taken while a merge is in W
-    N_MUTANTS = 27,
+    // the closed window of serve/characterize.py measure() (window_source.cpp)
+    WINDOW_ARRIVAL_LATE = 27,    // the next request arrives in the tick after the response
+    WINDOW_CLOSE_EARLY = 28,     // the input closes with the last submission, not a response later
+    N_MUTANTS = 29,
 };
 
 inline bool mutant(int m) { return g_mutant == m; }

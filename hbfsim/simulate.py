@@ -156,9 +156,9 @@ def run_open(cfg: HbfConfig, requests, engine: str, trace=None,
                     system.t)
 
 
-def _gpu_result(cfg: HbfConfig, fig: dict, names: list):
+def _gpu_result(cfg: HbfConfig, fig: dict, names: list, records: list | None = None):
     """The compiled port's figures as the reference's GpuResult (model/gpu_issue.py
-    ``_GpuCore._result``: the same conversions)."""
+    ``_GpuCore._result``: the same conversions), with ``records`` (``record=True``)."""
     from hbfsim.model.gpu_issue import GpuResult
 
     span = fig["span_ticks"]
@@ -173,7 +173,7 @@ def _gpu_result(cfg: HbfConfig, fig: dict, names: list):
         partition_wait_sum=fig["partition_wait_sum"],
         partition_wait_max=fig["partition_wait_max"],
         peak_outstanding=fig["peak_outstanding"], bound_violations=fig["bound_violations"],
-        records=None, cfg=cfg)
+        records=records, cfg=cfg)
 
 
 def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
@@ -183,25 +183,24 @@ def run_closed(cfg: HbfConfig, program, engine: str, gpu=None, trace=None,
     :class:`~hbfsim.model.gpu.ClosedLoop`, or the compiled loop it equals in bounded memory
     (:func:`hbfsim.engine_stream.run_streamed`: kernels pulled one at a time, answered
     requests written out and retired). ``total`` is the program's request count when known
-    (the bar's end). ``record`` (the reference only; choose_engine's ``needs``) keeps a
-    RequestRecord per request in the result."""
+    (the bar's end). ``record`` keeps a RequestRecord per request in the result's
+    ``records``, in response order (on the compiled engine built from the streamed blocks:
+    :class:`hbfsim.engine_stream.RecordedOutputs`; the memory then grows with the run)."""
     from hbfsim.model.stats import collect_stats
 
     progress = progress or Progress(None, "", enabled=False)
     if engine == "compiled":
         from hbfsim.engine_stream import run_streamed
 
-        if record:
-            raise ValueError("record=True needs the reference engine (choose_engine's needs)")
-
         if progress.bar is not None:
             progress.bar.total = total
-        stats, fig, names, _, c = run_streamed(
+        stats, fig, names, _, c, records = run_streamed(
             cfg, program, gpu, trace, progress.to if progress.enabled else None,
-            every=COMPILED_EVERY, on_kernel=progress.kernel if progress.enabled else None)
+            every=COMPILED_EVERY, on_kernel=progress.kernel if progress.enabled else None,
+            record=record)
         progress.to(c["completions"])
         return Finished("compiled", stats, c["submitted"], c["completions"], c["end_tick"],
-                        _gpu_result(cfg, fig, names))
+                        _gpu_result(cfg, fig, names, records))
     from hbfsim.model.gpu import ClosedLoop
 
     loop = ClosedLoop(cfg, program, gpu, trace=trace, record=record)

@@ -1,4 +1,4 @@
-"""Characterize one HBF stack with the golden model: the serving level's HBF tier timing.
+"""Characterize one HBF stack on the device model: the serving level's HBF tier timing.
 
 Implements issue 9 item 2 (docs/serving-hbf-tier.md). The configured stack is driven with
 synthetic transfers of ``B`` bytes: streaming reads (weights: consecutive pages, spread
@@ -13,6 +13,10 @@ over the sizes of at least one media wave) and its measured curve, which
 The result is cached under ``$XDG_CACHE_HOME/hbfsim/`` keyed by the configuration's hash.
 
     python -m hbfsim.serve.characterize [--config F.toml] [--profile P] [--no-cache]
+                                        [--engine compiled|reference]
+
+The transfers run on the configuration's engine (``engine``, ``--engine``; docs/engine.md):
+the compiled engine or the golden model, which give the same figures.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hbfsim.config import PAGE_BYTES, ConfigError, HbfConfig, load_config
+import numpy as np
+
+from hbfsim.config import ENGINES, PAGE_BYTES, ConfigError, HbfConfig, load_config
 from hbfsim.model.controller import Request
 from hbfsim.model.stats import collect_stats
 from hbfsim.model.system import HbfSystem
@@ -124,33 +130,52 @@ def kv_runs(cfg: HbfConfig, nbytes: int, kv_block_bytes: int,
     return runs
 
 
-def _requests(cfg: HbfConfig, op: str, runs, request_bytes) -> list[Request]:
-    """Requests of at most ``request_bytes`` (never across a page) covering every run.
+def _request_columns(cfg: HbfConfig, runs, request_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Addresses and sizes of requests of at most ``request_bytes`` (never across a page)
+    covering every run, in order.
 
     ``request_bytes`` is an int or a sequence used in rotation, one entry per page (a page
-    is cut into requests of that size).
+    is cut into requests of that size; the last one is shorter where the page's part of
+    the run ends first).
     """
-    sizes = (request_bytes,) if isinstance(request_bytes, int) else tuple(request_bytes)
-    base = cfg.base_address
-    out = []
-    k = 0
-    for first, nbytes in runs:
-        addr = base + first * PAGE_BYTES
-        end = addr + nbytes
-        while addr < end:
-            page_end = min(end, addr - (addr - base) % PAGE_BYTES + PAGE_BYTES)
-            size = sizes[k % len(sizes)]
-            k += 1
-            while addr < page_end:
-                n = min(size, page_end - addr)
-                out.append(Request(len(out), op, addr, n, 0, 0))
-                addr += n
-    return out
+    sizes = np.array((request_bytes,) if isinstance(request_bytes, int) else
+                     tuple(request_bytes), np.int64)
+    first = np.array([f for f, _ in runs], np.int64)
+    nbytes = np.array([b for _, b in runs], np.int64)
+    # the pages of every run, in order: address and the run's bytes in it
+    npages = np.maximum(-(-nbytes // PAGE_BYTES), 0)
+    run = np.repeat(np.arange(len(runs)), npages)
+    i = np.arange(len(run)) - np.repeat(np.cumsum(npages) - npages, npages)
+    page_addr = cfg.base_address + (first[run] + i) * PAGE_BYTES
+    page_len = np.minimum(PAGE_BYTES, nbytes[run] - i * PAGE_BYTES)
+    size = sizes[np.arange(len(run)) % len(sizes)]
+    # each page cut into requests of its size
+    parts = -(-page_len // size)
+    page = np.repeat(np.arange(len(run)), parts)
+    off = (np.arange(len(page)) - np.repeat(np.cumsum(parts) - parts, parts)) * size[page]
+    return page_addr[page] + off, np.minimum(size[page], page_len[page] - off)
+
+
+def _requests(cfg: HbfConfig, op: str, runs, request_bytes) -> list[Request]:
+    """:func:`_request_columns`' requests as Request objects (ids from 0, arrival 0)."""
+    addr, nbytes = _request_columns(cfg, runs, request_bytes)
+    return [Request(i, op, a, n, 0, 0) for i, (a, n) in enumerate(zip(addr.tolist(),
+                                                                      nbytes.tolist()))]
+
+
+def _engine(cfg: HbfConfig) -> str:
+    """The engine the measurements run on (``cfg.engine``; hbfsim.simulate.choose_engine:
+    the reference where the compiled engine is not built, saying so once)."""
+    from hbfsim.simulate import choose_engine, say_once
+
+    engine, note = choose_engine(cfg)
+    say_once(note)
+    return engine
 
 
 # ----------------------------------------------------------------------------- one run
 def measure(cfg: HbfConfig, op: str, runs, *, request_bytes=DEFAULT_REQUEST_BYTES,
-            outstanding: int | None = None) -> dict:
+            outstanding: int | None = None, engine: str | None = None) -> dict:
     """Run one transfer on a fresh stack and return its time and statistics.
 
     Parameters
@@ -168,16 +193,66 @@ def measure(cfg: HbfConfig, op: str, runs, *, request_bytes=DEFAULT_REQUEST_BYTE
         in the tick its predecessor's response arrives. None: every request is ready at
         tick 0 and only the controller's admission bounds them (L1 backpressure), as for a
         copy engine with the whole transfer queued.
+    engine : str, optional
+        ``compiled`` or ``reference`` (the same figures); default ``cfg.engine`` as
+        :func:`hbfsim.simulate.choose_engine` decides.
 
     Returns
     -------
     dict
         ``seconds`` (window, first arrival to last response), ``bytes``, ``requests``,
         ``page_reads``, ``page_buffer_hits``, ``page_programs``, ``padding_bytes``,
-        ``errors``, ``read_p50_s`` (median request latency).
+        ``errors``, ``latency_p50_s`` (median request latency), ``steady_bw``.
     """
     if cfg.stacks != 1:
         raise ValueError(f"measure() drives one stack, not stacks = {cfg.stacks}")
+    if outstanding is not None and (isinstance(outstanding, bool)
+                                    or not isinstance(outstanding, int) or outstanding < 1):
+        raise ValueError(f"outstanding must be a positive integer or None, not "
+                         f"{outstanding!r}")
+    engine = engine or _engine(cfg)
+    if engine == "compiled":
+        st, done, n = _measure_compiled(cfg, op, runs, request_bytes, outstanding)
+    else:
+        st, done, n = _measure_reference(cfg, op, runs, request_bytes, outstanding)
+    if st["completions"] != n:
+        raise RuntimeError(f"{st['completions']} of {n} requests completed")
+    hz = cfg.memory_clock_khz * 1000
+    lat = st["read_latency_ticks"] if op == "R" else st["write_latency_ticks"]
+    return {"seconds": st["window_ticks"] / hz, "bytes": sum(n for _, n in runs),
+            "requests": n, "page_reads": st["page_reads"],
+            "page_buffer_hits": st["page_buffer_hits"], "page_programs": st["page_programs"],
+            "padding_bytes": st["padding_bytes"], "errors": st["errors"],
+            "latency_p50_s": lat["p50"] / hz, "steady_bw": _steady_bw(done, hz)}
+
+
+def _measure_compiled(cfg, op, runs, request_bytes, outstanding):
+    """measure()'s run on the compiled engine (hbfsim.engine_stream.run_window_streamed: the
+    bulk or the closed window of :func:`_measure_reference`, the same events): the
+    statistics, the (response tick, bytes) of every response in order, the request count."""
+    from hbfsim.engine_stream import run_window_streamed
+
+    addr, nbytes = _request_columns(cfg, runs, request_bytes)
+    n = len(addr)
+    ticks, sizes = [], []
+
+    def block(cols):
+        ticks.append(cols["t_done"])
+        sizes.append(cols["nbytes"])
+
+    zeros = np.zeros(n, np.int64)
+    st, _ = run_window_streamed(cfg, np.arange(n, dtype=np.int64),
+                                np.full(n, op == "W", np.int8), addr, nbytes, zeros,
+                                max(1, n if outstanding is None else min(outstanding, n)),
+                                on_block=block)
+    done = list(zip(np.concatenate(ticks).tolist(), np.concatenate(sizes).tolist())) \
+        if ticks else []
+    return st, done, n
+
+
+def _measure_reference(cfg, op, runs, request_bytes, outstanding):
+    """measure()'s run on the golden model: the statistics, the (response tick, bytes) of
+    every response in order, the request count."""
     reqs = _requests(cfg, op, runs, request_bytes)
     done: list[tuple[int, int]] = []          # (response tick, bytes), response order
     # bulk: every request ready at tick 0 (open loop); else a closed-loop window
@@ -201,16 +276,7 @@ def measure(cfg: HbfConfig, op: str, runs, *, request_bytes=DEFAULT_REQUEST_BYTE
     if bulk:
         system.close_input()
     system.run()
-    st = collect_stats(system)
-    if st["completions"] != len(reqs):
-        raise RuntimeError(f"{st['completions']} of {len(reqs)} requests completed")
-    hz = cfg.memory_clock_khz * 1000
-    lat = st["read_latency_ticks"] if op == "R" else st["write_latency_ticks"]
-    return {"seconds": st["window_ticks"] / hz, "bytes": sum(n for _, n in runs),
-            "requests": len(reqs), "page_reads": st["page_reads"],
-            "page_buffer_hits": st["page_buffer_hits"], "page_programs": st["page_programs"],
-            "padding_bytes": st["padding_bytes"], "errors": st["errors"],
-            "latency_p50_s": lat["p50"] / hz, "steady_bw": _steady_bw(done, hz)}
+    return collect_stats(system), done, len(reqs)
 
 
 def _steady_bw(done, hz) -> float | None:
@@ -236,13 +302,59 @@ def _steady_bw(done, hz) -> float | None:
 
 
 def measure_mixed(cfg: HbfConfig, read_runs, write_runs, *,
-                  request_bytes=DEFAULT_REQUEST_BYTES) -> dict:
+                  request_bytes=DEFAULT_REQUEST_BYTES, engine: str | None = None) -> dict:
     """Run a read transfer and a write transfer together on a fresh stack.
 
     The requests interleave one store, one load, while both last (a KV offload issued
     alongside a weight stream), all ready at tick 0. Returns ``read_s`` and ``write_s``:
-    first arrival to the last response of each direction.
+    first arrival to the last response of each direction. ``engine`` as :func:`measure`'s.
     """
+    engine = engine or _engine(cfg)
+    if engine == "compiled":
+        last, n, done, errors = _mixed_compiled(cfg, read_runs, write_runs, request_bytes)
+    else:
+        last, n, done, errors = _mixed_reference(cfg, read_runs, write_runs, request_bytes)
+    if done != n or errors:
+        raise RuntimeError(f"mixed transfer: {done} of {n} requests completed, "
+                           f"{errors} errors")
+    hz = cfg.memory_clock_khz * 1000
+    # the window rule of the statistics: inclusive of the first and the last tick
+    return {"read_s": (last["R"] + 1) / hz, "write_s": (last["W"] + 1) / hz,
+            "bytes": sum(b for _, b in read_runs),
+            "write_bytes": sum(b for _, b in write_runs)}
+
+
+def _mixed_compiled(cfg, read_runs, write_runs, request_bytes):
+    """measure_mixed()'s run on the compiled engine (the open loop of
+    :func:`_mixed_reference`): the last response tick of each op, the requests, the
+    responses and the errors."""
+    from hbfsim.engine_stream import run_window_streamed
+
+    ra, rn = _request_columns(cfg, read_runs, request_bytes)
+    wa, wn = _request_columns(cfg, write_runs, request_bytes)
+    # one store, one load, while both last; the rest of the longer one after
+    m = min(len(ra), len(wa))
+    op = np.concatenate([np.tile(np.array([1, 0], np.int8), m),
+                         np.full(len(wa) - m, 1, np.int8), np.full(len(ra) - m, 0, np.int8)])
+    addr = np.concatenate([np.column_stack([wa[:m], ra[:m]]).ravel(), wa[m:], ra[m:]])
+    nbytes = np.concatenate([np.column_stack([wn[:m], rn[:m]]).ravel(), wn[m:], rn[m:]])
+    n = len(op)
+    last = {"R": 0, "W": 0}
+
+    def block(cols):
+        for code, name in ((0, "R"), (1, "W")):
+            t = cols["t_done"][cols["op"] == code]
+            if len(t):
+                last[name] = max(last[name], int(t.max()))
+
+    _, c = run_window_streamed(cfg, np.arange(n, dtype=np.int64), op, addr, nbytes,
+                               np.zeros(n, np.int64), max(n, 1), on_block=block)
+    return last, n, c["completions"], c["errors"]
+
+
+def _mixed_reference(cfg, read_runs, write_runs, request_bytes):
+    """measure_mixed()'s run on the golden model: the last response tick of each op, the
+    requests, the responses and the errors."""
     reads = _requests(cfg, "R", read_runs, request_bytes)
     writes = _requests(cfg, "W", write_runs, request_bytes)
     last = {"R": 0, "W": 0}
@@ -261,14 +373,7 @@ def measure_mixed(cfg: HbfConfig, read_runs, write_runs, *,
                 system.submit(part[i])
     system.close_input()
     system.run()
-    if system.n_done != n or system.errors:
-        raise RuntimeError(f"mixed transfer: {system.n_done} of {n} requests completed, "
-                           f"{system.errors} errors")
-    hz = cfg.memory_clock_khz * 1000
-    # the window rule of the statistics: inclusive of the first and the last tick
-    return {"read_s": (last["R"] + 1) / hz, "write_s": (last["W"] + 1) / hz,
-            "bytes": sum(b for _, b in read_runs),
-            "write_bytes": sum(b for _, b in write_runs)}
+    return last, n, system.n_done, system.errors
 
 
 def _fit(rows, bw: float) -> float:
@@ -309,14 +414,14 @@ def _run_characterization(cfg: HbfConfig, kv_block_bytes: int, request_bytes: in
                          f"multiple of {PAGE_BYTES} or the 'partial' policy")
     w = wave_pages(cfg)
     rows = []
-    if progress and cfg.engine == "compiled":
-        # docs/engine.md: measure() submits from the response callback (closed windows)
-        print("  on the reference engine: the compiled engine has no response callback to "
-              "submit from", file=sys.stderr)
+    engine = _engine(cfg)
+    if progress:
+        print(f"  on the {engine} engine", file=sys.stderr)
 
     def run(kind, pattern, nbytes, op, runs, outstanding=None, fit=True):
         t0 = time.perf_counter()
-        r = measure(cfg, op, runs, request_bytes=request_bytes, outstanding=outstanding)
+        r = measure(cfg, op, runs, request_bytes=request_bytes, outstanding=outstanding,
+                    engine=engine)
         if r["errors"]:
             raise RuntimeError(f"{kind} {pattern} {nbytes} B: {r['errors']} error responses")
         r.update(kind=kind, pattern=pattern, outstanding=outstanding or cfg.admission,
@@ -343,7 +448,7 @@ def _run_characterization(cfg: HbfConfig, kv_block_bytes: int, request_bytes: in
     # stream row of the same size is the reference.
     t0 = time.perf_counter()
     m = measure_mixed(cfg, stream_runs(b_out), kv_runs(cfg, w * PAGE_BYTES, kv_block_bytes),
-                      request_bytes=request_bytes)
+                      request_bytes=request_bytes, engine=engine)
     rows.append({"kind": "mixed", "pattern": "stream+kv", "bytes": m["bytes"],
                  "seconds": m["read_s"], "write_bytes": m["write_bytes"],
                  "write_seconds": m["write_s"], "outstanding": cfg.admission, "fit": False,
@@ -757,10 +862,15 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="also compare the prediction with direct golden-model runs of "
                          "transfers the fit did not use")
+    ap.add_argument("--engine", choices=ENGINES,
+                    help="the engine the transfers run on (the engine key: compiled by "
+                         "default; the same figures; docs/engine.md)")
     a = ap.parse_args(argv)
     try:
         profile = a.profile or (None if a.config else "hbf-serving")
         cfg = load_config(a.config, profile)
+        if a.engine:
+            cfg = cfg.replace(engine=a.engine)
         t0 = time.perf_counter()
         t = characterize(cfg, cache=not a.no_cache, cache_dir=a.cache_dir,
                          kv_block_bytes=a.kv_block_bytes, progress=True)

@@ -126,7 +126,8 @@ def validate(settings: dict | None = None, label=str) -> dict:
 
 def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False, label=str):
     """The HBF tier's :class:`TierTiming`: the serving paper's Table 1 (``constant``) or the
-    ``HbfConfig`` characterized on the golden model (``device``; cached by its hash)."""
+    ``HbfConfig`` characterized on the device model (``device``; its engine, the golden model's
+    figures; cached by its hash)."""
     from hbfsim.serve.tier_timing import TABLE1_HBF
 
     if mode == "constant":
@@ -147,7 +148,7 @@ def characterize_stack(config=None, profile=None, cache=True, progress=False, la
         raise ValueError(f"{label('hbf_config' if config else 'hbf_profile')}: {e}") from None
     if progress and (not cache or not cache_path(cfg).exists()):
         print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
-              f"golden model (once; cached by configuration hash) ...", file=sys.stderr)
+              f"{cfg.engine} engine (once; cached by configuration hash) ...", file=sys.stderr)
     return characterize(cfg, cache=cache), cfg.capacity_bytes / cfg.stacks
 
 

@@ -51,18 +51,15 @@ def figure(w=10.0, h=4.2, ncols=2):
     return fig, list(axes)
 
 
-#: what a study asks for with record=True, named in the line that says the reference runs
-RECORD = "record=True (per-request records for the open-loop replay)"
-
-
 def run_closed(cfg, program, record=False):
     """Run ``program`` closed loop through the GPU model on the configuration's engine
-    (hbfsim.simulate; ``record`` runs the reference, saying so once); return
-    ``(result, stats)``."""
+    (hbfsim.simulate; the reference where the compiled engine is not built, saying so once);
+    return ``(result, stats)``. ``record`` keeps a RequestRecord per request in
+    ``result.records`` (both engines: the same records)."""
     from hbfsim.simulate import choose_engine, say_once
     from hbfsim.simulate import run_closed as simulate_closed
 
-    engine, note = choose_engine(cfg, needs=(RECORD,) if record else ())
+    engine, note = choose_engine(cfg)
     say_once(note)
     fin = simulate_closed(cfg, program, engine, gpu=program.gpu, record=record)
     return fin.result, fin.stats

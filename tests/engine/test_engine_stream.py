@@ -3,7 +3,8 @@
 Records are retired in blocks of 8 requests and poisoned instead of freed, so a record read
 after its request was answered would change the results; the trace (level 2) and the
 statistics must still be the golden model's. A run that frees them must hold no block but
-the last at the end. The latency histogram's percentiles equal the array's.
+the last at the end. With ``record=True`` the RequestRecords are the golden ones. The
+latency histogram's percentiles equal the array's.
 """
 
 import math
@@ -39,22 +40,26 @@ def test_streamed_equals_the_golden_closed_loop(tmp_path, case):
         cfg = load_config(**{**work.config, **keys})
         work = get_workload(name, cfg, **params)
     golden = TraceWriter(tmp_path / "golden.csv", 2)
-    res = run_closed_loop(cfg, work, trace=golden)
+    res = run_closed_loop(cfg, work, trace=golden, record=True)
     golden.close()
     mine = TraceWriter(tmp_path / "mine.csv", 2)
     seen = []
-    stats, fig, names, held, c = run_streamed(cfg, work, trace=mine, progress=seen.append,
-                                              every=7, block_shift=3, poison=True)
+    stats, fig, names, held, c, records = run_streamed(
+        cfg, work, trace=mine, progress=seen.append, every=7, block_shift=3, poison=True,
+        record=True)
     mine.close()
     n = res.requests
     assert (tmp_path / "mine.csv").read_bytes() == (tmp_path / "golden.csv").read_bytes()
+    # record=True: the golden RequestRecords, field for field, in completion order
+    assert len(records) == n and records == res.records
+    assert [tuple(map(type, r)) for r in records] == [tuple(map(type, r)) for r in res.records]
     assert stats == collect_stats(res.system)
     assert names == [k["name"] for k in res.kernels]
     assert fig["end_tick"] == res.end_tick and fig["requests"] == n
     assert seen == [min(k, n) for k in range(7, n + 7, 7)]
     # freed, not poisoned: only the last, partly filled block of each table is left
-    stats2, _, _, held, _ = run_streamed(cfg, work, every=5, block_shift=3)
-    assert stats2 == stats
+    stats2, _, _, held, _, none = run_streamed(cfg, work, every=5, block_shift=3)
+    assert stats2 == stats and none is None
     assert held == (int(n % 8 != 0), int(n % 8 != 0)) and n > 16
 
 

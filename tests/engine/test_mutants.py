@@ -16,6 +16,7 @@ from .cases import check_gpu, check_media, check_media_groups, gpu_cases, media_
     media_group_cases
 from .controller_cases import check_controller, conformance_cases, controller_cases, \
     directed_cases, port_race_cases
+from .window_cases import check_measure, window_cases
 
 MEDIA = [(check_media, media_cases), (check_media_groups, media_group_cases)]
 GROUPS = MEDIA[::-1]      # a rule of multi-plane commands: their check first
@@ -24,6 +25,8 @@ GPU = [(check_gpu, gpu_cases)]
 # the port races, then every mode
 CONTROLLER = [(check_controller, conformance_cases), (check_controller, directed_cases),
               (check_controller, port_race_cases), (check_controller, controller_cases)]
+# the serving level's characterization on both engines (the window source)
+WINDOW = [(check_measure, window_cases)]
 
 #: engine/mutants.hpp's variants and the checks of the component each one breaks
 MUTANTS = {
@@ -53,6 +56,8 @@ MUTANTS = {
     24: ("§4.2.4 writes dispatch before reads", CONTROLLER),
     25: ("DP7 C1 takes the highest-index entry in RETURN", CONTROLLER),
     26: ("§4.4 strict error taken while a merge is in W", CONTROLLER),
+    27: ("window: the next request arrives a tick after the response", WINDOW),
+    28: ("window: the input closes with the last submission", WINDOW),
 }
 
 
