@@ -214,6 +214,16 @@ def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int =
             out.records if record else None)
 
 
+def _columns(ids, op, addr, nbytes, arrival, source):
+    """A stream's six request columns as the engine takes them (contiguous int64, ``op``
+    int8; ``source`` zeros when None)."""
+    i64 = np.int64
+    source = np.zeros(len(ids), i64) if source is None else source
+    return (np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
+            np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
+            np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64))
+
+
 def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=None,
                       progress=None, every: int = 1 << 15, chunk: int = 1 << 16,
                       block_shift: int = 16, poison: bool = False):
@@ -235,15 +245,10 @@ def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=No
         The statistics, the counters and the request blocks still held at the end.
     """
     eng = require_compiled()
-    i64 = np.int64
     n = len(arrival)
-    source = np.zeros(n, i64) if source is None else source
     out = StreamedOutputs(cfg, trace, progress)
-    res = eng.run_open_loop_streamed(
-        cfg, np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
-        np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
-        np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64), out, every,
-        chunk, block_shift, poison)
+    res = eng.run_open_loop_streamed(cfg, *_columns(ids, op, addr, nbytes, arrival, source),
+                                     out, every, chunk, block_shift, poison)
     c = res["counters"]
     stats = stats_of_counters(cfg, c, c["submitted"], int(arrival[0]) if n else None,
                               out.requested, out.n_req, out.lat, out.lat_first)
@@ -281,15 +286,9 @@ def run_window_streamed(cfg, ids, op, addr, nbytes, arrival, window: int, source
         The statistics (``collect_stats``'s dict) and the counters.
     """
     eng = require_compiled()
-    i64 = np.int64
-    n = len(ids)
-    source = np.zeros(n, i64) if source is None else source
     out = StreamedOutputs(cfg, on_block=on_block)
-    res = eng.run_window_streamed(
-        cfg, np.ascontiguousarray(ids, i64), np.ascontiguousarray(op, np.int8),
-        np.ascontiguousarray(addr, i64), np.ascontiguousarray(nbytes, i64),
-        np.ascontiguousarray(arrival, i64), np.ascontiguousarray(source, i64), window, out,
-        every, block_shift, poison)
+    res = eng.run_window_streamed(cfg, *_columns(ids, op, addr, nbytes, arrival, source),
+                                  window, out, every, block_shift, poison)
     c = res["counters"]
     first = c["first_arrival_tick"] if c["submitted"] else None
     stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,
