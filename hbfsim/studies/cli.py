@@ -85,6 +85,12 @@ def run_cli(a) -> int:
     if getattr(a, "engine", None):
         if "engine" in config_set:
             raise ValueError("--engine and --set engine=...: give one")
+        from hbfsim.studies.base import Study
+
+        if type(STUDIES[a.name]).config_kwargs is Study.config_kwargs:
+            raise ValueError(f"--engine applies to the device studies; {a.name} takes no "
+                             "HbfConfig of its own: its device runs use the default engine "
+                             "(compiled, docs/engine.md)")
         config_set["engine"] = a.engine
     s = run_study(a.name, a.out, quick=a.quick, workers=a.workers,
                   progress=not a.no_progress, config_set=config_set)

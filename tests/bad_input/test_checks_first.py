@@ -101,6 +101,8 @@ CHECK_FIRST_BAD = [
       "stacks=2"], {}, r"configuration key 'stacks' given twice"),
     (["study", "serving", "--quick", "--out", "o", "--set", "host_ports=stack"], {},
      r"--set applies to the device studies; serving takes no HbfConfig"),
+    (["study", "flashaccel", "--quick", "--out", "o", "--engine", "reference"], {},
+     r"--engine applies to the device studies; flashaccel takes no HbfConfig"),
     # ------------------------------------------------------------------ serve: before the
     # characterization (its cache would appear in the folder)
     (["serve", "--workload", "missing.jsonl", "--hbf-config", "hbf.toml"], SMALL_HBF,
