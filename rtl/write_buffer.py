@@ -15,7 +15,7 @@ from __future__ import annotations
 __all__ = ["FLUSH_CAUSES", "FlushCause", "WbState", "WriteBuffer", "sector_range", "sectors_layout",
            "wdisp_layout"]
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -179,11 +179,13 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         Flush every OPEN entry (idle tail drain, W2).
     mshr_tags : ``In(ArrayLayout(page, mshr_entries))``, ``mshr_pending`` : ``In(mshr_entries)``
         The MSHR entries' pages and which are in WAIT, QUEUED or ISSUED, for the flush rule
-        "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4).
+        "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4); the pages are read by
+        the checks only (the rule uses the blocker sets, §13).
     enq, issue, done, ret, ret_sel, ret_locked, launched
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
-        Every entry's page, and which are in use / OPEN (W's entries included), for L.
+        Every entry's page, and which are in use / OPEN (W's entries included), for L;
+        ``tags`` is driven with checks only, as the MSHR table's.
     stored_tags, w_page : ``Out``
         As in :class:`~hbfsim.rtl.mshr.Mshr`: the page registers and W's page apart.
     occupied : ``Out(range(write_buffer_entries + 1))``
@@ -308,7 +310,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             m.d.comb += state_now[i].eq(Mux(issue_q[i], WbState.PROGRAM, state[i]))
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
         target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
-        cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
         # Cycles left to the deadline: 0 from cycle alloc + write_deadline_ticks on (§4.4)
         remain = [Signal(range(max(2, deadline)), name=f"remain{i}") for i in range(n)]
         cause = [Signal(FlushCause, name=f"cause{i}") for i in range(n)]
@@ -324,6 +325,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         groups = [(lo, min(lo + 32, sectors)) for lo in range(0, sectors, 32)]
         full_g = [[Signal(name=f"full{i}_g{g}") for g in range(len(groups))] for i in range(n)]
         full = [named(m, Cat(*full_g[i]).all(), f"full{i}") for i in range(n)]
+        # The coverage bitmaps: a memory of one word per entry (§13: no cycle changes), read
+        # by M at its OPEN entry (its merge's base) and written by W, so that a port's write
+        # reaches one word through a write port instead of a multiplexer per entry and port
+        # (``P x entries x sectors`` of them as registers: 4 M bit-multiplexers at 16 ports,
+        # 32 entries and byte coverage, docs/rtl.md "Emission on the one contract"). Words
+        # are not reset: an entry's word is written at its allocation, before any read
+        m.submodules.coverage = cov_mem = memory.Memory(shape=unsigned(sectors), depth=n,
+                                                        init=[])
+        cov_wrs = [cov_mem.write_port() for _ in range(P)]
+        cov_rds = [cov_mem.read_port(domain="comb") for _ in range(P)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
         if P == 1:   # (the ports' names come from these variables)
@@ -345,6 +356,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         w_d = [Signal(wdisp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
                for p in range(P)]
         w_mask = [Signal(sectors, name=f"w_mask{sx(p)}", reset_less=True) for p in range(P)]
+        # the coverage W writes at a merge (the entry's word at M's decision, W's own write
+        # forwarded, ORed with the write's mask), and W's entry as a binary index (the word)
+        w_cov = [Signal(sectors, name=f"w_coverage{sx(p)}", reset_less=True) for p in range(P)]
+        w_idx = [Signal(range(max(2, n)), name=f"w_index{sx(p)}", reset_less=True)
+                 for p in range(P)]
+        w_wdata = [named(m, Mux(w_alloc[p], w_mask[p], w_cov[p]), f"w_coverage_write{sx(p)}")
+                   for p in range(P)]
+        for p in range(P):
+            m.d.comb += [cov_wrs[p].addr.eq(w_idx[p]), cov_wrs[p].data.eq(w_wdata[p]),
+                         cov_wrs[p].en.eq(w_alloc[p] | w_merge[p])]
         w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
         w_blk = [Signal(cfg.mshr_entries, name=f"w_blockers{sx(p)}", reset_less=True)
                  for p in range(P)]
@@ -363,11 +384,13 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # for M and L the entries the Ws allocate are in use and OPEN, with their pages (DP1)
         used_e = [named(m, used[i] | w_new[i], f"used_e{i}") for i in range(n)]
         open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
-        for i in range(n):
-            tag = page[i]
-            for p in reversed(range(P)):
-                tag = Mux(w_new_p[p][i], w_d[p].page, tag)
-            m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i])]
+        for i in range(n):   # ``tags`` for the checks only, as in the MSHR table
+            m.d.comb += self.stored_tags[i].eq(page[i])
+            if checks:
+                tag = page[i]
+                for p in reversed(range(P)):
+                    tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+                m.d.comb += self.tags[i].eq(tag)
         for p in range(P):
             m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
         m.d.comb += [self.in_use.eq(Cat(*used_e)), self.is_open.eq(Cat(*open_e))]
@@ -455,6 +478,14 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
                            f"w_same{sx(p)}")
             hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+            # the merge's coverage: the OPEN entry's word (W's write of this cycle if W writes
+            # that entry, as the tail) ORed with the write's range
+            m.d.comb += cov_rds[p].addr.eq(hit_index)
+            base = named(m, Mux(same_w, w_wdata[p], cov_rds[p].data), f"coverage_base{sx(p)}")
+            merged = mask if "wb-coverage-overwrite" in mut else base | mask
+            m.d.sync += [w_cov[p].eq(merged),
+                         w_idx[p].eq(Mux(hit, hit_index, free_index if P == 1 else
+                                         free_indexes[p]))]
             m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
                          w_oh[p].eq(Mux(allocate, Cat(*(free_oh if P == 1 else free_ohs[p])),
                                         Cat(*match))),
@@ -593,6 +624,34 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             any_w_alloc = Cat(*w_alloc).any()
         w_mask_all = [named(m, Cat(*[w_mask[p][lo:hi].all() for lo, hi in groups]),
                             f"w_mask_all{sx(p)}") for p in range(P)]
+        w_cov_all = [named(m, Cat(*[w_cov[p][lo:hi].all() for lo, hi in groups]),
+                           f"w_coverage_all{sx(p)}") for p in range(P)]
+        # the coverage as registers per entry, for the checks only (the memory's words are not
+        # readable per entry): each W write must equal the registers' next value
+        cov = self._coverage_registers(m, n, P, sectors, w_new_p, merge_en_p, w_mask, mut) \
+            if checks else None
+        if checks:
+            for p in range(P):
+                ref = Array(cov)[w_idx[p]]
+                nxt = Mux(w_alloc[p], w_mask[p], w_mask[p] if "wb-coverage-overwrite" in mut
+                          else ref | w_mask[p])
+                invariant(m, checks, ~(w_alloc[p] | w_merge[p]) | (w_wdata[p] == nxt),
+                          f"W{sx(p)} writes a coverage word other than the entry's coverage "
+                          "merged with the write's range")
+                invariant(m, checks, ~(w_alloc[p] | w_merge[p])
+                          | (w_oh[p] == (Const(1, n) << w_idx[p])[:n]),
+                          f"W{sx(p)}'s coverage word differs from its one-hot entry")
+        # the older set of an entry W ``p`` allocates: the entries in use and, of those
+        # allocated in the same cycle, those of the ports of lower rank (allocated first,
+        # §4.2.3); the same for every entry, so built once per port (not once per entry)
+        if P == 1:
+            older_at_alloc = [Cat(*used)]
+        else:
+            lower = {(q, p): named(m, w_rank[q] < w_rank[p], f"w_rank_lt{q}_{p}")
+                     for p in range(P) for q in range(P) if q != p}
+            older_at_alloc = [named(m, Cat(*used) | Cat(*[
+                Cat(*[w_new_p[q][j] & lower[q, p] for q in range(P) if q != p]).any()
+                for j in range(n)]), f"older_at_alloc{sx(p)}") for p in range(P)]
         for i in range(n):
             for p in range(P):
                 with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
@@ -605,11 +664,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                         pressure[i].eq(0),
                         # the entries in use are older; of those allocated in the same cycle,
                         # those of the ports of lower rank (allocated first, §4.2.3)
-                        older[i].eq(Cat(*used) if P == 1 else
-                                    Cat(*used) | Cat(*[
-                                        Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
-                                              for q in range(P) if q != p]).any()
-                                        for j in range(n)])),
+                        older[i].eq(older_at_alloc[p]),
                         head[i].eq(w_d[p].slot),
                         tail[i].eq(w_d[p].slot),
                         error[i].eq(0),
@@ -619,25 +674,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             for p in range(P):
                 with m.If(merge_en_p[p][i]):
                     m.d.sync += tail[i].eq(w_d[p].slot)
-            cov_next = Signal(sectors, name=f"cov_next{i}")
             full_next = [full_g[i][g] for g in range(len(groups))]
-            cov_val = cov[i]
             for p in reversed(range(P)):
-                # named: the groups' AND trees below read it once each (an unnamed
-                # expression is rebuilt at every use: 128 copies at byte coverage)
-                merged = named(m, w_mask[p] if "wb-coverage-overwrite" in mut
-                               else cov[i] | w_mask[p], f"cov_merged{i}{sx(p)}")
-                cov_val = Mux(merge_en_p[p][i], merged, cov_val)
-                full_next = [Mux(merge_en_p[p][i], merged[lo:hi].all(), f)
-                             for (lo, hi), f in zip(groups, full_next)]
+                full_next = [Mux(merge_en_p[p][i], w_cov_all[p][g], f)
+                             for g, f in enumerate(full_next)]
             for p in reversed(range(P)):
-                cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
                 full_next = [Mux(w_new_p[p][i], w_mask_all[p][g], f)
                              for g, f in enumerate(full_next)]
-            m.d.comb += cov_next.eq(cov_val)
-            # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
-            # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
-            m.d.sync += [cov[i].eq(cov_next)]
+            # ``full`` = the written word's ``all()``, with W's one-hot after the AND trees
+            # (which read W's registers only) instead of in front of them (issue 12: seed 3's
+            # path at 105.7 MHz)
             m.d.sync += [full_g[i][g].eq(f) for g, f in enumerate(full_next)]
             with m.If(~w_new[i] & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)
