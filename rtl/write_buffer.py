@@ -15,7 +15,7 @@ from __future__ import annotations
 __all__ = ["FLUSH_CAUSES", "FlushCause", "WbState", "WriteBuffer", "sector_range", "sectors_layout",
            "wdisp_layout"]
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -331,10 +331,17 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # (``P x entries x sectors`` of them as registers: 4 M bit-multiplexers at 16 ports,
         # 32 entries and byte coverage, docs/rtl.md "Emission on the one contract"). Words
         # are not reset: an entry's word is written at its allocation, before any read
-        m.submodules.coverage = cov_mem = memory.Memory(shape=unsigned(sectors), depth=n,
-                                                        init=[])
-        cov_wrs = [cov_mem.write_port() for _ in range(P)]
-        cov_rds = [cov_mem.read_port(domain="comb") for _ in range(P)]
+        # (in slices of at most 256 sectors: Amaranth's simulator compiles a write port's
+        # enable replicated over the word into one flat expression, past Python's compiler
+        # recursion limit at 4,096 sectors)
+        slices = [(lo, min(lo + 256, sectors)) for lo in range(0, sectors, 256)]
+        cov_mems = []
+        for k, (lo, hi) in enumerate(slices):
+            mem = memory.Memory(shape=unsigned(hi - lo), depth=n, init=[])
+            m.submodules[f"coverage{k}" if len(slices) > 1 else "coverage"] = mem
+            cov_mems.append(mem)
+        cov_wrs = [[mem.write_port() for mem in cov_mems] for _ in range(P)]
+        cov_rds = [[mem.read_port(domain="comb") for mem in cov_mems] for _ in range(P)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
         if P == 1:   # (the ports' names come from these variables)
@@ -364,8 +371,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         w_wdata = [named(m, Mux(w_alloc[p], w_mask[p], w_cov[p]), f"w_coverage_write{sx(p)}")
                    for p in range(P)]
         for p in range(P):
-            m.d.comb += [cov_wrs[p].addr.eq(w_idx[p]), cov_wrs[p].data.eq(w_wdata[p]),
-                         cov_wrs[p].en.eq(w_alloc[p] | w_merge[p])]
+            for wp, (lo, hi) in zip(cov_wrs[p], slices):
+                m.d.comb += [wp.addr.eq(w_idx[p]), wp.data.eq(w_wdata[p][lo:hi]),
+                             wp.en.eq(w_alloc[p] | w_merge[p])]
         w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
         w_blk = [Signal(cfg.mshr_entries, name=f"w_blockers{sx(p)}", reset_less=True)
                  for p in range(P)]
@@ -480,8 +488,22 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
             # the merge's coverage: the OPEN entry's word (W's write of this cycle if W writes
             # that entry, as the tail) ORed with the write's range
-            m.d.comb += cov_rds[p].addr.eq(hit_index)
-            base = named(m, Mux(same_w, w_wdata[p], cov_rds[p].data), f"coverage_base{sx(p)}")
+            # From registers only (W's one-hot is not on this path: the base point's critical
+            # path at seed 1 ran W0's allocation through ``match`` into port 1's word): the
+            # word read is the OPEN entry of M's registered vector, and W's write is forwarded
+            # when W allocated for M's page (``w_match``) or merges into that OPEN entry
+            same_cov = named(m, w_match[p] | (w_merge[p] & (w_oh[p] & Cat(*is_open)
+                                                            & disp_open_in[p]).any()),
+                             f"coverage_same_w{sx(p)}")
+            cov_addr = onehot_index(m, [is_open[i] & disp_open_in[p][i] for i in range(n)],
+                                    f"coverage_index{sx(p)}")
+            m.d.comb += [rp.addr.eq(cov_addr) for rp in cov_rds[p]]
+            base = named(m, Mux(same_cov, w_wdata[p], Cat(*[rp.data for rp in cov_rds[p]])),
+                         f"coverage_base{sx(p)}")
+            invariant(m, checks, ~(fire & hit) | (same_cov == same_w),
+                      f"W{sx(p)}'s coverage forwarding differs from its one-hot's (w_same)")
+            invariant(m, checks, ~(fire & hit & ~same_w) | (cov_addr == hit_index),
+                      f"M{sx(p)} reads a coverage word other than its OPEN entry's")
             merged = mask if "wb-coverage-overwrite" in mut else base | mask
             m.d.sync += [w_cov[p].eq(merged),
                          w_idx[p].eq(Mux(hit, hit_index, free_index if P == 1 else
@@ -561,11 +583,17 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}") for i in range(n)]
         older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
         eligible, serialized, strict_error, mshr_wait, cand, elig_q = [], [], [], [], [], []
+        # the sets an entry W ``p`` allocates starts with: the same for every entry, so built
+        # once per port (an expression inside the loop was rebuilt per entry and port)
+        blk_at_alloc = [named(m, w_blk[p] & pend_now, f"blockers_at_alloc{sx(p)}")
+                        for p in range(P)]
+        old_at_alloc = [named(m, w_old[p] & used_now, f"older_page_at_alloc{sx(p)}")
+                        for p in range(P)]
         for i in range(n):
             for p in range(P):
                 with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
-                    m.d.sync += [blockers[i].eq(w_blk[p] & pend_now),
-                                 older_page[i].eq(w_old[p] & used_now)]
+                    m.d.sync += [blockers[i].eq(blk_at_alloc[p]),
+                                 older_page[i].eq(old_at_alloc[p])]
             with m.Else():
                 m.d.sync += [blockers[i].eq(blocker_live[i]), older_page[i].eq(older_live[i])]
             in_flush = state[i] == WbState.FLUSH
@@ -632,14 +660,15 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             if checks else None
         if checks:
             for p in range(P):
-                ref = Array(cov)[w_idx[p]]
+                oh = [w_oh[p][i] for i in range(n)]
+                ref = onehot_select(m, cov, oh, f"chk_cov_w{sx(p)}")
                 nxt = Mux(w_alloc[p], w_mask[p], w_mask[p] if "wb-coverage-overwrite" in mut
                           else ref | w_mask[p])
                 invariant(m, checks, ~(w_alloc[p] | w_merge[p]) | (w_wdata[p] == nxt),
                           f"W{sx(p)} writes a coverage word other than the entry's coverage "
                           "merged with the write's range")
                 invariant(m, checks, ~(w_alloc[p] | w_merge[p])
-                          | (w_oh[p] == (Const(1, n) << w_idx[p])[:n]),
+                          | (onehot_index(m, oh, f"chk_w_index{sx(p)}") == w_idx[p]),
                           f"W{sx(p)}'s coverage word differs from its one-hot entry")
         # the older set of an entry W ``p`` allocates: the entries in use and, of those
         # allocated in the same cycle, those of the ports of lower rank (allocated first,
