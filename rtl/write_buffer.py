@@ -310,6 +310,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             m.d.comb += state_now[i].eq(Mux(issue_q[i], WbState.PROGRAM, state[i]))
         page = [Signal(w.page, name=f"page{i}") for i in range(n)]
         target = [Signal(target_layout(w), name=f"target{i}") for i in range(n)]
+        cov = [Signal(sectors, name=f"cov{i}") for i in range(n)]
         # Cycles left to the deadline: 0 from cycle alloc + write_deadline_ticks on (§4.4)
         remain = [Signal(range(max(2, deadline)), name=f"remain{i}") for i in range(n)]
         cause = [Signal(FlushCause, name=f"cause{i}") for i in range(n)]
@@ -325,23 +326,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         groups = [(lo, min(lo + 32, sectors)) for lo in range(0, sectors, 32)]
         full_g = [[Signal(name=f"full{i}_g{g}") for g in range(len(groups))] for i in range(n)]
         full = [named(m, Cat(*full_g[i]).all(), f"full{i}") for i in range(n)]
-        # The coverage bitmaps: a memory of one word per entry (§13: no cycle changes), read
-        # by M at its OPEN entry (its merge's base) and written by W, so that a port's write
-        # reaches one word through a write port instead of a multiplexer per entry and port
-        # (``P x entries x sectors`` of them as registers: 4 M bit-multiplexers at 16 ports,
-        # 32 entries and byte coverage, docs/rtl.md "Emission on the one contract"). Words
-        # are not reset: an entry's word is written at its allocation, before any read
-        # (in slices of at most 256 sectors: Amaranth's simulator compiles a write port's
-        # enable replicated over the word into one flat expression, past Python's compiler
-        # recursion limit at 4,096 sectors)
-        slices = [(lo, min(lo + 256, sectors)) for lo in range(0, sectors, 256)]
-        cov_mems = []
-        for k, (lo, hi) in enumerate(slices):
-            mem = memory.Memory(shape=unsigned(hi - lo), depth=n, init=[])
-            m.submodules[f"coverage{k}" if len(slices) > 1 else "coverage"] = mem
-            cov_mems.append(mem)
-        cov_wrs = [[mem.write_port() for mem in cov_mems] for _ in range(P)]
-        cov_rds = [[mem.read_port(domain="comb") for mem in cov_mems] for _ in range(P)]
         m.submodules.next_slot = next_slot = memory.Memory(
             shape=unsigned(w.slot), depth=cfg.admission, init=[])
         if P == 1:   # (the ports' names come from these variables)
@@ -363,17 +347,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         w_d = [Signal(wdisp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
                for p in range(P)]
         w_mask = [Signal(sectors, name=f"w_mask{sx(p)}", reset_less=True) for p in range(P)]
-        # the coverage W writes at a merge (the entry's word at M's decision, W's own write
-        # forwarded, ORed with the write's mask), and W's entry as a binary index (the word)
-        w_cov = [Signal(sectors, name=f"w_coverage{sx(p)}", reset_less=True) for p in range(P)]
-        w_idx = [Signal(range(max(2, n)), name=f"w_index{sx(p)}", reset_less=True)
-                 for p in range(P)]
-        w_wdata = [named(m, Mux(w_alloc[p], w_mask[p], w_cov[p]), f"w_coverage_write{sx(p)}")
-                   for p in range(P)]
-        for p in range(P):
-            for wp, (lo, hi) in zip(cov_wrs[p], slices):
-                m.d.comb += [wp.addr.eq(w_idx[p]), wp.data.eq(w_wdata[p][lo:hi]),
-                             wp.en.eq(w_alloc[p] | w_merge[p])]
         w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
         w_blk = [Signal(cfg.mshr_entries, name=f"w_blockers{sx(p)}", reset_less=True)
                  for p in range(P)]
@@ -486,28 +459,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
                            f"w_same{sx(p)}")
             hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
-            # the merge's coverage: the OPEN entry's word (W's write of this cycle if W writes
-            # that entry, as the tail) ORed with the write's range
-            # From registers only (W's one-hot is not on this path: the base point's critical
-            # path at seed 1 ran W0's allocation through ``match`` into port 1's word): the
-            # word read is the OPEN entry of M's registered vector, and W's write is forwarded
-            # when W allocated for M's page (``w_match``) or merges into that OPEN entry
-            same_cov = named(m, w_match[p] | (w_merge[p] & (w_oh[p] & Cat(*is_open)
-                                                            & disp_open_in[p]).any()),
-                             f"coverage_same_w{sx(p)}")
-            cov_addr = onehot_index(m, [is_open[i] & disp_open_in[p][i] for i in range(n)],
-                                    f"coverage_index{sx(p)}")
-            m.d.comb += [rp.addr.eq(cov_addr) for rp in cov_rds[p]]
-            base = named(m, Mux(same_cov, w_wdata[p], Cat(*[rp.data for rp in cov_rds[p]])),
-                         f"coverage_base{sx(p)}")
-            invariant(m, checks, ~(fire & hit) | (same_cov == same_w),
-                      f"W{sx(p)}'s coverage forwarding differs from its one-hot's (w_same)")
-            invariant(m, checks, ~(fire & hit & ~same_w) | (cov_addr == hit_index),
-                      f"M{sx(p)} reads a coverage word other than its OPEN entry's")
-            merged = mask if "wb-coverage-overwrite" in mut else base | mask
-            m.d.sync += [w_cov[p].eq(merged),
-                         w_idx[p].eq(Mux(hit, hit_index, free_index if P == 1 else
-                                         free_indexes[p]))]
             m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
                          w_oh[p].eq(Mux(allocate, Cat(*(free_oh if P == 1 else free_ohs[p])),
                                         Cat(*match))),
@@ -652,24 +603,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             any_w_alloc = Cat(*w_alloc).any()
         w_mask_all = [named(m, Cat(*[w_mask[p][lo:hi].all() for lo, hi in groups]),
                             f"w_mask_all{sx(p)}") for p in range(P)]
-        w_cov_all = [named(m, Cat(*[w_cov[p][lo:hi].all() for lo, hi in groups]),
-                           f"w_coverage_all{sx(p)}") for p in range(P)]
-        # the coverage as registers per entry, for the checks only (the memory's words are not
-        # readable per entry): each W write must equal the registers' next value
-        cov = self._coverage_registers(m, n, P, sectors, w_new_p, merge_en_p, w_mask, mut) \
-            if checks else None
-        if checks:
-            for p in range(P):
-                oh = [w_oh[p][i] for i in range(n)]
-                ref = onehot_select(m, cov, oh, f"chk_cov_w{sx(p)}")
-                nxt = Mux(w_alloc[p], w_mask[p], w_mask[p] if "wb-coverage-overwrite" in mut
-                          else ref | w_mask[p])
-                invariant(m, checks, ~(w_alloc[p] | w_merge[p]) | (w_wdata[p] == nxt),
-                          f"W{sx(p)} writes a coverage word other than the entry's coverage "
-                          "merged with the write's range")
-                invariant(m, checks, ~(w_alloc[p] | w_merge[p])
-                          | (onehot_index(m, oh, f"chk_w_index{sx(p)}") == w_idx[p]),
-                          f"W{sx(p)}'s coverage word differs from its one-hot entry")
         # the older set of an entry W ``p`` allocates: the entries in use and, of those
         # allocated in the same cycle, those of the ports of lower rank (allocated first,
         # §4.2.3); the same for every entry, so built once per port (not once per entry)
@@ -703,16 +636,25 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             for p in range(P):
                 with m.If(merge_en_p[p][i]):
                     m.d.sync += tail[i].eq(w_d[p].slot)
+            cov_next = Signal(sectors, name=f"cov_next{i}")
             full_next = [full_g[i][g] for g in range(len(groups))]
+            cov_val = cov[i]
             for p in reversed(range(P)):
-                full_next = [Mux(merge_en_p[p][i], w_cov_all[p][g], f)
-                             for g, f in enumerate(full_next)]
+                # named: the groups' AND trees below read it once each (an unnamed
+                # expression is rebuilt at every use: 128 copies at byte coverage)
+                merged = named(m, w_mask[p] if "wb-coverage-overwrite" in mut
+                               else cov[i] | w_mask[p], f"cov_merged{i}{sx(p)}")
+                cov_val = Mux(merge_en_p[p][i], merged, cov_val)
+                full_next = [Mux(merge_en_p[p][i], merged[lo:hi].all(), f)
+                             for (lo, hi), f in zip(groups, full_next)]
             for p in reversed(range(P)):
+                cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
                 full_next = [Mux(w_new_p[p][i], w_mask_all[p][g], f)
                              for g, f in enumerate(full_next)]
-            # ``full`` = the written word's ``all()``, with W's one-hot after the AND trees
-            # (which read W's registers only) instead of in front of them (issue 12: seed 3's
-            # path at 105.7 MHz)
+            m.d.comb += cov_next.eq(cov_val)
+            # ``full`` = ``cov_next.all()``, with W's one-hot after the AND trees (which read
+            # registers only) instead of in front of them (issue 12: seed 3's path at 105.7 MHz)
+            m.d.sync += [cov[i].eq(cov_next)]
             m.d.sync += [full_g[i][g].eq(f) for g, f in enumerate(full_next)]
             with m.If(~w_new[i] & (remain[i] != 0)):
                 m.d.sync += remain[i].eq(remain[i] - 1)

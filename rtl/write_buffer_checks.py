@@ -17,7 +17,7 @@ from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.checks import cover, invariant, protocol
 from hbfsim.rtl.entry_table import check_waiters
 from hbfsim.rtl.layouts import FLUSH_CAUSES, WbState
-from hbfsim.rtl.logic import named, tree_sum
+from hbfsim.rtl.logic import tree_sum
 
 
 class WriteBufferChecks:
@@ -67,22 +67,6 @@ class WriteBufferChecks:
                 protocol(m, checks, ~(rising & (used[i] | new)
                                       & (self.mshr_tags[k] == self.tags[i])),
                          f"MSHR entry {k} became pending for the page of write-buffer entry {i}")
-
-    def _coverage_registers(self, m, n, P, sectors, w_new_p, merge_en_p, w_mask, mut):
-        """The coverage of every entry as registers, written as W writes the coverage memory
-        (an allocation's range, or a merge's ORed in; the mutation ``wb-coverage-overwrite``
-        as in the design), for the checks: the memory's words are not readable per entry."""
-        cov = [Signal(sectors, name=f"chk_cov{i}") for i in range(n)]
-        for i in range(n):
-            val = cov[i]
-            for p in reversed(range(P)):
-                merged = named(m, w_mask[p] if "wb-coverage-overwrite" in mut
-                               else cov[i] | w_mask[p], f"chk_cov_merged{i}_{p}")
-                val = Mux(merge_en_p[p][i], merged, val)
-            for p in reversed(range(P)):
-                val = Mux(w_new_p[p][i], w_mask[p], val)
-            m.d.sync += cov[i].eq(val)
-        return cov
 
     def _coverage_checks(self, m, i, state, cov, full):
         """W1 (coverage never shrinks while OPEN) and W3 (no strict PROGRAM of an incomplete
