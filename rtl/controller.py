@@ -479,9 +479,8 @@ class Controller(wiring.Component):
             ]
 
         # ---- tables, scheduler and media ports (§6, §7) ----
-        if self._checks:   # the pages with W's, read by the write buffer's checks only
-            m.d.comb += wb.mshr_tags.eq(mshr.tags)
         m.d.comb += [
+            wb.mshr_tags.eq(mshr.tags),
             wb.mshr_pending.eq(mshr.pending),
             wb.drain.eq(self.drain),
             sched.wb_occupied.eq(wb.occupied),

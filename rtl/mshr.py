@@ -133,8 +133,7 @@ class Mshr(wiring.Component):
         The last waiter of the named entry was launched (§8).
     tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
         Page of every entry and whether it is in WAIT, QUEUED or ISSUED (W's entries
-        included), for the write buffer's flush rule (§4.4); ``tags`` is driven with checks
-        only (the fresh lookups of the properties; L reads ``stored_tags`` and ``w_page``).
+        included), for L and the write buffer's flush rule (§4.4).
     stored_tags : ``Out(ArrayLayout(page, mshr_entries))``, ``w_page`` : ``Out(page)``, per port
         The same pages apart: every entry's page register, and the page W writes into its
         entry (``w_entry``), so that L compares its page with registers and picks W's result
@@ -331,17 +330,13 @@ class Mshr(wiring.Component):
                 link_wrs[p].data.eq(w_d[p].slot),
                 link_wrs[p].en.eq(0 if "mshr-dropped-waiter" in mut else w_merge[p]),
             ]
-        # L and the write buffer see W's entries as pending, with their pages (DP1); ``tags``
-        # (W's page where a W writes the entry) only for the checks' fresh lookups: L compares
-        # with ``stored_tags`` and ``w_page`` apart, so without checks nothing reads it
+        # L and the write buffer see W's entries as pending, with their pages (DP1)
         for i in range(n):
-            m.d.comb += [self.stored_tags[i].eq(page[i]),
+            tag = page[i]
+            for p in reversed(range(P)):
+                tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+            m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i]),
                          self.pending[i].eq(mergeable[i] | w_new[i])]
-            if checks:
-                tag = page[i]
-                for p in reversed(range(P)):
-                    tag = Mux(w_new_p[p][i], w_d[p].page, tag)
-                m.d.comb += self.tags[i].eq(tag)
         for p in range(P):
             m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
         merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]

@@ -179,13 +179,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         Flush every OPEN entry (idle tail drain, W2).
     mshr_tags : ``In(ArrayLayout(page, mshr_entries))``, ``mshr_pending`` : ``In(mshr_entries)``
         The MSHR entries' pages and which are in WAIT, QUEUED or ISSUED, for the flush rule
-        "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4); the pages are read by
-        the checks only (the rule uses the blocker sets, §13).
+        "no MSHR entry for the page in WAIT, QUEUED or ISSUED" (§4.4).
     enq, issue, done, ret, ret_sel, ret_locked, launched
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
-        Every entry's page, and which are in use / OPEN (W's entries included), for L;
-        ``tags`` is driven with checks only, as the MSHR table's.
+        Every entry's page, and which are in use / OPEN (W's entries included), for L.
     stored_tags, w_page : ``Out``
         As in :class:`~hbfsim.rtl.mshr.Mshr`: the page registers and W's page apart.
     occupied : ``Out(range(write_buffer_entries + 1))``
@@ -365,13 +363,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # for M and L the entries the Ws allocate are in use and OPEN, with their pages (DP1)
         used_e = [named(m, used[i] | w_new[i], f"used_e{i}") for i in range(n)]
         open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
-        for i in range(n):   # ``tags`` for the checks only, as in the MSHR table
-            m.d.comb += self.stored_tags[i].eq(page[i])
-            if checks:
-                tag = page[i]
-                for p in reversed(range(P)):
-                    tag = Mux(w_new_p[p][i], w_d[p].page, tag)
-                m.d.comb += self.tags[i].eq(tag)
+        for i in range(n):
+            tag = page[i]
+            for p in reversed(range(P)):
+                tag = Mux(w_new_p[p][i], w_d[p].page, tag)
+            m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i])]
         for p in range(P):
             m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
         m.d.comb += [self.in_use.eq(Cat(*used_e)), self.is_open.eq(Cat(*open_e))]
@@ -534,17 +530,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         blocker_live = [named(m, blockers[i] & pend_now, f"blocker_live{i}") for i in range(n)]
         older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
         eligible, serialized, strict_error, mshr_wait, cand, elig_q = [], [], [], [], [], []
-        # the sets an entry W ``p`` allocates starts with: the same for every entry, so built
-        # once per port (an expression inside the loop was rebuilt per entry and port)
-        blk_at_alloc = [named(m, w_blk[p] & pend_now, f"blockers_at_alloc{sx(p)}")
-                        for p in range(P)]
-        old_at_alloc = [named(m, w_old[p] & used_now, f"older_page_at_alloc{sx(p)}")
-                        for p in range(P)]
         for i in range(n):
             for p in range(P):
                 with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
-                    m.d.sync += [blockers[i].eq(blk_at_alloc[p]),
-                                 older_page[i].eq(old_at_alloc[p])]
+                    m.d.sync += [blockers[i].eq(w_blk[p] & pend_now),
+                                 older_page[i].eq(w_old[p] & used_now)]
             with m.Else():
                 m.d.sync += [blockers[i].eq(blocker_live[i]), older_page[i].eq(older_live[i])]
             in_flush = state[i] == WbState.FLUSH
@@ -603,17 +593,6 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             any_w_alloc = Cat(*w_alloc).any()
         w_mask_all = [named(m, Cat(*[w_mask[p][lo:hi].all() for lo, hi in groups]),
                             f"w_mask_all{sx(p)}") for p in range(P)]
-        # the older set of an entry W ``p`` allocates: the entries in use and, of those
-        # allocated in the same cycle, those of the ports of lower rank (allocated first,
-        # §4.2.3); the same for every entry, so built once per port (not once per entry)
-        if P == 1:
-            older_at_alloc = [Cat(*used)]
-        else:
-            lower = {(q, p): named(m, w_rank[q] < w_rank[p], f"w_rank_lt{q}_{p}")
-                     for p in range(P) for q in range(P) if q != p}
-            older_at_alloc = [named(m, Cat(*used) | Cat(*[
-                Cat(*[w_new_p[q][j] & lower[q, p] for q in range(P) if q != p]).any()
-                for j in range(n)]), f"older_at_alloc{sx(p)}") for p in range(P)]
         for i in range(n):
             for p in range(P):
                 with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
@@ -626,7 +605,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                         pressure[i].eq(0),
                         # the entries in use are older; of those allocated in the same cycle,
                         # those of the ports of lower rank (allocated first, §4.2.3)
-                        older[i].eq(older_at_alloc[p]),
+                        older[i].eq(Cat(*used) if P == 1 else
+                                    Cat(*used) | Cat(*[
+                                        Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
+                                              for q in range(P) if q != p]).any()
+                                        for j in range(n)])),
                         head[i].eq(w_d[p].slot),
                         tail[i].eq(w_d[p].slot),
                         error[i].eq(0),
