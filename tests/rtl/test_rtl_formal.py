@@ -21,23 +21,24 @@ pytestmark = pytest.mark.skipif(formal.missing_tool() is not None,
 FULL = os.environ.get("HBFSIM_FORMAL_FULL", "") not in ("", "0")
 
 
-def _check(block: str, depth: int, tmp_path, cover_depth: int = 0):
+def _check(block: str, depth: int, tmp_path, cover_depth: int = 0, step: bool = True):
+    induction = formal.BLOCKS[block].induction and step
     r = formal.check_block(block, depth=depth, vcd_dir=tmp_path, timeout=600,
-                           cover_depth=max(depth, cover_depth))
+                           cover_depth=max(depth, cover_depth), induction=induction)
     assert r.status != "failed", f"{block}: {r.failed} (counterexample {r.vcd})"
     assert r.asserts > 0 and r.covers
     unreached = [msg for msg, step in r.covers.items() if step is None]
     assert not unreached, (f"{block}: covers not reached in {max(depth, cover_depth)} steps: "
                            f"{unreached}")
-    if formal.BLOCKS[block].induction:
-        assert r.status == "proved", f"{block}: induction step failed at k={depth}"
+    if induction:
+        assert r.status == "proved", f"{block}: induction step failed at k={r.k}"
     return r
 
 
 @pytest.mark.parametrize("block", [b for b, spec in formal.BLOCKS.items() if spec.ci])
 def test_block_holds_at_ci_depth(block, tmp_path):
     spec = formal.BLOCKS[block]
-    _check(block, spec.ci_depth, tmp_path, spec.ci_cover_depth)
+    _check(block, spec.ci_depth, tmp_path, spec.ci_cover_depth, step=spec.ci_step)
 
 
 @pytest.mark.skipif(not FULL, reason="deep formal runs: set HBFSIM_FORMAL_FULL=1")
