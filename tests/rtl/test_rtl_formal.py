@@ -3,8 +3,10 @@
 CI runs every block at its short ``ci_depth`` (about 30 s in all on a 2-core machine): no
 assertion fails in any trace of that length from reset, every cover goal is reached, and
 where :data:`~hbfsim.rtl.formal.BLOCKS` says so the induction step goes through (proved for
-all time). ``HBFSIM_FORMAL_FULL=1`` adds the deeper runs of ``hbfsim rtl prove`` (minutes);
-without it they are reported as skipped, not passed.
+all time; blocks with ``ci_step = False``, the tables proved with lemmas, take the step in
+the full runs only and their lemmas by the BMC here). ``HBFSIM_FORMAL_FULL=1`` adds the
+deeper runs of ``hbfsim rtl prove`` (minutes); without it they are reported as skipped,
+not passed.
 """
 
 from __future__ import annotations
