@@ -37,10 +37,10 @@ bool StackController::issue_plain(int64_t t) {
     bool rp = cfg.scheduler != Scheduler::Fcfs;
     bool want_prog = drain_open;
     int64_t room = total_cap - active_sum;
-    for (int64_t ch = 0; ch < C; ++ch) {
-        if (!issue_check_flag[ch]) continue;
+    for (uint64_t chs = issue_check_set; chs; chs &= chs - 1) {
+        int64_t ch = lowest(chs);
         if (active[ch] >= cfg.active_per_channel) {
-            issue_check_flag[ch] = 0;
+            issue_check_set &= ~bit(ch);
             continue;
         }
         if (room <= 0) break;
@@ -56,7 +56,7 @@ bool StackController::issue_plain(int64_t t) {
         }
         if (pick < 0) pick = alt;
         if (pick < 0) {
-            issue_check_flag[ch] = 0;
+            issue_check_set &= ~bit(ch);
             continue;
         }
         Entry& e = entry(qu[pick]);

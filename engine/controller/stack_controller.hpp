@@ -125,6 +125,13 @@ private:
     size_t head_ = 0, n_ = 0;
 };
 
+// A set of ports or channels of one stack (at most 64 of each: HbfConfig's limit) as bits,
+// so that a stage visits only the members, in ascending order (not model: the golden model
+// scans its lists; the order of the visits is the same).
+inline uint64_t bit(int64_t i) { return uint64_t{1} << i; }
+inline int64_t lowest(uint64_t set) { return __builtin_ctzll(set); }
+inline int64_t highest(uint64_t set) { return 63 - __builtin_clzll(set); }
+
 // One request port and its response port (model/controller/ports.py Port).
 struct Port {
     Ring<std::pair<int64_t, int64_t>, INGRESS_DEPTH> qin;   // Q: (request, accept cycle)
@@ -192,6 +199,9 @@ public:
     ReqTable& reqs;
     Media media;
     std::vector<Port> inp;
+    // the ports whose Q holds a request, whose M holds one (and of those, a write), whose
+    // E holds a response
+    uint64_t qin_set = 0, m_set = 0, m_write_set = 0, egress_set = 0;
     int64_t inflight = 0, released = 0;
     bool drain_in = false;
     StackCounters st;
@@ -222,8 +232,7 @@ public:
     // DP2, DP2a, DP3
     std::vector<std::deque<int>> offer_q;
     std::vector<int> offer_r, offer_wb;
-    std::vector<char> busy_ch_flag;
-    std::vector<int> busy_ch;                            // sorted on use
+    uint64_t busy_ch_set = 0;                            // channels with offers to make
     std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
                         std::vector<std::tuple<int64_t, int64_t, int64_t>>,
                         std::greater<>> agg_timer;       // (ready_at, idx, alloc)
@@ -241,7 +250,7 @@ public:
     std::vector<std::vector<char>> busy;                 // per channel per subarray
     std::vector<int64_t> active;
     int64_t active_sum = 0, total_cap;
-    std::vector<char> issue_check_flag;
+    uint64_t issue_check_set = 0;                        // channels to decide on
     std::vector<int64_t> issued_at, issued_k;
     int64_t queued_programs = 0;
     bool drain_open = false;
@@ -249,7 +258,7 @@ public:
     std::vector<Delivered> delivered;
     // responses (§8)
     std::priority_queue<int, std::vector<int>, std::greater<int>> ret_r, ret_w;
-    std::vector<char> resp_live_flag;
+    uint64_t resp_live_set = 0;                          // ports with response work
     int64_t credit_wait = -1;
     DeficitCredit link;
     std::vector<int> free_r, free_w;
@@ -265,8 +274,9 @@ public:
     // helpers
     Entry& entry(int code) { return code >= 0 ? mshr[code] : wb[~code]; }
     void wake_at(int64_t t) { wake.push(t); }
-    void add_issue_check(int64_t ch) { issue_check_flag[ch] = 1; }
-    void add_busy_ch(int64_t ch) { busy_ch_flag[ch] = 1; }
+    void add_issue_check(int64_t ch) { issue_check_set |= bit(ch); }
+    void add_busy_ch(int64_t ch) { busy_ch_set |= bit(ch); }
+    int64_t port_index(const Port& port) const { return &port - inp.data(); }
     bool drain_fsm(int64_t t);
     bool drain_fsm_base(int64_t t);
     bool issue_plain(int64_t t);
