@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "fifo.hpp"
 #include "gpu_config.hpp"
 #include "gpu_program.hpp"
 #include "mapping.hpp"
@@ -133,7 +133,7 @@ protected:
     };
     // partition i's head granted on system port k in tick x (both shapes)
     void grant_head(int64_t i, int64_t k, int64_t x, std::vector<Grant>& out);
-    std::vector<std::deque<Queued>> parts_;
+    std::vector<Fifo<Queued>> parts_;
     int64_t queued_ = 0, rr_ = 0;
     std::vector<int64_t> prr_;
     int64_t next_id_ = 0;
@@ -151,8 +151,9 @@ protected:
     // requests
     RetiringTable<GpuReq> reqs_;
     // grant_ports scratch: per port the best partition of this tick (-1: none) and its
-    // distance from the port's pointer; the ports with a candidate
-    std::vector<int64_t> g_best_, g_dist_, g_ports_;
+    // distance from the port's pointer; the ports with a candidate, as bits (64 a word)
+    std::vector<int64_t> g_best_, g_dist_;
+    std::vector<uint64_t> g_ports_;
 };
 
 }  // namespace hbf
