@@ -8,7 +8,7 @@
 
 namespace hbf {
 
-bool StackController::complete_entries(int64_t t) {
+bool StackController::complete_entries_work(int64_t t) {
     bool changed = false;
     while (!late_.empty() && late_.front().at <= t) {
         Late l = late_.front();

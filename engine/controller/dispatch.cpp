@@ -12,7 +12,7 @@ namespace hbf {
 // Every port's M decides in cycle t by §4.2 from M's view (DP1): the reads first, then the
 // writes (§4.2.4), each kind's ports in order from its pool's pointer (§4.2.3: the k-th
 // allocating port takes the k-th head of the free list).
-bool StackController::dispatch(int64_t t, bool /*drain*/) {
+bool StackController::dispatch_work(int64_t t, bool /*drain*/) {
     if (P == 1) {
         Port& port = inp[0];
         return port.m >= 0 && dispatch_one(port, t);

@@ -9,7 +9,7 @@
 
 namespace hbf {
 
-bool StackController::enqueue(int64_t t) {
+bool StackController::enqueue_work(int64_t t) {
     bool changed = false;
     // per channel the write-buffer candidates of t, in wb_flush order
     auto& cands = cands_;

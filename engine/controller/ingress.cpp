@@ -43,7 +43,7 @@ void StackController::accept(int64_t r, int64_t t, int64_t port) {
 }
 
 // Move each port's Q head into its M at the end of cycle t if that M is free.
-bool StackController::advance(int64_t t) {
+bool StackController::advance_work(int64_t t) {
     bool changed = false;
     for (uint64_t ps = qin_set & ~m_set; ps; ps &= ps - 1) {   // Q holds one, M is free
         int64_t p = lowest(ps);

@@ -9,7 +9,7 @@ namespace hbf {
 
 // Deliver the completions of cycle t and free their subarrays and active slots for the
 // issue decision of the same cycle (§7).
-bool StackController::release_media(int64_t t) {
+bool StackController::release_media_work(int64_t t) {
     if (mp) return mp->release(t);
     if (!media.has_due() || media.next_due() > t) return false;
     media.deliver(t, delivered);
@@ -23,7 +23,7 @@ bool StackController::release_media(int64_t t) {
 }
 
 // The issue decisions of cycle t (§7; with multiplane, MP1-MP5).
-bool StackController::issue(int64_t t) {
+bool StackController::issue_work(int64_t t) {
     if (mp) return mp->issue(t, drain_in);
     return issue_plain(t);
 }

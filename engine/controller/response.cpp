@@ -27,7 +27,7 @@ int pop_ret(std::priority_queue<int, std::vector<int>, std::greater<int>>& heap)
 // Every response port in cycle t: K launches (§8), R moves to K and takes a table's offer,
 // then each table's C2 and C1 (DP7), from the start-of-t registers. Entries that entered
 // RETURN before t first go to the port that serves them.
-bool StackController::respond_stages(int64_t t) {
+bool StackController::respond_stages_work(int64_t t) {
     bool one = P == 1;
     while (!ret_r.empty()) {
         int idx = ret_r.top();

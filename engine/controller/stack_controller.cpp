@@ -52,7 +52,7 @@ StackController::~StackController() = default;
 
 // Admission releases and frees of this cycle; a freed entry joins its pool's free list at
 // the tail (DP4), allocatable from the next cycle, in the order the ports launched.
-void StackController::end_cycle(int64_t t) {
+void StackController::end_cycle_work(int64_t t) {
     // delayed effects that have landed: next_timer drops them too (the heap stays small)
     while (!wake.empty() && wake.top() <= t) wake.pop();
     if (!released && free_r.empty() && free_w.empty()) return;

@@ -18,6 +18,7 @@
 #include <queue>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -166,30 +167,69 @@ public:
                     ReqTable& reqs);
     ~StackController();
 
+    // The stages, in the files named. A stage that has nothing to do in most cycles is
+    // called through an inline test of its own pending work and timers (what its first
+    // lines would find): an idle stage costs a few compares, not a call; the stage itself
+    // is `<stage>_work` in its file, unchanged.
     // ---- ingress.cpp (§4.1, Q, M)
     bool ready() const;                            // stack shape (P = 1)
     bool ready_port(int64_t p, int64_t t, int64_t free) const;
     int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
     void accept(int64_t r, int64_t t, int64_t port);
-    bool advance(int64_t t);
+    bool advance(int64_t t) {                      // a Q head with its M free
+        return (qin_set & ~m_set) != 0 && advance_work(t);
+    }
     bool holds_requests() const;
     // ---- dispatch.cpp (DP1, §4.2, DP4 allocation)
-    bool dispatch(int64_t t, bool drain);
+    bool dispatch(int64_t t, bool drain) {         // some M holds a request
+        return m_set != 0 && dispatch_work(t, drain);
+    }
     // ---- write_buffer.cpp (DP5)
-    bool wb_triggers(int64_t t, bool drain);
+    bool wb_triggers(int64_t t, bool drain) {      // decisions to apply or to take
+        if (decided_.empty() && full_pending.empty() && raw_.empty() && pressure_now < 0
+                && (wb_deadlines.empty() || std::get<0>(wb_deadlines.top()) > t)
+                && !(drain && !wb_open.empty()))
+            return false;
+        return wb_triggers_work(t, drain);
+    }
     // ---- enqueue.cpp (DP2, DP2a, DP3, §6)
-    bool enqueue(int64_t t);
+    bool enqueue(int64_t t) {                      // flushing entries, offers, DP2a timers
+        if (wb_flush.empty() && busy_ch_set == 0
+                && (cfg.demand || agg_timer.empty() || std::get<0>(agg_timer.top()) >= t))
+            return false;
+        return enqueue_work(t);
+    }
     // ---- issue.cpp (§7, and MP1-MP5 through Megaplanes)
-    bool release_media(int64_t t);
-    bool issue(int64_t t);
+    bool release_media(int64_t t) {                // a completion due
+        return media.has_due() && media.next_due() <= t && release_media_work(t);
+    }
+    bool issue(int64_t t) {                        // channels to decide on (or megaplanes)
+        if (!mp && issue_check_set == 0 && cfg.scheduler != Scheduler::WriteDrain)
+            return false;
+        return issue_work(t);
+    }
     // ---- completion.cpp (DP6)
-    bool complete_entries(int64_t t);
+    bool complete_entries(int64_t t) {             // completions delivered or due
+        if ((late_.empty() || late_.front().at > t) && delivered.empty()
+                && (cache_due.empty() || cache_due.top().first > t))
+            return false;
+        return complete_entries_work(t);
+    }
     // ---- response.cpp (DP7, §8)
-    bool respond_stages(int64_t t);
+    bool respond_stages(int64_t t) {               // entries entering RETURN, live ports
+        if (ret_r.empty() && ret_w.empty() && resp_live_set == 0) {
+            credit_wait = -1;
+            return false;
+        }
+        return respond_stages_work(t);
+    }
     std::vector<int64_t> egress_heads() const;
     int64_t handshake(int64_t t, int64_t port);
     // ---- stack_controller.cpp (DP4 end of cycle, C3 timers)
-    void end_cycle(int64_t t);
+    void end_cycle(int64_t t) {                    // frees, releases, landed wake ticks
+        if (released || !free_r.empty() || !free_w.empty() || (!wake.empty() && wake.top() <= t))
+            end_cycle_work(t);
+    }
     int64_t next_timer(int64_t t);                 // -1: none
 
     // state read by the system and the statistics
@@ -282,6 +322,15 @@ public:
     bool issue_plain(int64_t t);
 
 private:
+    bool advance_work(int64_t t);
+    bool dispatch_work(int64_t t, bool drain);
+    bool wb_triggers_work(int64_t t, bool drain);
+    bool enqueue_work(int64_t t);
+    bool release_media_work(int64_t t);
+    bool issue_work(int64_t t);
+    bool complete_entries_work(int64_t t);
+    bool respond_stages_work(int64_t t);
+    void end_cycle_work(int64_t t);
     bool dispatch_one(Port& port, int64_t t);
     bool pressure(int64_t t);
     void agg_ready(Entry& e, int64_t ready_at);
