@@ -103,7 +103,26 @@ std::vector<T> vec(const py::dict& d, const char* key) {
     return std::vector<T>(a.data(), a.data() + a.size());
 }
 
-GpuProgram program_from_arrays(const py::dict& d) {
+// An access column read in place from its numpy array (converted first where its dtype or
+// layout differs), the array kept alive with the program: the GIL is taken to let it go.
+template <class T>
+AccessColumn<T> borrowed(const py::dict& d, const char* key) {
+    if (!d.contains(key)) throw GpuError(std::string("program arrays: missing '") + key + "'");
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(d[key]);
+    if (!a || a.ndim() != 1)
+        throw GpuError(std::string("program arrays: '") + key + "' must be a 1-D array");
+    const T* data = a.data();
+    auto n = static_cast<size_t>(a.size());
+    std::shared_ptr<void> owner(new py::object(std::move(a)), [](void* o) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<py::object*>(o);
+    });
+    return AccessColumn<T>(data, n, std::move(owner));
+}
+
+// The program's arrays; with `borrow`, the access arrays are read in place (a kernel's
+// arrays from the feed, which nothing else holds) instead of copied.
+GpuProgram program_from_arrays(const py::dict& d, bool borrow = false) {
     GpuProgram p;
     p.kernel_compute = vec<int64_t>(d, "kernel_compute");
     p.kernel_producers = vec<int64_t>(d, "kernel_producers");
@@ -112,9 +131,15 @@ GpuProgram program_from_arrays(const py::dict& d) {
     p.producer_compute = vec<int64_t>(d, "producer_compute");
     p.producer_sm = vec<int64_t>(d, "producer_sm");
     p.producer_accesses = vec<int64_t>(d, "producer_accesses");
-    p.access_op = vec<uint8_t>(d, "access_op");
-    p.access_addr = vec<int64_t>(d, "access_addr");
-    p.access_nbytes = vec<int64_t>(d, "access_nbytes");
+    if (borrow) {
+        p.access_op = borrowed<uint8_t>(d, "access_op");
+        p.access_addr = borrowed<int64_t>(d, "access_addr");
+        p.access_nbytes = borrowed<int64_t>(d, "access_nbytes");
+    } else {
+        p.access_op = vec<uint8_t>(d, "access_op");
+        p.access_addr = vec<int64_t>(d, "access_addr");
+        p.access_nbytes = vec<int64_t>(d, "access_nbytes");
+    }
     return p;
 }
 
@@ -583,7 +608,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     };
     f.load = [fh](GpuProgram& into) {
         py::gil_scoped_acquire gil;
-        into = program_from_arrays(fh.attr("load")().cast<py::dict>());
+        into = program_from_arrays(fh.attr("load")().cast<py::dict>(), true);
     };
     GpuProgram empty;
     empty.kernel_producers = {0};
