@@ -42,8 +42,7 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
     issued_k.assign(C, 1);
     if (cfg.multiplane != Multiplane::Off) mp = std::make_unique<Megaplanes>(*this);
     // the page-keyed tables hold at most one key per entry: no rehash while running
-    mshr_open.reserve(mshr.size());
-    mshr_pend.reserve(mshr.size());
+    mshr_page.reserve(mshr.size());
     wb_open.reserve(wb.size());
     wb_page.reserve(wb.size());
 }

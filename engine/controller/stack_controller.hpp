@@ -254,8 +254,10 @@ public:
     std::vector<Entry> mshr, wb;
     std::deque<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
-    std::unordered_map<int64_t, int> mshr_open;          // page -> mergeable entry
-    std::unordered_map<int64_t, int64_t> mshr_pend;      // page -> entries before completion
+    // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
+    // a page is held while it has one (one lookup serves the merge and the allocation)
+    struct PageReads { int open = -1; int32_t pend = 0; };
+    std::unordered_map<int64_t, PageReads> mshr_page;
     std::unordered_map<int64_t, int> wb_open;            // page -> OPEN entry
     std::map<int64_t, int> wb_open_order;                // open_seq -> entry (by age)
     int64_t open_seq = 0;
