@@ -302,7 +302,7 @@ struct WholeOutputs {
     WholeOutputs(py::ssize_t n, bool inputs)
         : cols(n, inputs), order(n), next(order.mutable_data()) {}
     void attach(System& sys) {
-        sys.sink_every = 1024;            // a small block: copied while still in cache
+        sys.sink_every = 256;             // a small block: copied while still in cache
         sys.sink = [this](std::vector<Req>& rows) {
             for (const Req& r : rows) {
                 cols.write(static_cast<py::ssize_t>(r.seq), r);
