@@ -15,6 +15,7 @@ public:
     bool empty() const { return n_ == 0; }
     size_t size() const { return n_; }
     const T& front() const { return v_[head_]; }
+    const T& back() const { return v_[(head_ + n_ - 1) & (v_.size() - 1)]; }
     void push_back(const T& x) {
         if (n_ == v_.size()) grow();
         v_[(head_ + n_) & (v_.size() - 1)] = x;

@@ -76,20 +76,10 @@ void GpuCore::load_kernel() {
 }
 
 void GpuCore::heap_push(int64_t tick, int64_t kind, int64_t p) {
-    heap_.push_back(GpuEvent{tick, seq_++, kind, p});
-    std::push_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
-        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
-    });
+    heap_.push(GpuEvent{tick, seq_++, kind, p});
 }
 
-GpuEvent GpuCore::heap_pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
-        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
-    });
-    GpuEvent e = heap_.back();
-    heap_.pop_back();
-    return e;
-}
+GpuEvent GpuCore::heap_pop() { return heap_.pop(); }
 
 int64_t GpuCore::port_of(int64_t access) const {
     // the system port stack * C + channel a request's page maps to (v2 §1, §2)
