@@ -109,17 +109,23 @@ class StreamedOutputs:
 
     def __call__(self, cols: dict) -> None:
         w = cols["op"] == 1
-        r = ~w
         lat = cols["t_done"] - cols["arrival"]
-        self.lat["R"].add(lat[r])
-        self.lat["W"].add(lat[w])
-        self.lat_first.add(lat[r & ~cols["mshr_hit"]])
         nb = cols["nbytes"]
-        self.requested["R"] += int(nb[r].sum())
-        self.requested["W"] += int(nb[w].sum())
-        self.n_req["W"] += int(w.sum())
-        self.n_req["R"] += int(r.sum())
         n = len(w)
+        if not w.any():                # reads only (a decode step's blocks): no masks
+            self.lat["R"].add(lat)
+            self.lat_first.add(lat[~cols["mshr_hit"]])
+            self.requested["R"] += int(nb.sum())
+            self.n_req["R"] += n
+        else:
+            r = ~w
+            self.lat["R"].add(lat[r])
+            self.lat["W"].add(lat[w])
+            self.lat_first.add(lat[r & ~cols["mshr_hit"]])
+            self.requested["R"] += int(nb[r].sum())
+            self.requested["W"] += int(nb[w].sum())
+            self.n_req["W"] += int(w.sum())
+            self.n_req["R"] += int(r.sum())
         if self.trace is not None:
             run = dict(cols, order=np.arange(n))
             trace_compiled(self.trace, self.cfg, run, cols["op"], cols["addr"], nb,
