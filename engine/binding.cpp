@@ -103,7 +103,26 @@ std::vector<T> vec(const py::dict& d, const char* key) {
     return std::vector<T>(a.data(), a.data() + a.size());
 }
 
-GpuProgram program_from_arrays(const py::dict& d) {
+// An access column read in place from its numpy array (converted first where its dtype or
+// layout differs), the array kept alive with the program: the GIL is taken to let it go.
+template <class T>
+AccessColumn<T> borrowed(const py::dict& d, const char* key) {
+    if (!d.contains(key)) throw GpuError(std::string("program arrays: missing '") + key + "'");
+    auto a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(d[key]);
+    if (!a || a.ndim() != 1)
+        throw GpuError(std::string("program arrays: '") + key + "' must be a 1-D array");
+    const T* data = a.data();
+    auto n = static_cast<size_t>(a.size());
+    std::shared_ptr<void> owner(new py::object(std::move(a)), [](void* o) {
+        py::gil_scoped_acquire gil;
+        delete static_cast<py::object*>(o);
+    });
+    return AccessColumn<T>(data, n, std::move(owner));
+}
+
+// The program's arrays; with `borrow`, the access arrays are read in place (a kernel's
+// arrays from the feed, which nothing else holds) instead of copied.
+GpuProgram program_from_arrays(const py::dict& d, bool borrow = false) {
     GpuProgram p;
     p.kernel_compute = vec<int64_t>(d, "kernel_compute");
     p.kernel_producers = vec<int64_t>(d, "kernel_producers");
@@ -112,9 +131,15 @@ GpuProgram program_from_arrays(const py::dict& d) {
     p.producer_compute = vec<int64_t>(d, "producer_compute");
     p.producer_sm = vec<int64_t>(d, "producer_sm");
     p.producer_accesses = vec<int64_t>(d, "producer_accesses");
-    p.access_op = vec<uint8_t>(d, "access_op");
-    p.access_addr = vec<int64_t>(d, "access_addr");
-    p.access_nbytes = vec<int64_t>(d, "access_nbytes");
+    if (borrow) {
+        p.access_op = borrowed<uint8_t>(d, "access_op");
+        p.access_addr = borrowed<int64_t>(d, "access_addr");
+        p.access_nbytes = borrowed<int64_t>(d, "access_nbytes");
+    } else {
+        p.access_op = vec<uint8_t>(d, "access_op");
+        p.access_addr = vec<int64_t>(d, "access_addr");
+        p.access_nbytes = vec<int64_t>(d, "access_nbytes");
+    }
     return p;
 }
 
@@ -212,44 +237,36 @@ using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 // Per-request columns of n rows (numpy arrays by name): the stream as submitted (id, op,
 // addr, nbytes, arrival, source; left out with inputs = false, where the caller has them)
-// and what the run gave each request; write(i, r) fills row i (without the GIL: the arrays
-// are allocated, and owned by `cols`, before).
+// and what the run gave each request, or only the columns named in `only` (a caller that
+// reads a few: the others are neither allocated nor written); write(i, r) fills row i
+// (without the GIL: the arrays are allocated, and owned by `cols`, before).
 class Columns {
 public:
-    explicit Columns(py::ssize_t n, bool inputs = true) : inputs_(inputs) {
-        if (inputs) {
-            for (const char* name : IN_NAMES) in_.push_back(column<int64_t>(name, n));
-            op_ = column<int8_t>("op", n);
-        }
-        for (const char* name : RUN_NAMES) run_.push_back(column<int64_t>(name, n));
-        for (const char* name : FLAG_NAMES) flag_.push_back(column<bool>(name, n));
+    explicit Columns(py::ssize_t n, bool inputs = true,
+                     const std::vector<std::string>* only = nullptr) {
+        auto want = [only](const char* name) {
+            return !only || std::find(only->begin(), only->end(), name) != only->end();
+        };
+        for (size_t k = 0; k < N_IN; ++k)
+            if (inputs && want(IN_NAMES[k])) in_[k] = column<int64_t>(IN_NAMES[k], n);
+        if (inputs && want("op")) op_ = column<int8_t>("op", n);
+        for (size_t k = 0; k < N_RUN; ++k)
+            if (want(RUN_NAMES[k])) run_[k] = column<int64_t>(RUN_NAMES[k], n);
+        for (size_t k = 0; k < N_FLAG; ++k)
+            if (want(FLAG_NAMES[k])) flag_[k] = column<bool>(FLAG_NAMES[k], n);
     }
     void write(py::ssize_t i, const Req& r) {
-        if (inputs_) {
-            int64_t* const* c = in_.data();
-            c[0][i] = r.id;
-            c[1][i] = r.arrival;
-            c[2][i] = r.addr;
-            c[3][i] = r.nbytes;
-            c[4][i] = r.source;
-            op_[i] = r.op;
-        }
-        int64_t* const* c = run_.data();
-        c[0][i] = r.t_accept;
-        c[1][i] = r.t_map;
-        c[2][i] = r.t_done;
-        c[3][i] = r.depth;
-        c[4][i] = r.tq;
-        c[5][i] = r.ti;
-        c[6][i] = r.tc;
-        c[7][i] = r.edepth;
-        c[8][i] = r.stack;
-        c[9][i] = r.ch;
-        c[10][i] = r.sub;
-        flag_[0][i] = r.mshr_hit;
-        flag_[1][i] = r.buffer_hit;
-        flag_[2][i] = r.cache_hit;
-        flag_[3][i] = r.error;
+        const int64_t in[N_IN] = {r.id, r.arrival, r.addr, r.nbytes, r.source};
+        for (size_t k = 0; k < N_IN; ++k)
+            if (in_[k]) in_[k][i] = in[k];
+        if (op_) op_[i] = r.op;
+        const int64_t run[N_RUN] = {r.t_accept, r.t_map, r.t_done, r.depth, r.tq, r.ti, r.tc,
+                                    r.edepth, r.stack, r.ch, r.sub};
+        for (size_t k = 0; k < N_RUN; ++k)
+            if (run_[k]) run_[k][i] = run[k];
+        const bool flag[N_FLAG] = {r.mshr_hit, r.buffer_hit, r.cache_hit, r.error};
+        for (size_t k = 0; k < N_FLAG; ++k)
+            if (flag_[k]) flag_[k][i] = flag[k];
     }
     py::dict cols;
 
@@ -260,14 +277,16 @@ private:
         cols[name] = a;
         return a.mutable_data();
     }
-    static constexpr const char* IN_NAMES[] = {"id", "arrival", "addr", "nbytes", "source"};
-    static constexpr const char* RUN_NAMES[] = {
+    static constexpr size_t N_IN = 5, N_RUN = 11, N_FLAG = 4;
+    static constexpr const char* IN_NAMES[N_IN] = {"id", "arrival", "addr", "nbytes", "source"};
+    static constexpr const char* RUN_NAMES[N_RUN] = {
         "t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
         "channel", "subarray"};
-    static constexpr const char* FLAG_NAMES[] = {"mshr_hit", "buffer_hit", "cache_hit", "error"};
-    bool inputs_;
-    std::vector<int64_t*> in_, run_;
-    std::vector<bool*> flag_;
+    static constexpr const char* FLAG_NAMES[N_FLAG] = {"mshr_hit", "buffer_hit", "cache_hit",
+                                                       "error"};
+    int64_t* in_[N_IN] = {};
+    int64_t* run_[N_RUN] = {};
+    bool* flag_[N_FLAG] = {};
     int8_t* op_ = nullptr;
 };
 
@@ -283,7 +302,7 @@ struct WholeOutputs {
     WholeOutputs(py::ssize_t n, bool inputs)
         : cols(n, inputs), order(n), next(order.mutable_data()) {}
     void attach(System& sys) {
-        sys.sink_every = 1024;            // a small block: copied while still in cache
+        sys.sink_every = 256;             // a small block: copied while still in cache
         sys.sink = [this](std::vector<Req>& rows) {
             for (const Req& r : rows) {
                 cols.write(static_cast<py::ssize_t>(r.seq), r);
@@ -456,17 +475,22 @@ py::dict run_closed_loop(const py::object& cfg, const py::object& gpu, const py:
 // answered requests, keep_answered), the columns add each request's GPU creation tick and
 // producer (`created`, `producer`): the port answered the same requests in the same order.
 void stream_outputs(System& sys, const py::object& sink, int64_t every, int block_shift,
-                    Retire mode, GpuCore* gpu = nullptr) {
+                    Retire mode, const py::object& columns, GpuCore* gpu = nullptr) {
     if (every < 1) throw std::invalid_argument("every must be >= 1");
     py::handle sh = sink;
+    // the columns the sink reads (None: all), copied for the run
+    std::shared_ptr<std::vector<std::string>> only;
+    if (!columns.is_none())
+        only = std::make_shared<std::vector<std::string>>(
+            columns.cast<std::vector<std::string>>());
     sys.pending.set_block_shift(block_shift);
     sys.pending.mode = mode;
     sys.reqs.poison = mode == Retire::Poison;
     sys.sink_every = every;
-    sys.sink = [sh, gpu](std::vector<Req>& rows) {
+    sys.sink = [sh, gpu, only](std::vector<Req>& rows) {
         py::gil_scoped_acquire gil;
         auto n = static_cast<py::ssize_t>(rows.size());
-        Columns c(n);
+        Columns c(n, true, only.get());
         for (py::ssize_t i = 0; i < n; ++i) c.write(i, rows[i]);
         if (gpu != nullptr) {
             if (static_cast<py::ssize_t>(gpu->answered.size()) != n)
@@ -496,7 +520,8 @@ void stream_outputs(System& sys, const py::object& sink, int64_t every, int bloc
 py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                                 Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
                                 Col<int64_t> source, const py::object& sink, int64_t every,
-                                int64_t chunk, int block_shift, bool poison) {
+                                int64_t chunk, int block_shift, bool poison,
+                                const py::object& columns) {
     py::ssize_t n = id.size();
     if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
             || source.size() != n)
@@ -506,7 +531,8 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
         throw std::invalid_argument("block_shift must be in 0..30");
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free,
+                   columns);
     const int64_t *pid = id.data(), *pad = addr.data(), *pnb = nbytes.data(),
                   *par = arrival.data(), *psrc = source.data();
     const int8_t* pop = op.data();
@@ -540,7 +566,8 @@ py::dict run_open_loop_streamed(const py::object& cfg, Col<int64_t> id, Col<int8
 py::dict run_window_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                              Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
                              Col<int64_t> source, int64_t window, const py::object& sink,
-                             int64_t every, int block_shift, bool poison) {
+                             int64_t every, int block_shift, bool poison,
+                             const py::object& columns) {
     py::ssize_t n = id.size();
     if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n
             || source.size() != n)
@@ -549,7 +576,8 @@ py::dict run_window_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t>
         throw std::invalid_argument("block_shift must be in 0..30");
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free);
+    stream_outputs(sys, sink, every, block_shift, poison ? Retire::Poison : Retire::Free,
+                   columns);
     RequestList reqs{id.data(), addr.data(), nbytes.data(), arrival.data(), source.data(),
                      op.data(), static_cast<int64_t>(n)};
     {
@@ -572,7 +600,8 @@ py::dict run_window_streamed(const py::object& cfg, Col<int64_t> id, Col<int8_t>
 py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
                                   const py::object& feed, bool channel_shape, int64_t start,
                                   bool skip, const py::object& sink, int64_t every,
-                                  int block_shift, bool poison, bool record) {
+                                  int block_shift, bool poison, bool record,
+                                  const py::object& columns) {
     if (block_shift < 0 || block_shift > 30)
         throw std::invalid_argument("block_shift must be in 0..30");
     py::handle fh = feed;
@@ -583,7 +612,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     };
     f.load = [fh](GpuProgram& into) {
         py::gil_scoped_acquire gil;
-        into = program_from_arrays(fh.attr("load")().cast<py::dict>());
+        into = program_from_arrays(fh.attr("load")().cast<py::dict>(), true);
     };
     GpuProgram empty;
     empty.kernel_producers = {0};
@@ -595,7 +624,7 @@ py::dict run_closed_loop_streamed(const py::object& cfg, const py::object& gpu,
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
     port.keep_answered = record;
-    stream_outputs(sys, sink, every, block_shift, mode, record ? &port : nullptr);
+    stream_outputs(sys, sink, every, block_shift, mode, columns, record ? &port : nullptr);
     {
         py::gil_scoped_release nogil;
         run_stepped(sys, port, skip);
@@ -647,23 +676,29 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,
           py::arg("chunk") = 1 << 16, py::arg("block_shift") = 16, py::arg("poison") = false,
+          py::arg("columns") = py::none(),
           "run_open_loop in bounded memory: requests submitted chunk at a time as the run "
-          "reaches them, answered requests handed to sink(columns) in response order and "
+          "reaches them, answered requests handed to sink(columns) in response order (the "
+          "columns named in `columns`, or all) and "
           "retired; returns the counters and blocks_held.");
     m.def("run_window_streamed", &run_window_streamed, py::arg("cfg"), py::arg("id"),
           py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("source"), py::arg("window"), py::arg("sink"), py::arg("every") = 1 << 15,
           py::arg("block_shift") = 16, py::arg("poison") = false,
+          py::arg("columns") = py::none(),
           "Run a request list with at most window requests open (each response submits the "
           "next with arrival = its tick; window >= len: the open loop), answered requests "
-          "handed to sink(columns) in response order and retired; returns the counters and "
+          "handed to sink(columns) in response order (the columns named in `columns`, or all) "
+          "and retired; returns the counters and "
           "blocks_held.");
     m.def("run_closed_loop_streamed", &run_closed_loop_streamed, py::arg("cfg"), py::arg("gpu"),
           py::arg("feed"), py::arg("channel_shape"), py::arg("start") = 0,
           py::arg("skip") = true, py::arg("sink"), py::arg("every") = 1 << 15,
           py::arg("block_shift") = 16, py::arg("poison") = false, py::arg("record") = false,
+          py::arg("columns") = py::none(),
           "run_closed_loop in bounded memory: kernels pulled from feed (has_next, load), "
-          "answered requests handed to sink(columns) in response order and retired (with "
+          "answered requests handed to sink(columns) in response order (the columns named in "
+          "`columns`, or all) and retired (with "
           "record, each with its GPU creation tick and producer); returns the counters, the "
           "GPU's figures and blocks_held (requests, GPU requests).");
     m.def("run_closed_loop", &run_closed_loop, py::arg("cfg"), py::arg("gpu"),

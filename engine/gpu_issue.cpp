@@ -22,6 +22,7 @@ GpuCore::GpuCore(const GpuConfig& gpu, GpuProgram program, bool channel_shape,
     prr_.assign(mapper.stacks * mapper.channels, 0);
     g_best_.assign(prr_.size(), -1);
     g_dist_.assign(prr_.size(), 0);
+    g_ports_.assign((prr_.size() + 63) / 64, 0);
     int64_t np = prog_.producers(), nk = prog_.kernels();
     p_out_.assign(np, 0);
     p_peak_.assign(np, 0);
@@ -75,20 +76,10 @@ void GpuCore::load_kernel() {
 }
 
 void GpuCore::heap_push(int64_t tick, int64_t kind, int64_t p) {
-    heap_.push_back(GpuEvent{tick, seq_++, kind, p});
-    std::push_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
-        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
-    });
+    heap_.push(GpuEvent{tick, seq_++, kind, p});
 }
 
-GpuEvent GpuCore::heap_pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), [](const GpuEvent& a, const GpuEvent& b) {
-        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
-    });
-    GpuEvent e = heap_.back();
-    heap_.pop_back();
-    return e;
-}
+GpuEvent GpuCore::heap_pop() { return heap_.pop(); }
 
 int64_t GpuCore::port_of(int64_t access) const {
     // the system port stack * C + channel a request's page maps to (v2 §1, §2)
@@ -99,17 +90,16 @@ int64_t GpuCore::port_of(int64_t access) const {
 void GpuCore::grant_ports(int64_t x, std::vector<Grant>& out) {
     // G5' (docs/gpu.md, timing-contract.md §14): each partition FIFO offers its head; each
     // port grants the first partition at or after its own pointer whose head maps to it.
-    // One pass keeps each port's best; the grants go out by ascending port (no sort of
-    // the candidates, only of the few ports that have one)
+    // One pass keeps each port's best; the grants go out by ascending port (the ports with
+    // a candidate marked as bits, visited in order: no sort)
     int64_t nparts = gpu_.partitions;
-    g_ports_.clear();
     for (int64_t i = 0; i < nparts; ++i) {
         if (parts_[i].empty()) continue;
         int64_t k = parts_[i].front().port;
         int64_t d = i - prr_[k];                 // floormod(i - ptr, nparts): both in [0, nparts)
         if (d < 0) d += nparts;
         if (g_best_[k] < 0) {
-            g_ports_.push_back(k);
+            g_ports_[k >> 6] |= uint64_t{1} << (k & 63);
             g_best_[k] = i;
             g_dist_[k] = d;
         } else if (d < g_dist_[k]) {
@@ -117,13 +107,16 @@ void GpuCore::grant_ports(int64_t x, std::vector<Grant>& out) {
             g_dist_[k] = d;
         }
     }
-    if (g_ports_.size() > 1) std::sort(g_ports_.begin(), g_ports_.end());
-    for (int64_t k : g_ports_) {
-        int64_t best = g_best_[k];
-        g_best_[k] = -1;
-        if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
-        else prr_[k] = best;
-        grant_head(best, k, x, out);
+    for (size_t w = 0; w < g_ports_.size(); ++w) {
+        for (uint64_t ks = g_ports_[w]; ks; ks &= ks - 1) {
+            int64_t k = static_cast<int64_t>(w * 64) + __builtin_ctzll(ks);
+            int64_t best = g_best_[k];
+            g_best_[k] = -1;
+            if (!mutant(GPU_PORT_PTR_STAYS)) prr_[k] = best + 1 < nparts ? best + 1 : 0;
+            else prr_[k] = best;
+            grant_head(best, k, x, out);
+        }
+        g_ports_[w] = 0;
     }
 }
 

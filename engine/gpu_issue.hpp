@@ -5,12 +5,13 @@
 // docs/gpu.md G1-G6.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "fifo.hpp"
 #include "gpu_config.hpp"
 #include "gpu_program.hpp"
 #include "mapping.hpp"
@@ -23,6 +24,48 @@ constexpr int64_t LAUNCH = 0;   // heap event kind 0 launches; n > 0 lets a prod
 // One GPU event (tick, seq, kind, producer), in (tick, seq) order as gpu_issue.py's heap.
 struct GpuEvent {
     int64_t tick, seq, kind, producer;
+};
+
+// The GPU's pending events in (tick, seq) order, as gpu_issue.py's heap pops them: a binary
+// heap, beside a FIFO that takes every event pushed at or after the tick of the last one it
+// holds (seq grows with each push, so the FIFO stays in order: a closed loop's releases,
+// pushed as responses come, in tick order). A pop takes the earlier of the two heads, so
+// the order is the one heap's; most pushes and pops cost O(1) instead of O(log n).
+class EventQueue {
+public:
+    bool empty() const { return heap_.empty() && fifo_.empty(); }
+    int64_t front_tick() const { return first().tick; }    // only when !empty()
+    void push(const GpuEvent& e) {                          // e.seq above every queued one
+        if (fifo_.empty() || e.tick >= fifo_.back().tick) {
+            fifo_.push_back(e);
+        } else {
+            heap_.push_back(e);
+            std::push_heap(heap_.begin(), heap_.end(), later);
+        }
+    }
+    GpuEvent pop() {                                        // only when !empty()
+        if (!fifo_.empty() && (heap_.empty() || !later(fifo_.front(), heap_.front()))) {
+            GpuEvent e = fifo_.front();
+            fifo_.pop_front();
+            return e;
+        }
+        std::pop_heap(heap_.begin(), heap_.end(), later);
+        GpuEvent e = heap_.back();
+        heap_.pop_back();
+        return e;
+    }
+
+private:
+    static bool later(const GpuEvent& a, const GpuEvent& b) {
+        return a.tick != b.tick ? a.tick > b.tick : a.seq > b.seq;
+    }
+    const GpuEvent& first() const {
+        if (heap_.empty()) return fifo_.front();
+        if (fifo_.empty()) return heap_.front();
+        return later(fifo_.front(), heap_.front()) ? heap_.front() : fifo_.front();
+    }
+    Fifo<GpuEvent> fifo_;
+    std::vector<GpuEvent> heap_;
 };
 
 struct KernelResult {
@@ -122,7 +165,7 @@ protected:
     Mapper mapper_;
     int64_t C_;
     int64_t ret_, launch_gap_;
-    std::vector<GpuEvent> heap_;
+    EventQueue heap_;
     int64_t seq_ = 0;
     // the partition FIFOs: each request with its system port (G5' reads each head's port
     // every tick) and the fields its grant hands on (not read from a record)
@@ -133,7 +176,7 @@ protected:
     };
     // partition i's head granted on system port k in tick x (both shapes)
     void grant_head(int64_t i, int64_t k, int64_t x, std::vector<Grant>& out);
-    std::vector<std::deque<Queued>> parts_;
+    std::vector<Fifo<Queued>> parts_;
     int64_t queued_ = 0, rr_ = 0;
     std::vector<int64_t> prr_;
     int64_t next_id_ = 0;
@@ -151,8 +194,9 @@ protected:
     // requests
     RetiringTable<GpuReq> reqs_;
     // grant_ports scratch: per port the best partition of this tick (-1: none) and its
-    // distance from the port's pointer; the ports with a candidate
-    std::vector<int64_t> g_best_, g_dist_, g_ports_;
+    // distance from the port's pointer; the ports with a candidate, as bits (64 a word)
+    std::vector<int64_t> g_best_, g_dist_;
+    std::vector<uint64_t> g_ports_;
 };
 
 }  // namespace hbf

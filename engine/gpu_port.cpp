@@ -24,7 +24,7 @@ bool GpuPort::finished() const {
 
 int64_t GpuPort::next_tick() const {
     if (queued_) return t_ + 1;
-    return heap_.empty() ? NO_TICK : heap_.front().tick;
+    return heap_.empty() ? NO_TICK : heap_.front_tick();
 }
 
 void GpuPort::grants(int64_t t, std::vector<Grant>& out) {
@@ -36,7 +36,7 @@ void GpuPort::grants(int64_t t, std::vector<Grant>& out) {
                        (nxt == NO_TICK ? std::string("None") : std::to_string(nxt)) +
                        " pending");
     t_ = t;
-    while (!heap_.empty() && heap_.front().tick <= t) {
+    while (!heap_.empty() && heap_.front_tick() <= t) {
         GpuEvent e = heap_pop();
         if (e.kind == LAUNCH)
             launch(t);

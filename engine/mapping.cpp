@@ -8,16 +8,23 @@ namespace hbf {
 Mapper::Mapper(const MapperConfig& cfg) : cfg_(cfg) {
     std::sort(cfg_.explicit_map.begin(), cfg_.explicit_map.end());
     for (auto& r : cfg_.explicit_map) ex_first_.push_back(std::get<0>(r));
+    if (cfg_.placement == Placement::Interleave && !cfg_.partitioned && pow2(cfg_.channels)
+            && pow2(cfg_.subarrays_per_channel)) {
+        pow2_interleave_ = true;
+        ch_shift_ = __builtin_ctzll(static_cast<uint64_t>(cfg_.channels));
+        ch_mask_ = cfg_.channels - 1;
+        sub_mask_ = cfg_.subarrays_per_channel - 1;
+    }
 }
 
-std::pair<int64_t, int64_t> Mapper::stack_of(int64_t page) const {
+std::pair<int64_t, int64_t> Mapper::stack_of_any(int64_t page) const {
     if (cfg_.stacks == 1) return {0, page};
     if (cfg_.stack_interleave)
         return {floormod(page, cfg_.stacks), floordiv(page, cfg_.stacks)};
     return {floordiv(page, cfg_.pages_per_stack), floormod(page, cfg_.pages_per_stack)};
 }
 
-std::tuple<int64_t, int64_t, int64_t> Mapper::channel_of(int64_t q, bool write) const {
+std::tuple<int64_t, int64_t, int64_t> Mapper::channel_of_any(int64_t q, bool write) const {
     int64_t n, off;
     if (cfg_.partitioned) {
         if (write) {

@@ -41,12 +41,32 @@ class Mapper {
 public:
     explicit Mapper(const MapperConfig& cfg);
     int64_t page(int64_t addr) const { return floordiv(addr - cfg_.base_address, PAGE_BYTES); }
-    std::pair<int64_t, int64_t> stack_of(int64_t page) const;                 // (stack, q)
-    std::tuple<int64_t, int64_t, int64_t> channel_of(int64_t q, bool write) const;
+    // (stack, q): the stack and the page's index in it
+    std::pair<int64_t, int64_t> stack_of(int64_t page) const {
+        if (cfg_.stacks == 1) return {0, page};
+        return stack_of_any(page);
+    }
+    // (channel, local page, subarray) of page q of a stack; the interleave over a power of two
+    // of channels and subarrays (every shipped configuration) is a mask and a shift
+    std::tuple<int64_t, int64_t, int64_t> channel_of(int64_t q, bool write) const {
+        if (pow2_interleave_) {
+            int64_t local = q >> ch_shift_;
+            return {q & ch_mask_, local, local & sub_mask_};
+        }
+        return channel_of_any(q, write);
+    }
 
 private:
+    std::pair<int64_t, int64_t> stack_of_any(int64_t page) const;
+    std::tuple<int64_t, int64_t, int64_t> channel_of_any(int64_t q, bool write) const;
+
     MapperConfig cfg_;
     std::vector<int64_t> ex_first_;
+    // the interleave without partitions over 2**ch_shift_ channels and a power of two of
+    // subarrays: channel_of's arithmetic as masks and shifts (floormod and floordiv by a
+    // power of two are exact for any sign)
+    bool pow2_interleave_ = false;
+    int64_t ch_shift_ = 0, ch_mask_ = 0, sub_mask_ = 0;
 };
 
 }  // namespace hbf

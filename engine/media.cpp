@@ -110,9 +110,7 @@ Subarray& Media::subarray(int64_t ch, int64_t sub) {
                                     ", not " + std::to_string(sub));
     auto& p = subs_[ch * S_ + sub];
     if (!p) {                                   // nothing is allocated before first use (C3)
-        p = std::make_unique<Subarray>();
-        p->valid.assign(blocks_, 0);
-        p->pec.assign(blocks_, 0);
+        p = std::make_unique<Subarray>();   // its block arrays come with its first program
         used_order_.push_back(ch * S_ + sub);
     }
     return *p;
@@ -185,6 +183,10 @@ std::pair<int64_t, bool> Media::program(Subarray& s, int64_t local) {
         if (it != s.buffers.end()) s.buffers.erase(it);
     }
     int64_t lat = cfg_.t_prog;
+    if (s.valid.empty()) {                      // the first program: blocks are used from now
+        s.valid.assign(blocks_, 0);
+        s.pec.assign(blocks_, 0);
+    }
     auto old = s.map.find(local);
     if (old != s.map.end()) {
         int64_t blk = old->second.first;
@@ -233,6 +235,7 @@ bool Media::open_block(Subarray& s, int64_t& extra) {
         blk = s.free.front();
         s.free.pop_front();
         s.pec[blk] += 1;
+        s.erases += 1;
         block_erases += 1;
         if (!mutant(MEDIA_ERASE_FREE)) extra += cfg_.t_erase;
     } else if (s.fresh < blocks_) {
@@ -264,6 +267,7 @@ int64_t Media::gc(Subarray& s) {
         if (loc.first == victim) movers.push_back(lp);
     std::sort(movers.begin(), movers.end());
     s.pec[victim] += 1;
+    s.erases += 1;
     block_erases += 1;
     int64_t n = static_cast<int64_t>(movers.size());
     gc_relocations += n;
@@ -284,6 +288,7 @@ std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> Media::zone_pec() const
     std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> out;
     for (int64_t key : used_order_) {
         const Subarray& s = *subs_[key];
+        if (s.erases == 0) continue;            // every block's count is 0
         int64_t ch = key / S_, sub = key % S_;
         for (int64_t blk = 0; blk < blocks_; ++blk)
             if (s.pec[blk]) out[{ch, sub, blk / cfg_.blocks_per_zone}] += s.pec[blk];

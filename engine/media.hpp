@@ -36,8 +36,9 @@ struct MediaConfig {
 struct Subarray {
     std::vector<int64_t> buffers;                                   // LRU, oldest first
     std::unordered_map<int64_t, std::pair<int64_t, int64_t>> map;   // local -> (block, page)
-    std::vector<int64_t> valid;                                     // block -> valid pages
-    std::vector<int64_t> pec;                                       // block -> P/E cycles
+    std::vector<int64_t> valid;      // block -> valid pages (sized at the first program)
+    std::vector<int64_t> pec;        // block -> P/E cycles (sized at the first program)
+    int64_t erases = 0;              // blocks erased here (zone_pec skips a subarray without)
     int64_t active = -1;                                            // block being programmed
     int64_t wp = 0;                                                 // next page in it
     int64_t fresh = 0;                                              // next never-used block

@@ -19,7 +19,10 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
         stacks.push_back(std::make_unique<StackController>(ccfg, mcfg, s, reqs));
         stacks.back()->on_response = [this](int64_t r, int64_t tk) { responded(r, tk); };
     }
-    if (cfg.channel_ports) port_in_.resize(cfg.stacks * cfg.channels);
+    if (cfg.channel_ports) {
+        port_in_.resize(cfg.stacks * cfg.channels);
+        port_in_set_.assign(cfg.stacks, 0);
+    }
 }
 
 void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
@@ -61,6 +64,7 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
                               static_cast<int32_t>(source), op});
     if (cfg.channel_ports) {
         port_in_[stack * cfg.channels + ch].push_back(arrival, seq);
+        port_in_set_[stack] |= bit(ch);
         ++port_in_count_;
     } else {
         ingress_.push_back(arrival, seq);
@@ -235,9 +239,11 @@ bool System::ingress_ports(int64_t tk) {
         int64_t base = s->stack * C;
         int64_t free = -1;
         bool have_free = false;
-        for (int64_t p = 0; p < C; ++p) {
+        uint64_t& held = port_in_set_[s->stack];
+        for (uint64_t ps = held; ps; ps &= ps - 1) {   // the ports holding a request
+            int64_t p = lowest(ps);
             auto& q = port_in_[base + p];
-            if (q.empty() || q.front_arrival() > tk) continue;
+            if (q.front_arrival() > tk) continue;
             if (!have_free) {
                 free = s->cfg.admission - s->inflight;   // before the first accept
                 have_free = true;
@@ -245,6 +251,7 @@ bool System::ingress_ports(int64_t tk) {
             if (s->ready_port(p, tk, free)) {
                 int64_t r = take(q.front(), q.front_arrival(), tk);
                 q.pop_front();
+                if (q.empty()) held &= ~bit(p);
                 --port_in_count_;
                 s->accept(r, tk, p);
                 changed = true;
@@ -257,9 +264,8 @@ bool System::ingress_ports(int64_t tk) {
 bool System::egress_ports(int64_t tk) {
     bool changed = false;
     for (auto& s : stacks) {
-        for (int64_t p = 0; p < s->P; ++p) {
-            if (s->inp[p].egress.empty()) continue;
-            s->handshake(tk, p);
+        for (uint64_t ps = s->egress_set; ps; ps &= ps - 1) {   // the ports whose E holds one
+            s->handshake(tk, lowest(ps));
             changed = true;
         }
     }
@@ -274,11 +280,12 @@ int64_t System::next_tick(int64_t tk) {
     for (auto& s : stacks) take(s->next_timer(tk));
     if (!ingress_.empty() && ingress_.front_arrival() > tk) take(ingress_.front_arrival());
     int64_t C = cfg.channels;
-    for (size_t k = 0; port_in_count_ > 0 && k < port_in_.size(); ++k) {
-        auto& q = port_in_[k];
-        if (q.empty()) continue;
-        int64_t a = q.front_arrival();
-        take(a > tk ? a : stacks[k / C]->rank_tick(tk, static_cast<int64_t>(k % C)));
+    for (size_t s = 0; port_in_count_ > 0 && s < port_in_set_.size(); ++s) {
+        for (uint64_t ps = port_in_set_[s]; ps; ps &= ps - 1) {
+            int64_t p = lowest(ps);
+            int64_t a = port_in_[s * C + p].front_arrival();
+            take(a > tk ? a : stacks[s]->rank_tick(tk, p));
+        }
     }
     if (drain_at >= 0 && drain_at > tk) take(drain_at);
     if (nxt < 0 && (!ingress_.empty() || n_done < submitted || port_in_count_ > 0))

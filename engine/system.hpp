@@ -113,6 +113,7 @@ private:
     ArrivalQueue ingress_;
     std::deque<int64_t> route_;
     std::vector<ArrivalQueue> port_in_;
+    std::vector<uint64_t> port_in_set_;     // per stack, the ports whose queue holds one
     int64_t port_in_count_ = 0;
 };
 

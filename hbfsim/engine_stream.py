@@ -83,7 +83,15 @@ class StreamedOutputs:
     on_block : callable, optional
         ``on_block(columns)`` with each block, after it is counted (a caller's own figures
         from the answered requests, such as their response ticks).
+
+    Members
+    -------
+    columns : tuple of str or None
+        The columns the engine hands over (``None``: every column): without a trace or an
+        ``on_block``, only the five the statistics read.
     """
+
+    STATS_COLUMNS = ("op", "nbytes", "arrival", "t_done", "mshr_hit")
 
     def __init__(self, cfg, trace=None, progress=None, on_block=None):
         from hbfsim.model.stats import LatencyCounts
@@ -97,20 +105,27 @@ class StreamedOutputs:
         self.n_req = {"R": 0, "W": 0}
         self.lat = {"R": LatencyCounts(), "W": LatencyCounts()}
         self.lat_first = LatencyCounts()
+        self.columns = self.STATS_COLUMNS if trace is None and on_block is None else None
 
     def __call__(self, cols: dict) -> None:
         w = cols["op"] == 1
-        r = ~w
         lat = cols["t_done"] - cols["arrival"]
-        self.lat["R"].add(lat[r])
-        self.lat["W"].add(lat[w])
-        self.lat_first.add(lat[r & ~cols["mshr_hit"]])
         nb = cols["nbytes"]
-        self.requested["R"] += int(nb[r].sum())
-        self.requested["W"] += int(nb[w].sum())
-        self.n_req["W"] += int(w.sum())
-        self.n_req["R"] += int(r.sum())
         n = len(w)
+        if not w.any():                # reads only (a decode step's blocks): no masks
+            self.lat["R"].add(lat)
+            self.lat_first.add(lat[~cols["mshr_hit"]])
+            self.requested["R"] += int(nb.sum())
+            self.n_req["R"] += n
+        else:
+            r = ~w
+            self.lat["R"].add(lat[r])
+            self.lat["W"].add(lat[w])
+            self.lat_first.add(lat[r & ~cols["mshr_hit"]])
+            self.requested["R"] += int(nb[r].sum())
+            self.requested["W"] += int(nb[w].sum())
+            self.n_req["W"] += int(w.sum())
+            self.n_req["R"] += int(r.sum())
         if self.trace is not None:
             run = dict(cols, order=np.arange(n))
             trace_compiled(self.trace, self.cfg, run, cols["op"], cols["addr"], nb,
@@ -139,6 +154,7 @@ class RecordedOutputs(StreamedOutputs):
 
     def __init__(self, cfg, feed: KernelFeed, trace=None, progress=None):
         super().__init__(cfg, trace, progress)
+        self.columns = None                     # the records read most columns
         self.feed = feed
         self.records: list = []
         self._kernel = self._sm = np.zeros(0, np.int64)
@@ -205,7 +221,7 @@ def run_streamed(cfg, program, gpu=None, trace=None, progress=None, every: int =
     out = (RecordedOutputs(cfg, feed, trace, progress) if record
            else StreamedOutputs(cfg, trace, progress))
     res = eng.run_closed_loop_streamed(cfg, g, feed, _channel_shape(cfg), start, True, out,
-                                       every, block_shift, poison, record)
+                                       every, block_shift, poison, record, out.columns)
     c = res["counters"]
     first = c["first_arrival_tick"] if c["submitted"] else None
     stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,
@@ -248,7 +264,7 @@ def run_open_streamed(cfg, ids, op, addr, nbytes, arrival, source=None, trace=No
     n = len(arrival)
     out = StreamedOutputs(cfg, trace, progress)
     res = eng.run_open_loop_streamed(cfg, *_columns(ids, op, addr, nbytes, arrival, source),
-                                     out, every, chunk, block_shift, poison)
+                                     out, every, chunk, block_shift, poison, out.columns)
     c = res["counters"]
     stats = stats_of_counters(cfg, c, c["submitted"], int(arrival[0]) if n else None,
                               out.requested, out.n_req, out.lat, out.lat_first)
@@ -288,7 +304,7 @@ def run_window_streamed(cfg, ids, op, addr, nbytes, arrival, window: int, source
     eng = require_compiled()
     out = StreamedOutputs(cfg, on_block=on_block)
     res = eng.run_window_streamed(cfg, *_columns(ids, op, addr, nbytes, arrival, source),
-                                  window, out, every, block_shift, poison)
+                                  window, out, every, block_shift, poison, out.columns)
     c = res["counters"]
     first = c["first_arrival_tick"] if c["submitted"] else None
     stats = stats_of_counters(cfg, c, c["submitted"], first, out.requested, out.n_req,

@@ -8,7 +8,7 @@
 
 namespace hbf {
 
-bool StackController::complete_entries(int64_t t) {
+bool StackController::complete_entries_work(int64_t t) {
     bool changed = false;
     while (!late_.empty() && late_.front().at <= t) {
         Late l = late_.front();
@@ -72,10 +72,9 @@ void StackController::read_done(Entry& e, int64_t tc, int64_t flags) {
     e.state = RETURN;
     e.tc = tc;
     e.flags = flags;
-    auto it = mshr_open.find(e.q);
-    if (it != mshr_open.end() && it->second == e.idx) mshr_open.erase(it);
-    auto pd = mshr_pend.find(e.q);
-    if (--pd->second == 0) mshr_pend.erase(pd);
+    auto pg = mshr_page.find(e.q);
+    if (pg->second.open == e.idx) pg->second.open = -1;   // no longer mergeable
+    if (--pg->second.pend == 0) mshr_page.erase(pg);
     if (cfg.page_cache_pages && !e.cache) {
         auto pc = pc_map.find(e.q);
         if (pc != pc_map.end()) {

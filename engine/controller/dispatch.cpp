@@ -12,35 +12,33 @@ namespace hbf {
 // Every port's M decides in cycle t by §4.2 from M's view (DP1): the reads first, then the
 // writes (§4.2.4), each kind's ports in order from its pool's pointer (§4.2.3: the k-th
 // allocating port takes the k-th head of the free list).
-bool StackController::dispatch(int64_t t, bool /*drain*/) {
+bool StackController::dispatch_work(int64_t t, bool /*drain*/) {
     if (P == 1) {
         Port& port = inp[0];
         return port.m >= 0 && dispatch_one(port, t);
     }
-    // the kinds held at the start of the phase: a port's M only empties here (its Q head
-    // moves in later, phase 4), so a port holds the kind it held at the start or nothing
-    bool reads = false, writes = false;
-    for (auto& port : inp) {
-        if (port.m < 0) continue;
-        if (reqs[port.m].op == OP_R) reads = true;
-        else writes = true;
-    }
+    // the ports holding each kind at the start of the phase: a port's M only empties here
+    // (its Q head moves in later, phase 4), so a port holds the kind it held or nothing
+    uint64_t reads = m_set & ~m_write_set, writes = m_write_set;
     bool changed = false;
     bool wf = mutant(CTRL_WRITES_FIRST);
     for (int k = 0; k < 2; ++k) {
         int8_t kind = (k == 0) != wf ? OP_R : OP_W;
         bool read = kind == OP_R;
-        if (!(read ? reads : writes)) continue;
+        uint64_t held = read ? reads : writes;
+        if (!held) continue;
         int64_t ap = read ? ap_r : ap_w;
         auto& free = read ? mshr_free : wb_free;
         int64_t last = -1;
-        for (int64_t j = 0; j < P; ++j) {
-            int64_t p = ap + j < P ? ap + j : ap + j - P;
-            Port& port = inp[p];
-            if (port.m < 0 || reqs[port.m].op != kind) continue;
-            size_t n_free = free.size();
-            changed |= dispatch_one(port, t);
-            if (free.size() < n_free) last = p;
+        // the ports from the pool's pointer on: ap .. P - 1, then 0 .. ap - 1
+        uint64_t from_ap = ~uint64_t{0} << ap;
+        for (uint64_t part : {held & from_ap, held & ~from_ap}) {
+            for (; part; part &= part - 1) {
+                int64_t p = lowest(part);
+                size_t n_free = free.size();
+                changed |= dispatch_one(inp[p], t);
+                if (free.size() < n_free) last = p;
+            }
         }
         if (last >= 0) (read ? ap_r : ap_w) = (last + 1) % P;
     }
@@ -71,9 +69,9 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
             return false;
         }
         int ei = -1;
+        auto pg = mshr_page.find(q);
         if (cfg.mshr_merge) {
-            auto it = mshr_open.find(q);
-            if (it != mshr_open.end()) ei = it->second;
+            if (pg != mshr_page.end()) ei = pg->second.open;
             if (ei >= 0 && mutant(CTRL_W_FORWARD_OFF) && mshr[ei].alloc == t - 1) ei = -1;
         }
         if (ei >= 0) {
@@ -91,8 +89,9 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
             mshr_free.pop_front();
             new_read_entry(e, m, t);
             e.waiters.push_back(port.m);
-            if (cfg.mshr_merge) mshr_open[q] = e.idx;
-            ++mshr_pend[q];
+            if (pg == mshr_page.end()) pg = mshr_page.emplace(q, PageReads{}).first;
+            if (cfg.mshr_merge) pg->second.open = e.idx;
+            ++pg->second.pend;
             auto pc = cfg.page_cache_pages ? pc_map.find(q) : pc_map.end();
             if (pc != pc_map.end()) {
                 pc_order.splice(pc_order.end(), pc_order, pc->second);   // move to end
@@ -164,6 +163,9 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
         }
     }
     port.m = -1;
+    int64_t p = port_index(port);
+    m_set &= ~bit(p);
+    m_write_set &= ~bit(p);
     return true;
 }
 

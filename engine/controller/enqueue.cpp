@@ -9,7 +9,7 @@
 
 namespace hbf {
 
-bool StackController::enqueue(int64_t t) {
+bool StackController::enqueue_work(int64_t t) {
     bool changed = false;
     // per channel the write-buffer candidates of t, in wb_flush order
     auto& cands = cands_;
@@ -41,7 +41,7 @@ bool StackController::enqueue(int64_t t) {
                     continue;
                 }
                 auto& lst = wb_page[e.q];
-                if (lst.front() == e.idx && !mshr_pend.count(e.q)) {
+                if (lst.front() == e.idx && !mshr_page.count(e.q)) {
                     e.te = t;                              // eligible: a candidate from t + 1
                     changed = true;
                 }
@@ -65,12 +65,8 @@ bool StackController::enqueue(int64_t t) {
             }
         }
     }
-    bool any = false;
-    for (int64_t ch = 0; ch < C; ++ch)
-        if (busy_ch_flag[ch]) { any = true; break; }
-    if (!any) return changed;
-    for (int64_t ch = 0; ch < C; ++ch) {
-        if (!busy_ch_flag[ch]) continue;
+    for (uint64_t chs = busy_ch_set; chs; chs &= chs - 1) {
+        int64_t ch = lowest(chs);
         int head = -1;
         if (agg) {
             head = offer_r[ch];
@@ -111,7 +107,7 @@ bool StackController::enqueue(int64_t t) {
             }
         }
         if (offer_q[ch].empty() && offer_r[ch] < 0 && offer_wb[ch] < 0 && agg_cand[ch].empty())
-            busy_ch_flag[ch] = 0;
+            busy_ch_set &= ~bit(ch);
     }
     return changed;
 }

@@ -39,15 +39,21 @@ void StackController::accept(int64_t r, int64_t t, int64_t port) {
     reqs[r].depth = static_cast<int32_t>(inflight);
     ++inflight;
     inp[port].qin.push_back({r, t});
+    qin_set |= bit(port);
 }
 
 // Move each port's Q head into its M at the end of cycle t if that M is free.
-bool StackController::advance(int64_t t) {
+bool StackController::advance_work(int64_t t) {
     bool changed = false;
-    for (auto& port : inp) {
-        if (port.m < 0 && !port.qin.empty() && port.qin.front().second < t) {
+    for (uint64_t ps = qin_set & ~m_set; ps; ps &= ps - 1) {   // Q holds one, M is free
+        int64_t p = lowest(ps);
+        Port& port = inp[p];
+        if (port.qin.front().second < t) {
             port.m = port.qin.front().first;
             port.qin.pop_front();
+            if (port.qin.empty()) qin_set &= ~bit(p);
+            m_set |= bit(p);
+            if (reqs[port.m].op == OP_W) m_write_set |= bit(p);
             changed = true;
         }
     }
@@ -56,9 +62,7 @@ bool StackController::advance(int64_t t) {
 
 // m_valid: some port's Q or M holds a request (§1, for drain).
 bool StackController::holds_requests() const {
-    for (auto& port : inp)
-        if (port.m >= 0 || !port.qin.empty()) return true;
-    return false;
+    return (m_set | qin_set) != 0;
 }
 
 }  // namespace hbf

@@ -9,7 +9,7 @@ namespace hbf {
 
 // Deliver the completions of cycle t and free their subarrays and active slots for the
 // issue decision of the same cycle (§7).
-bool StackController::release_media(int64_t t) {
+bool StackController::release_media_work(int64_t t) {
     if (mp) return mp->release(t);
     if (!media.has_due() || media.next_due() > t) return false;
     media.deliver(t, delivered);
@@ -23,7 +23,7 @@ bool StackController::release_media(int64_t t) {
 }
 
 // The issue decisions of cycle t (§7; with multiplane, MP1-MP5).
-bool StackController::issue(int64_t t) {
+bool StackController::issue_work(int64_t t) {
     if (mp) return mp->issue(t, drain_in);
     return issue_plain(t);
 }
@@ -37,10 +37,10 @@ bool StackController::issue_plain(int64_t t) {
     bool rp = cfg.scheduler != Scheduler::Fcfs;
     bool want_prog = drain_open;
     int64_t room = total_cap - active_sum;
-    for (int64_t ch = 0; ch < C; ++ch) {
-        if (!issue_check_flag[ch]) continue;
+    for (uint64_t chs = issue_check_set; chs; chs &= chs - 1) {
+        int64_t ch = lowest(chs);
         if (active[ch] >= cfg.active_per_channel) {
-            issue_check_flag[ch] = 0;
+            issue_check_set &= ~bit(ch);
             continue;
         }
         if (room <= 0) break;
@@ -56,7 +56,7 @@ bool StackController::issue_plain(int64_t t) {
         }
         if (pick < 0) pick = alt;
         if (pick < 0) {
-            issue_check_flag[ch] = 0;
+            issue_check_set &= ~bit(ch);
             continue;
         }
         Entry& e = entry(qu[pick]);

@@ -37,11 +37,11 @@ bool Megaplanes::issue(int64_t t, bool drain) {
     bool rp = c.cfg.scheduler != Scheduler::Fcfs;
     bool want_prog = c.drain_open;
     int64_t room = c.total_cap - c.active_sum;
-    for (int64_t ch = 0; ch < c.C; ++ch) {
-        if (!c.issue_check_flag[ch]) continue;
+    for (uint64_t chs = c.issue_check_set; chs; chs &= chs - 1) {
+        int64_t ch = lowest(chs);
         int64_t free = c.cfg.active_per_channel - c.active[ch];
         if (free <= 0) {
-            c.issue_check_flag[ch] = 0;
+            c.issue_check_set &= ~bit(ch);
             continue;
         }
         if (room <= 0) break;
@@ -73,7 +73,7 @@ bool Megaplanes::issue(int64_t t, bool drain) {
         }
         if (pick < 0) pick = alt;
         if (pick < 0) {
-            c.issue_check_flag[ch] = 0;
+            c.issue_check_set &= ~bit(ch);
             if (later >= 0) wake.emplace(later, ch);
             continue;
         }

@@ -27,33 +27,32 @@ int pop_ret(std::priority_queue<int, std::vector<int>, std::greater<int>>& heap)
 // Every response port in cycle t: K launches (§8), R moves to K and takes a table's offer,
 // then each table's C2 and C1 (DP7), from the start-of-t registers. Entries that entered
 // RETURN before t first go to the port that serves them.
-bool StackController::respond_stages(int64_t t) {
+bool StackController::respond_stages_work(int64_t t) {
     bool one = P == 1;
     while (!ret_r.empty()) {
         int idx = ret_r.top();
         ret_r.pop();
         int64_t p = one ? 0 : mshr[idx].ch;
         inp[p].ret[MSHR_T].push(idx);
-        resp_live_flag[p] = 1;
+        resp_live_set |= bit(p);
     }
     while (!ret_w.empty()) {
         int idx = ret_w.top();
         ret_w.pop();
         int64_t p = one ? 0 : wb[idx].ch;
         inp[p].ret[WB_T].push(idx);
-        resp_live_flag[p] = 1;
+        resp_live_set |= bit(p);
     }
-    bool changed = false, any = false;
+    bool changed = false, any = resp_live_set != 0;
     int64_t wait = -1;
     bool rev = mutant(CTRL_RESP_PORTS_REVERSED);
-    for (int64_t j = 0; j < P; ++j) {
-        int64_t p = rev ? P - 1 - j : j;
-        if (!resp_live_flag[p]) continue;
-        any = true;
+    for (uint64_t live = resp_live_set; live; ) {   // the live ports, ascending
+        int64_t p = rev ? highest(live) : lowest(live);
+        live &= ~bit(p);
         Port& port = inp[p];
         changed |= port_stages(port, t);
         if (!port.k_has && !port.r_has && port.idle()) {
-            resp_live_flag[p] = 0;
+            resp_live_set &= ~bit(p);
         } else if (port.blocked >= 0 && port.k_has) {
             int64_t w = link.wait(entry(port.k_e).ch);
             if (wait < 0 || w < wait) wait = w;
@@ -166,6 +165,7 @@ void StackController::form_response(Entry& e, int64_t i, Req& req, Port& port) {
     req.tc = e.tc;
     req.edepth = static_cast<int32_t>(e.depth);
     port.egress.push_back(e.waiters[i]);
+    egress_set |= bit(port_index(port));
     if (i + 1 == static_cast<int64_t>(e.waiters.size())) {
         if (e.kind == 0) free_r.push_back(e.idx);
         else free_w.push_back(e.idx);
@@ -186,6 +186,7 @@ int64_t StackController::handshake(int64_t t, int64_t port) {
     Port& out = inp[port];
     int64_t r = out.egress.front();
     out.egress.pop_front();
+    if (out.egress.empty()) egress_set &= ~bit(port);
     out.hs_t = t;
     reqs[r].t_done = t;
     ++released;

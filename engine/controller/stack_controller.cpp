@@ -3,6 +3,9 @@
 // model/controller/stack_controller.py __init__, end_cycle, next_timer).
 #include "controller/stack_controller.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "controller/megaplane.hpp"
 
 namespace hbf {
@@ -13,6 +16,9 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
       ch_requests(c.channels, 0), ch_ops(c.channels, 0), ch_link_stall(c.channels, 0),
       total_cap(c.active_total ? c.active_total : int64_t(1) << 30),
       link(c.link_byte_cost, c.link_gain, c.channels) {
+    if (C > 64 || P > 64)
+        throw std::invalid_argument("the compiled controller takes at most 64 channels, not "
+                                    + std::to_string(C));
     mshr.resize(cfg.mshr_entries);
     for (int i = 0; i < static_cast<int>(mshr.size()); ++i) {
         mshr[i].kind = 0;
@@ -28,19 +34,15 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
     offer_q.resize(C);
     offer_r.assign(C, -1);
     offer_wb.assign(C, -1);
-    busy_ch_flag.assign(C, 0);
     agg_cand.resize(C);
     queue.resize(C);
     busy.assign(C, std::vector<char>(cfg.subarrays_per_channel, 0));
     active.assign(C, 0);
-    issue_check_flag.assign(C, 0);
     issued_at.assign(C, -1);
     issued_k.assign(C, 1);
-    resp_live_flag.assign(P, 0);
     if (cfg.multiplane != Multiplane::Off) mp = std::make_unique<Megaplanes>(*this);
     // the page-keyed tables hold at most one key per entry: no rehash while running
-    mshr_open.reserve(mshr.size());
-    mshr_pend.reserve(mshr.size());
+    mshr_page.reserve(mshr.size());
     wb_open.reserve(wb.size());
     wb_page.reserve(wb.size());
 }
@@ -49,7 +51,7 @@ StackController::~StackController() = default;
 
 // Admission releases and frees of this cycle; a freed entry joins its pool's free list at
 // the tail (DP4), allocatable from the next cycle, in the order the ports launched.
-void StackController::end_cycle(int64_t t) {
+void StackController::end_cycle_work(int64_t t) {
     // delayed effects that have landed: next_timer drops them too (the heap stays small)
     while (!wake.empty() && wake.top() <= t) wake.pop();
     if (!released && free_r.empty() && free_w.empty()) return;

@@ -18,6 +18,7 @@
 #include <queue>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -125,6 +126,13 @@ private:
     size_t head_ = 0, n_ = 0;
 };
 
+// A set of ports or channels of one stack (at most 64 of each: HbfConfig's limit) as bits,
+// so that a stage visits only the members, in ascending order (not model: the golden model
+// scans its lists; the order of the visits is the same).
+inline uint64_t bit(int64_t i) { return uint64_t{1} << i; }
+inline int64_t lowest(uint64_t set) { return __builtin_ctzll(set); }
+inline int64_t highest(uint64_t set) { return 63 - __builtin_clzll(set); }
+
 // One request port and its response port (model/controller/ports.py Port).
 struct Port {
     Ring<std::pair<int64_t, int64_t>, INGRESS_DEPTH> qin;   // Q: (request, accept cycle)
@@ -159,30 +167,69 @@ public:
                     ReqTable& reqs);
     ~StackController();
 
+    // The stages, in the files named. A stage that has nothing to do in most cycles is
+    // called through an inline test of its own pending work and timers (what its first
+    // lines would find): an idle stage costs a few compares, not a call; the stage itself
+    // is `<stage>_work` in its file, unchanged.
     // ---- ingress.cpp (§4.1, Q, M)
     bool ready() const;                            // stack shape (P = 1)
     bool ready_port(int64_t p, int64_t t, int64_t free) const;
     int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
     void accept(int64_t r, int64_t t, int64_t port);
-    bool advance(int64_t t);
+    bool advance(int64_t t) {                      // a Q head with its M free
+        return (qin_set & ~m_set) != 0 && advance_work(t);
+    }
     bool holds_requests() const;
     // ---- dispatch.cpp (DP1, §4.2, DP4 allocation)
-    bool dispatch(int64_t t, bool drain);
+    bool dispatch(int64_t t, bool drain) {         // some M holds a request
+        return m_set != 0 && dispatch_work(t, drain);
+    }
     // ---- write_buffer.cpp (DP5)
-    bool wb_triggers(int64_t t, bool drain);
+    bool wb_triggers(int64_t t, bool drain) {      // decisions to apply or to take
+        if (decided_.empty() && full_pending.empty() && raw_.empty() && pressure_now < 0
+                && (wb_deadlines.empty() || std::get<0>(wb_deadlines.top()) > t)
+                && !(drain && !wb_open.empty()))
+            return false;
+        return wb_triggers_work(t, drain);
+    }
     // ---- enqueue.cpp (DP2, DP2a, DP3, §6)
-    bool enqueue(int64_t t);
+    bool enqueue(int64_t t) {                      // flushing entries, offers, DP2a timers
+        if (wb_flush.empty() && busy_ch_set == 0
+                && (cfg.demand || agg_timer.empty() || std::get<0>(agg_timer.top()) >= t))
+            return false;
+        return enqueue_work(t);
+    }
     // ---- issue.cpp (§7, and MP1-MP5 through Megaplanes)
-    bool release_media(int64_t t);
-    bool issue(int64_t t);
+    bool release_media(int64_t t) {                // a completion due
+        return media.has_due() && media.next_due() <= t && release_media_work(t);
+    }
+    bool issue(int64_t t) {                        // channels to decide on (or megaplanes)
+        if (!mp && issue_check_set == 0 && cfg.scheduler != Scheduler::WriteDrain)
+            return false;
+        return issue_work(t);
+    }
     // ---- completion.cpp (DP6)
-    bool complete_entries(int64_t t);
+    bool complete_entries(int64_t t) {             // completions delivered or due
+        if ((late_.empty() || late_.front().at > t) && delivered.empty()
+                && (cache_due.empty() || cache_due.top().first > t))
+            return false;
+        return complete_entries_work(t);
+    }
     // ---- response.cpp (DP7, §8)
-    bool respond_stages(int64_t t);
+    bool respond_stages(int64_t t) {               // entries entering RETURN, live ports
+        if (ret_r.empty() && ret_w.empty() && resp_live_set == 0) {
+            credit_wait = -1;
+            return false;
+        }
+        return respond_stages_work(t);
+    }
     std::vector<int64_t> egress_heads() const;
     int64_t handshake(int64_t t, int64_t port);
     // ---- stack_controller.cpp (DP4 end of cycle, C3 timers)
-    void end_cycle(int64_t t);
+    void end_cycle(int64_t t) {                    // frees, releases, landed wake ticks
+        if (released || !free_r.empty() || !free_w.empty() || (!wake.empty() && wake.top() <= t))
+            end_cycle_work(t);
+    }
     int64_t next_timer(int64_t t);                 // -1: none
 
     // state read by the system and the statistics
@@ -192,6 +239,9 @@ public:
     ReqTable& reqs;
     Media media;
     std::vector<Port> inp;
+    // the ports whose Q holds a request, whose M holds one (and of those, a write), whose
+    // E holds a response
+    uint64_t qin_set = 0, m_set = 0, m_write_set = 0, egress_set = 0;
     int64_t inflight = 0, released = 0;
     bool drain_in = false;
     StackCounters st;
@@ -204,8 +254,10 @@ public:
     std::vector<Entry> mshr, wb;
     std::deque<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
-    std::unordered_map<int64_t, int> mshr_open;          // page -> mergeable entry
-    std::unordered_map<int64_t, int64_t> mshr_pend;      // page -> entries before completion
+    // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
+    // a page is held while it has one (one lookup serves the merge and the allocation)
+    struct PageReads { int open = -1; int32_t pend = 0; };
+    std::unordered_map<int64_t, PageReads> mshr_page;
     std::unordered_map<int64_t, int> wb_open;            // page -> OPEN entry
     std::map<int64_t, int> wb_open_order;                // open_seq -> entry (by age)
     int64_t open_seq = 0;
@@ -222,8 +274,7 @@ public:
     // DP2, DP2a, DP3
     std::vector<std::deque<int>> offer_q;
     std::vector<int> offer_r, offer_wb;
-    std::vector<char> busy_ch_flag;
-    std::vector<int> busy_ch;                            // sorted on use
+    uint64_t busy_ch_set = 0;                            // channels with offers to make
     std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
                         std::vector<std::tuple<int64_t, int64_t, int64_t>>,
                         std::greater<>> agg_timer;       // (ready_at, idx, alloc)
@@ -241,7 +292,7 @@ public:
     std::vector<std::vector<char>> busy;                 // per channel per subarray
     std::vector<int64_t> active;
     int64_t active_sum = 0, total_cap;
-    std::vector<char> issue_check_flag;
+    uint64_t issue_check_set = 0;                        // channels to decide on
     std::vector<int64_t> issued_at, issued_k;
     int64_t queued_programs = 0;
     bool drain_open = false;
@@ -249,7 +300,7 @@ public:
     std::vector<Delivered> delivered;
     // responses (§8)
     std::priority_queue<int, std::vector<int>, std::greater<int>> ret_r, ret_w;
-    std::vector<char> resp_live_flag;
+    uint64_t resp_live_set = 0;                          // ports with response work
     int64_t credit_wait = -1;
     DeficitCredit link;
     std::vector<int> free_r, free_w;
@@ -265,13 +316,23 @@ public:
     // helpers
     Entry& entry(int code) { return code >= 0 ? mshr[code] : wb[~code]; }
     void wake_at(int64_t t) { wake.push(t); }
-    void add_issue_check(int64_t ch) { issue_check_flag[ch] = 1; }
-    void add_busy_ch(int64_t ch) { busy_ch_flag[ch] = 1; }
+    void add_issue_check(int64_t ch) { issue_check_set |= bit(ch); }
+    void add_busy_ch(int64_t ch) { busy_ch_set |= bit(ch); }
+    int64_t port_index(const Port& port) const { return &port - inp.data(); }
     bool drain_fsm(int64_t t);
     bool drain_fsm_base(int64_t t);
     bool issue_plain(int64_t t);
 
 private:
+    bool advance_work(int64_t t);
+    bool dispatch_work(int64_t t, bool drain);
+    bool wb_triggers_work(int64_t t, bool drain);
+    bool enqueue_work(int64_t t);
+    bool release_media_work(int64_t t);
+    bool issue_work(int64_t t);
+    bool complete_entries_work(int64_t t);
+    bool respond_stages_work(int64_t t);
+    void end_cycle_work(int64_t t);
     bool dispatch_one(Port& port, int64_t t);
     bool pressure(int64_t t);
     void agg_ready(Entry& e, int64_t ready_at);

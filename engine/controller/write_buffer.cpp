@@ -10,7 +10,7 @@ namespace hbf {
 
 // Apply the flush decisions of t - 1 (FLUSH from t + 1), then take those of t from the
 // start-of-t state (DP5), cause by §4.4's priority.
-bool StackController::wb_triggers(int64_t t, bool drain) {
+bool StackController::wb_triggers_work(int64_t t, bool drain) {
     bool changed = false;
     if (!decided_.empty()) {
         for (int idx : decided_) flush(wb[idx], wb[idx].cause);   // decided in t - 1
