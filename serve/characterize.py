@@ -508,7 +508,7 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
 
 # ----------------------------------------------------------------------------- the check
 #: Transfers that the characterization does not run, for checking its prediction against
-#: direct golden-model runs: (label, kind, pattern, waves, extra bytes, request sizes,
+#: direct device runs: (label, kind, pattern, waves, extra bytes, request sizes,
 #: tolerance). Off-grid sizes, sizes that are not a multiple of a page or of a KV block, a
 #: size beyond each measured curve, and a transfer issued as a mix of request sizes. The
 #: tolerance is the largest |predicted / measured - 1| accepted (tests enforce it): an idle
@@ -532,7 +532,8 @@ def check_against_device(cfg: HbfConfig, timing: TierTiming,
                          kv_block_bytes: int = DEFAULT_KV_BLOCK_BYTES,
                          request_bytes: int = DEFAULT_REQUEST_BYTES, checks=CHECKS,
                          progress: bool = False) -> list[dict]:
-    """Compare ``timing``'s prediction with direct golden-model runs of :data:`CHECKS`.
+    """Compare ``timing``'s prediction with direct device runs of :data:`CHECKS` (on
+    ``cfg``'s engine).
 
     Returns one row per check: ``label``, ``bytes``, ``measured_s`` (the device window),
     ``predicted_s`` (``read_seconds`` / ``write_seconds``), ``error`` (predicted /
@@ -609,7 +610,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", metavar="DIR", help="cache folder (default "
                                                        "$XDG_CACHE_HOME/hbfsim)")
     ap.add_argument("--check", action="store_true",
-                    help="also compare the prediction with direct golden-model runs of "
+                    help="also compare the prediction with direct device-model runs of "
                          "transfers the fit did not use")
     ap.add_argument("--engine", choices=ENGINES,
                     help="the engine the transfers run on (the engine key: compiled by "
