@@ -2,11 +2,13 @@
 docs/serving-hbf-tier.md (markdown), with the host time of each characterization.
 
     python bench/bench_characterize.py [--profiles reference,ocp-grade3,hbf-serving]
-                                       [--changes] [--lines]
+                                       [--changes] [--lines] [--engine compiled|reference]
 
 Always recomputes (no cache). ``--changes`` adds the controller-change table (one
 characterization of hbf-serving per change); ``--lines`` characterizes hbf-serving with
-128 B line requests (slow: 32 requests per page).
+128 B line requests (slow: 32 requests per page). ``--engine`` runs every transfer on that
+engine (default: the configuration's ``engine`` key, compiled; the same figures,
+docs/engine.md); the line under the first table names, per profile, the engine that ran.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from hbfsim.config import load_config
+from hbfsim.config import ENGINES, load_config
 from hbfsim.serve import characterize as ch
 
 CHANGES = (
@@ -59,17 +61,30 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles", default="reference,ocp-grade3,hbf-serving")
     ap.add_argument("--changes", action="store_true")
     ap.add_argument("--lines", action="store_true")
+    ap.add_argument("--engine", choices=ENGINES,
+                    help="the engine of every transfer (default: the configuration's engine "
+                         "key, compiled)")
     a = ap.parse_args(argv)
+    eng = {} if a.engine is None else {"engine": a.engine}
+    profiles = a.profiles.split(",")
+    try:                  # every profile checked before the first characterization
+        cfgs = {p: load_config(profile=p, **eng) for p in profiles}
+    except ValueError as e:
+        print(f"bench_characterize: {e}", file=sys.stderr)
+        return 2
     tmp = tempfile.mkdtemp(prefix="hbfsim-char-")
     results = {}
     print(HEAD.format("profile"))
-    for p in a.profiles.split(","):
-        cfg = load_config(profile=p)
+    for p in profiles:
+        cfg = cfgs[p]
         t0 = time.perf_counter()
         t = ch.characterize(cfg, cache=False, cache_dir=tmp)
         host = time.perf_counter() - t0
         results[p] = (cfg, t)
         print(f"| `{p}` | " + " | ".join(figures(t)) + f" | {host:.2f} |")
+    print()
+    for p, (_, t) in results.items():      # each names the engine that ran
+        print(f"`{p}`: {t.source}")
     for p, (cfg, t) in results.items():
         print(f"\n#### `{p}`: measurements (W = {ch.wave_pages(cfg)} pages)\n")
         print("| kind | pattern | bytes | outstanding | measured us | line us | residual |"
@@ -82,7 +97,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         rows = ch.check_against_device(cfg, t)
         host = time.perf_counter() - t0
-        print(f"\n`{p}`: prediction against direct golden-model runs ({host:.2f} s)\n")
+        print(f"\n`{p}`: prediction against direct device-model runs ({host:.2f} s)\n")
         print("| transfer (not in the fit) | bytes | device us | predicted us | error | "
               "tolerance |\n|---|---|---|---|---|---|")
         for r in rows:
@@ -92,13 +107,13 @@ def main(argv=None) -> int:
     if a.changes:
         print("\n" + HEAD.format("change"))
         for label, changes in CHANGES:
-            cfg = load_config(profile="hbf-serving", **changes)
+            cfg = load_config(profile="hbf-serving", **changes, **eng)
             t0 = time.perf_counter()
             t = ch.characterize(cfg, cache=False, cache_dir=tmp)
             print(f"| {label} | " + " | ".join(figures(t))
                   + f" | {time.perf_counter() - t0:.2f} |")
     if a.lines:
-        cfg = load_config(profile="hbf-serving")
+        cfg = load_config(profile="hbf-serving", **eng)
         t0 = time.perf_counter()
         t = ch.characterize(cfg, cache=False, cache_dir=tmp, request_bytes=128)
         print("\n" + HEAD.format("requests"))

@@ -200,7 +200,7 @@ def _run_characterization(cfg: HbfConfig, kv_block_bytes: int, request_bytes: in
     if progress:
         print(f"  mixed  {b_out:>12,} B read + {w * PAGE_BYTES:,} B written: reads "
               f"{m['read_s'] * 1e6:.2f} us, writes {m['write_s'] * 1e6:.2f} us", file=sys.stderr)
-    return {"cfg": cfg, "rows": rows, "wave_pages": w}
+    return {"cfg": cfg, "rows": rows, "wave_pages": w, "engine": engine}
 
 
 def _figures(kind, pattern, rows, w):
@@ -242,7 +242,7 @@ def _timing(res: dict, kv_block_bytes: int, key: str) -> TierTiming:
         name=f"hbf-device:{key[:12]}", read_bw=bw, read_latency_s=lat,
         write_bw=wbw, write_latency_s=wlat, kv_read_bw=kbw, kv_read_latency_s=klat,
         write_amplification=wa,
-        source=(f"golden model: {cfg.channels} ch x "
+        source=(f"device model, {res['engine']} engine: {cfg.channels} ch x "
                 f"{cfg.subarrays_per_channel} subarrays, tR {cfg.t_read_us:g} us, "
                 f"tPROG {cfg.t_prog_us:g} us, {cfg.scheduler}; KV block {kv_block_bytes} B "
                 f"(characterization v{CHARACTERIZATION_VERSION})"),
@@ -429,7 +429,9 @@ def _write_atomic(path: Path, text: str) -> None:
 def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
                  progress: bool = False, kv_block_bytes: int = DEFAULT_KV_BLOCK_BYTES,
                  request_bytes: int = DEFAULT_REQUEST_BYTES) -> TierTiming:
-    """Characterize one stack of ``cfg`` with the golden model (docs/serving-hbf-tier.md).
+    """Characterize one stack of ``cfg`` on the device model (docs/serving-hbf-tier.md), on
+    the configuration's engine (``cfg.engine``; the reference where the compiled engine is not
+    built, saying so once; both give the same figures).
 
     Parameters
     ----------
@@ -451,7 +453,10 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
     Returns
     -------
     TierTiming
-        Per-stack figures, the measured curves, and every measurement in ``points``.
+        Per-stack figures, the measured curves, and every measurement in ``points``; its
+        ``source`` names the engine that ran (``device model, compiled engine: ...``). A
+        cached result is the entry's, whichever engine made it (the engine is no part of the
+        key).
 
     Raises
     ------
@@ -503,7 +508,7 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
 
 # ----------------------------------------------------------------------------- the check
 #: Transfers that the characterization does not run, for checking its prediction against
-#: direct golden-model runs: (label, kind, pattern, waves, extra bytes, request sizes,
+#: direct device runs: (label, kind, pattern, waves, extra bytes, request sizes,
 #: tolerance). Off-grid sizes, sizes that are not a multiple of a page or of a KV block, a
 #: size beyond each measured curve, and a transfer issued as a mix of request sizes. The
 #: tolerance is the largest |predicted / measured - 1| accepted (tests enforce it): an idle
@@ -527,7 +532,8 @@ def check_against_device(cfg: HbfConfig, timing: TierTiming,
                          kv_block_bytes: int = DEFAULT_KV_BLOCK_BYTES,
                          request_bytes: int = DEFAULT_REQUEST_BYTES, checks=CHECKS,
                          progress: bool = False) -> list[dict]:
-    """Compare ``timing``'s prediction with direct golden-model runs of :data:`CHECKS`.
+    """Compare ``timing``'s prediction with direct device runs of :data:`CHECKS` (on
+    ``cfg``'s engine).
 
     Returns one row per check: ``label``, ``bytes``, ``measured_s`` (the device window),
     ``predicted_s`` (``read_seconds`` / ``write_seconds``), ``error`` (predicted /
@@ -593,7 +599,7 @@ def format_table(t: TierTiming) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hbfsim.serve.characterize",
-                                 description="Characterize one HBF stack with the golden "
+                                 description="Characterize one HBF stack on the device "
                                              "model and print the serving tier's figures.")
     ap.add_argument("--config", metavar="F.toml", help="TOML configuration file")
     ap.add_argument("--profile", help="configuration profile (default: hbf-serving unless "
@@ -604,7 +610,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", metavar="DIR", help="cache folder (default "
                                                        "$XDG_CACHE_HOME/hbfsim)")
     ap.add_argument("--check", action="store_true",
-                    help="also compare the prediction with direct golden-model runs of "
+                    help="also compare the prediction with direct device-model runs of "
                          "transfers the fit did not use")
     ap.add_argument("--engine", choices=ENGINES,
                     help="the engine the transfers run on (the engine key: compiled by "

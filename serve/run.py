@@ -124,21 +124,26 @@ def validate(settings: dict | None = None, label=str) -> dict:
     return s
 
 
-def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False, label=str):
+def hbf_timing(mode: str, config=None, profile=None, cache=True, progress=False, label=str,
+               engine=None):
     """The HBF tier's :class:`TierTiming`: the serving paper's Table 1 (``constant``) or the
-    ``HbfConfig`` characterized on the device model (``device``; its engine, the golden model's
-    figures; cached by its hash)."""
+    ``HbfConfig`` characterized on the device model (``device``; on ``engine``, default the
+    configuration's own ``engine`` key; either engine gives the golden model's figures;
+    cached by its hash)."""
     from hbfsim.serve.tier_timing import TABLE1_HBF
 
     if mode == "constant":
         return TABLE1_HBF
-    return characterize_stack(config, profile, cache, progress, label)[0]
+    return characterize_stack(config, profile, cache, progress, label, engine)[0]
 
 
-def characterize_stack(config=None, profile=None, cache=True, progress=False, label=str):
+def characterize_stack(config=None, profile=None, cache=True, progress=False, label=str,
+                       engine=None):
     """``(timing, stack_bytes)`` of the ``HbfConfig`` named by ``config``/``profile`` (default
-    profile ``hbf-serving``): its golden-model characterization and its capacity per stack, so
-    that the serving node's HBF tier is the characterized stack in both respects."""
+    profile ``hbf-serving``): its characterization on the device model (on ``engine``,
+    ``compiled`` or ``reference``; default the configuration's ``engine`` key) and its
+    capacity per stack, so that the serving node's HBF tier is the characterized stack in
+    both respects."""
     from hbfsim.config import ConfigError, load_config
     from hbfsim.serve.characterize import cache_path, characterize
 
@@ -146,6 +151,8 @@ def characterize_stack(config=None, profile=None, cache=True, progress=False, la
         cfg = load_config(config, profile or (None if config else DEVICE_PROFILE))
     except ConfigError as e:
         raise ValueError(f"{label('hbf_config' if config else 'hbf_profile')}: {e}") from None
+    if engine is not None:
+        cfg = cfg.replace(engine=engine)     # a bad name: ConfigError, a ValueError
     if progress and (not cache or not cache_path(cfg).exists()):
         print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
               f"{cfg.engine} engine (once; cached by configuration hash) ...", file=sys.stderr)
@@ -250,13 +257,17 @@ def prepare_serving(settings: dict | None = None, *, label=str, workloads=None) 
 
 
 def run_serving(settings: dict | None = None, *, progress: bool = False, label=str,
-                prepared: dict | None = None, cost_values: dict | None = None) -> dict:
+                prepared: dict | None = None, cost_values: dict | None = None,
+                engine: str | None = None) -> dict:
     """Validate ``settings``, serve the workload and return the run's figures.
 
     ``prepared``: what :func:`prepare_serving` returned for these settings (so a caller
     that checked first does not load the workload twice). ``cost_values`` replaces the
     fitted globals of the calibrated cost model
     (:func:`hbfsim.serve.calibration.calibrated_params`; the fit's trial values).
+    ``engine`` (``compiled`` or ``reference``): the engine of the HBF characterization
+    (``hbf_model = "device"``), default the HBF configuration's ``engine`` key; the serving
+    simulation itself is this package's Python on either.
 
     Returns the dict of :func:`hbfsim.serve.report.summarize` plus ``host_seconds`` and
     ``energy_j`` (the energy breakdown in joules, with ``total``).
@@ -276,7 +287,8 @@ def run_serving(settings: dict | None = None, *, progress: bool = False, label=s
     timing, stack_kw = None, {}
     if s["hbf"] and s["hbf_model"] == "device":
         timing, stack_bytes = characterize_stack(s["hbf_config"], s["hbf_profile"],
-                                                 cache=s["cache"], progress=progress, label=L)
+                                                 cache=s["cache"], progress=progress, label=L,
+                                                 engine=engine)
         stack_kw = {"hbf_stack_bytes": stack_bytes}
     elif s["hbf"]:
         timing = hbf_timing(s["hbf_model"])

@@ -3,7 +3,8 @@
 The serving cost model (docs/serving.md) charges a transfer of ``B`` bytes on one stack
 ``t(B) = latency + B / bandwidth``, with the pair chosen by the access pattern. A
 :class:`TierTiming` is either the source's Table 1 constants (serving paper, Table 1) or the result
-of characterizing an ``HbfConfig`` with the golden model (``serve/characterize.py``). A
+of characterizing an ``HbfConfig`` on the device model (``serve/characterize.py``, on either
+engine: the same figures; ``source`` names the one that ran). A
 characterized tier also carries the measured transfer times (a curve per pattern), which
 :meth:`TierTiming.read_seconds` interpolates below the largest measured size, where the
 line does not hold (a transfer smaller than the media's parallelism costs about one tR
@@ -42,7 +43,8 @@ class TierTiming:
         Media bytes programmed per byte the host writes (>= 1: padding of partial pages,
         erase-before-write); what the HBF lifetime estimate multiplies by.
     source : str
-        Where the figures come from, one line (shown in summaries).
+        Where the figures come from, one line (shown in summaries): a characterized tier's
+        names the engine that ran (``device model, compiled engine: 16 ch x ...``).
     points : tuple
         The measurements behind the figures (rows of dicts), empty for constants.
     read_curve, kv_read_curve, write_curve : tuple of (bytes, seconds)

@@ -509,3 +509,110 @@ def test_study_workers_end_with_the_study_on_kill_9(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert_workers_end(workers, 5, "after kill -9")
+
+
+# ---------------------------------------------------------------- --engine: flashaccel, serving
+def _cache_sources(cache) -> list[str]:
+    """The ``source`` lines of the characterization cache entries under ``cache``."""
+    return sorted(json.loads(read(p))["timing"]["source"]
+                  for p in (cache / "hbfsim").glob("hbf-tier-*.json"))
+
+
+def _ran(engine: str) -> str:
+    """The engine that runs when ``engine`` is asked (the reference where the compiled engine
+    is not built)."""
+    from hbfsim.config import load_config
+    from hbfsim.simulate import choose_engine
+
+    return choose_engine(load_config(engine=engine))[0]
+
+
+def _same_outputs(a, b, engine_column=None) -> None:
+    """runs.csv and summary.json in folders ``a`` and ``b`` equal but the host times, what
+    names the engine (``config_set``; ``engine_column`` with the engine's name taken out) and
+    the paths."""
+    rows = [list(csv.DictReader(read(d / "runs.csv").splitlines())) for d in (a, b)]
+    assert len(rows[0]) == len(rows[1]) > 0
+    for x, y in zip(*rows):
+        for r in (x, y):
+            r.pop("host_seconds"), r.pop("engine_host_s", None)
+            if engine_column and r[engine_column]:
+                r[engine_column] = r[engine_column].replace(" compiled engine", " E engine") \
+                    .replace(" reference engine", " E engine")
+        assert x == y
+    js = [json.loads(read(d / "summary.json")) for d in (a, b)]
+    for j in js:
+        for k in ("host_seconds", "config_set", "files"):
+            j.pop(k)
+    assert js[0] == js[1]
+
+
+def test_flashaccel_takes_engine_and_runs_its_device_runs_on_it(tmp_path, monkeypatch,
+                                                                  capsys):
+    """``hbfsim study flashaccel --engine E`` is accepted and its device runs run on E: the
+    characterization, recomputed though the cache holds the other engine's entry (which it
+    replaces: the entry names E), and the set-order writes (the configuration they get has
+    E); summary.json and summary.md record it, and the outputs are the same on both engines.
+    Kept cheap: the tiny ``reference`` stack for the ``flashaccel`` one, the batch-256 task
+    alone (no SLO)."""
+    import hbfsim.serve.flashaccel.efficiency as eff
+    import hbfsim.serve.flashaccel.writeback as wb
+    import hbfsim.studies.flashaccel as fa
+
+    monkeypatch.setattr(eff, "PROFILE", "reference")
+    monkeypatch.setattr(fa, "SLOS", ())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    asked = []
+    measure = wb.measure
+    monkeypatch.setattr(wb, "measure", lambda cfg, *a, **k: asked.append(cfg.engine)
+                        or measure(cfg, *a, **k))
+    for e in ("compiled", "reference"):
+        asked.clear()
+        assert main(["flashaccel", "--quick", "--engine", e, "--workers", "1",
+                     "--no-progress", "--out", str(tmp_path / e)]) == 0
+        (source,) = _cache_sources(tmp_path / "cache")
+        assert source.startswith(f"device model, {_ran(e)} engine: 2 ch x 32 subarrays")
+        assert asked == [e, e]                       # set order, scattered blocks
+        assert json.loads(read(tmp_path / e / "summary.json"))["config_set"] == {"engine": e}
+        assert f"Its device runs on `engine = '{e}'` (`--engine`;" in \
+            read(tmp_path / e / "summary.md")
+    capsys.readouterr()
+    _same_outputs(tmp_path / "compiled", tmp_path / "reference")
+
+
+def test_serving_takes_engine_and_characterizes_on_it(tmp_path, monkeypatch, capsys):
+    """``hbfsim study serving --engine E`` is accepted and characterizes the HBF stack on E
+    (recomputed; every device row's ``hbf_timing`` names E), records it, and gives the same
+    outputs on both engines; a worker that misses the cache characterizes on its task's
+    engine. Kept cheap: the tiny ``reference`` stack for ``hbf-serving``, 20-turn traces."""
+    import hbfsim.studies.serving as sv
+
+    monkeypatch.setattr(sv, "DEVICE_PROFILE", "reference")
+    monkeypatch.setitem(sv.SCALES, True, {"agentic-qwen32b": 0.0008, "agentic-100k": 0.0002,
+                                          "agentic-500k": 0.00004})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for e in ("compiled", "reference"):
+        assert main(["serving", "--quick", "--engine", e, "--workers", "1", "--no-progress",
+                     "--out", str(tmp_path / e)]) == 0
+        (source,) = _cache_sources(tmp_path / "cache")
+        assert source.startswith(f"device model, {_ran(e)} engine: 2 ch x 32 subarrays")
+        rows = list(csv.DictReader(read(tmp_path / e / "runs.csv").splitlines()))
+        device = [r for r in rows if r["hbf_model"] == "device" and r["status"] == "run"]
+        assert device and all(r["hbf_timing"] == source for r in device)
+        assert json.loads(read(tmp_path / e / "summary.json"))["config_set"] == {"engine": e}
+    capsys.readouterr()
+    _same_outputs(tmp_path / "compiled", tmp_path / "reference", engine_column="hbf_timing")
+    # a worker missing the cache: its task's engine
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cold"))
+    task = next(t for t in sv.STUDY.tasks(True, engine="reference")
+                if t["hbf_model"] == "device")
+    (tmp_path / "cold" / "hbfsim").rename(tmp_path / "cold-was")
+    (row,) = sv.STUDY.run(task)
+    assert row["hbf_timing"].startswith(f"device model, {_ran('reference')} engine:")
+    assert _cache_sources(tmp_path / "cold") == [row["hbf_timing"]]
+    # --engine through the command: accepted (a bad --set engine value is refused first)
+    assert main(["serving", "--quick", "--set", "engine=fast", "--out",
+                 str(tmp_path / "bad")]) == 2
+    assert "--set: engine must be one of compiled, reference, not 'fast'" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -41,12 +41,21 @@ class Study(ABC):
     results_page : str
         The docs page that discusses the results beside the published ones
         (default ``"docs/results.md"``).
+    tasks_take_engine : bool
+        True for a study that runs no ``HbfConfig`` of its own per task (no ``--set``) but
+        runs fixed device configurations all the same (an HBF tier characterized on the
+        device model): ``hbfsim study --engine E`` (or ``--set engine=E``, its only key)
+        reaches it as :meth:`tasks`'s ``engine`` argument, and the study carries it to every
+        device run. Default False: a device study takes the engine with its other ``--set``
+        keys through :meth:`config_kwargs`.
 
     Methods
     -------
     tasks(quick) -> list[dict]
         The sweep: one dictionary per independent simulation task; ``quick`` asks for the
-        reduced sweep that runs in seconds (what CI runs).
+        reduced sweep that runs in seconds (what CI runs). A study with
+        :attr:`tasks_take_engine` implements ``tasks(quick, engine=None)``: ``engine`` is
+        ``compiled``, ``reference`` or None (the configurations' own ``engine`` key).
     run(task) -> list[dict]
         Simulate one task and return its rows (one or more; each becomes a ``runs.csv``
         line, columns in first-seen order, ``None`` written as an empty field). The runner
@@ -76,10 +85,12 @@ class Study(ABC):
     document: str = "the HBF-Sim paper"
     reference: str = "docs/sources.md (figures to compare against)"
     results_page: str = "docs/results.md"
+    tasks_take_engine: bool = False
 
     @abstractmethod
     def tasks(self, quick: bool) -> list[dict]:
-        """Return the sweep's tasks, the reduced sweep when ``quick``."""
+        """Return the sweep's tasks, the reduced sweep when ``quick`` (and, with
+        :attr:`tasks_take_engine`, an ``engine`` keyword)."""
 
     @abstractmethod
     def run(self, task: dict) -> list[dict]:

@@ -111,6 +111,25 @@ def _apply_config_set(study, tasks: list, config_set: dict) -> None:
         task["config_set"] = dict(config_set)
 
 
+def _check_engine_only(study, config_set: dict) -> None:
+    """Refuse ``hbfsim study --set`` for a study without an ``HbfConfig`` of its own, but
+    the engine of one that takes it (:attr:`~hbfsim.studies.base.Study.tasks_take_engine`),
+    whose value is checked as the configuration key."""
+    from hbfsim.config import ConfigError, load_config
+
+    other = [k for k in config_set if not (study.tasks_take_engine and k == "engine")]
+    if other:
+        only = (": its device runs are fixed configurations of its own, which take only "
+                "--engine (the same as --set engine=...)") if study.tasks_take_engine \
+            else " (see its command's options)"
+        raise ValueError(f"--set applies to the device studies; {study.name} takes no "
+                         f"HbfConfig of its own{only}")
+    try:
+        load_config(engine=config_set["engine"])
+    except ConfigError as e:
+        raise ValueError(f"--set: {e}") from None
+
+
 def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None = None,
               progress: bool = False, config_set: dict | None = None) -> dict:
     """Run study ``name`` and write its results; return the summary dictionary.
@@ -129,7 +148,9 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
         Show a tqdm progress bar on stderr.
     config_set : dict, optional
         ``HbfConfig`` keys and values applied to every run of a device study (``hbfsim
-        study --set``), e.g. ``{"host_ports": "stack"}``; refused for keys the study sets itself.
+        study --set``), e.g. ``{"host_ports": "stack"}``; refused for keys the study sets
+        itself. A study with ``tasks_take_engine`` (``flashaccel``, ``serving``) takes only
+        ``engine`` (``hbfsim study --engine``), passed to its ``tasks``.
 
     Returns
     -------
@@ -155,12 +176,16 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     # the sweep and every --set value checked against the study before --out exists
     from hbfsim.studies.base import Study
 
-    if config_set and type(study).config_kwargs is Study.config_kwargs:
+    own = type(study).config_kwargs is not Study.config_kwargs
+    if config_set and not own:
         # before its tasks: a study without an HbfConfig may do work to list them
-        raise ValueError(f"--set applies to the device studies; {study.name} takes no "
-                         f"HbfConfig of its own (see its command's options)")
-    tasks = study.tasks(quick)
-    if config_set:
+        _check_engine_only(study, config_set)
+    if study.tasks_take_engine:
+        # its fixed device runs (a characterized HBF tier) on the engine asked, if any
+        tasks = study.tasks(quick, engine=(config_set or {}).get("engine"))
+    else:
+        tasks = study.tasks(quick)
+    if config_set and own:
         _apply_config_set(study, tasks, config_set)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -217,8 +242,12 @@ def run_study(name: str, out_dir=None, quick: bool = False, workers: int | None 
     write_plot(targets["plot"], lambda tmp: study.plot(rows, raw, tmp))
     if config_set:
         summary["config_set"] = dict(config_set)
-    setting = ("" if not config_set else " Every run with " + ", ".join(
-        f"`{k} = {v!r}`" for k, v in config_set.items()) + " (`--set`).")
+    if config_set and study.tasks_take_engine:   # engine only; some rows are no device run
+        setting = (f" Its device runs on `engine = {config_set['engine']!r}` (`--engine`; "
+                   f"the HBF stack's characterization recomputed on it).")
+    else:
+        setting = ("" if not config_set else " Every run with " + ", ".join(
+            f"`{k} = {v!r}`" for k, v in config_set.items()) + " (`--set`).")
     md = [f"# {study.title} ({name}; {study.document} {study.source})", "",
           f"{'Quick (reduced) sweep' if quick else 'Full sweep'}: {len(rows)} simulations in "
           f"{len(tasks)} tasks, {n} worker process(es), {wall:.1f} s host time.{setting} "

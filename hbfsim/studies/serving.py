@@ -4,10 +4,15 @@ Every configuration of the serving paper's Tables 4, 5 and 6 is one ``hbfsim ser
 command's own parser turns the arguments into settings as serve/cli.py ``run_cli`` does, and
 :func:`hbfsim.serve.run.run_serving` serves them (so a row is what the command prints for the
 arguments in its ``command`` column), once with the HBF tier
-characterized from the golden model (``--hbf-model device``, profile ``hbf-serving``) and once
+characterized on the device model (``--hbf-model device``, profile ``hbf-serving``) and once
 with the source's Table 1 constants (``--hbf-model constant``); HBM-only rows have no HBF
 tier and run once. Workloads are the agentic presets of serve/agentic.py at a per-trace
 ``scale`` (docs/serving-workloads.md); docs/results-serving.md discusses the results.
+
+The device runs are the HBF stack's characterization (profile ``hbf-serving``), on the
+engine ``hbfsim study serving --engine`` names (then recomputed in :meth:`tasks`, not read
+from the cache; each run's ``hbf_timing`` column names the engine that made it) or the
+profile's default; the serving simulation is this package's Python on either engine.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from hbfsim.studies.common import figure, md_table
 
 __all__ = ["Serving", "STUDY", "PUBLISHED", "SCALES"]
 
-#: HBF timing models: the golden-model characterization and the serving paper's Table 1 constants.
+#: HBF timing models: the device model's characterization and the serving paper's Table 1
+#: constants.
 HBF_MODELS = ("device", "constant")
 #: The HbfConfig profile the device model characterizes (hbfsim/config.py, PROFILES).
 DEVICE_PROFILE = "hbf-serving"
@@ -218,14 +224,22 @@ class Serving(Study):
     document = "the serving paper"
     reference = ""                 # the published figures are the paper's tables (PUBLISHED)
     results_page = "docs/results-serving.md"
+    tasks_take_engine = True
 
     # ------------------------------------------------------------------ the sweep
-    def tasks(self, quick: bool) -> list:
+    def tasks(self, quick: bool, engine: str | None = None) -> list:
         # Characterize the device model's stack once here (cached by its configuration's
-        # hash: milliseconds when warm), so that the workers all find it in the cache.
+        # hash: milliseconds when warm), so that the workers all find it in the cache; an
+        # engine asked for runs it (a cached entry may be either engine's).
         from hbfsim.serve.run import hbf_timing
 
-        hbf_timing("device", None, DEVICE_PROFILE)
+        hbf_timing("device", None, DEVICE_PROFILE, cache=engine is None, engine=engine)
+        out = self._tasks(quick)
+        for task in out:
+            task["engine"] = engine
+        return out
+
+    def _tasks(self, quick: bool) -> list:
         sc = SCALES[bool(quick)]
         out = []
         for mem, margs in _T4_MEMORY.items():
@@ -262,7 +276,8 @@ class Serving(Study):
                                      "trace", "scale")}
         head["command"] = "hbfsim serve " + " ".join(task["argv"])
         try:
-            s = run_serving(settings, label=lambda k: "--" + k.replace("_", "-"))
+            s = run_serving(settings, label=lambda k: "--" + k.replace("_", "-"),
+                            engine=task.get("engine"))
         except ValueError as e:   # the command's own refusal, e.g. weights that do not fit
             return [dict(head, status=f"not run: {e}")]
         s.pop("energy_j")         # the same breakdown as energy_breakdown_mj, in joules

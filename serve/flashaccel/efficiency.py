@@ -1,9 +1,9 @@
 """The HBF read bandwidth a FlashAccel GPU achieves, from the device model (docs/flashaccel.md,
 "The study: the bandwidth chain").
 
-1. **Stack**: the golden model's characterization of one ``flashaccel`` stack
-   (serve/characterize.py): the streaming read bandwidth and startup latency, and the ``kv``
-   pattern's (scattered 64 KiB blocks) bandwidth.
+1. **Stack**: the device model's characterization of one ``flashaccel`` stack
+   (serve/characterize.py, on the configuration's engine): the streaming read bandwidth and
+   startup latency, and the ``kv`` pattern's (scattered 64 KiB blocks) bandwidth.
 2. **Weight layout**: the fraction of the stack's bandwidth one decode step's weight kernels
    keep, from the per-plane loads of ``layout-decode`` (model/workloads.py) on the scaled
    FlashAccel geometry: ``sum(pages) / sum(planes x most pages on one plane)`` over the
@@ -38,12 +38,14 @@ GQA_STAND_IN = "qwen3-235b-a22b"
 SCALE = 8
 
 
-def stack_timing(cache: bool = True):
+def stack_timing(cache: bool = True, engine: str | None = None):
     """The characterized ``flashaccel`` stack (a :class:`~hbfsim.serve.tier_timing.TierTiming`)
-    and its configuration."""
+    and its configuration, whose ``engine`` key is ``engine`` when given (``compiled`` or
+    ``reference``; the profile's default otherwise): the engine the characterization runs on
+    and that the configuration's further device runs take."""
     from hbfsim.serve.characterize import characterize
 
-    cfg = load_config(profile=PROFILE)
+    cfg = load_config(profile=PROFILE, **({} if engine is None else {"engine": engine}))
     return characterize(cfg, cache=cache), cfg
 
 

@@ -1,12 +1,12 @@
-"""The KV write path of FlashAccel: megablock sets measured on the golden model, and the
+"""The KV write path of FlashAccel: megablock sets measured on the device model, and the
 write volume, time and endurance they imply (FlashAccel paper, write-path paragraph;
 docs/flashaccel.md, "KV write-back in megablock sets").
 
 The set order (model/kv_writeback.py ``set_pages``: row by row, every plane once per row)
 is programmed on one stack of the configuration by the characterization's ``measure``
-(the same golden-model run serve/characterize.py makes, full-page stores), beside the same
-number of pages as scattered 64 KiB KV blocks (the characterization's ``kv`` write
-pattern, what a write-back without sets issues).
+(the same device run serve/characterize.py makes, full-page stores, on the configuration's
+engine), beside the same number of pages as scattered 64 KiB KV blocks (the
+characterization's ``kv`` write pattern, what a write-back without sets issues).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ SLC_PE = 100_000
 
 @dataclass(frozen=True)
 class SetWriteBandwidth:
-    """Per-stack write bandwidth, bytes/s, measured on the golden model.
+    """Per-stack write bandwidth, bytes/s, measured on the device model (either engine: the
+    same figures).
 
     Members
     -------
@@ -48,7 +49,7 @@ class SetWriteBandwidth:
 
 def measure_set_writes(cfg: HbfConfig, rows: int = 4) -> SetWriteBandwidth:
     """Program ``rows`` hyperpage rows of a megablock set on one stack of ``cfg``, and as
-    many pages as scattered KV blocks; return both bandwidths."""
+    many pages as scattered KV blocks, on ``cfg``'s engine; return both bandwidths."""
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows:
         raise ValueError(f"rows must be a positive integer, not {rows!r}")
     one = cfg.replace(stacks=1)

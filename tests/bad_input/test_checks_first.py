@@ -101,8 +101,15 @@ CHECK_FIRST_BAD = [
       "stacks=2"], {}, r"configuration key 'stacks' given twice"),
     (["study", "serving", "--quick", "--out", "o", "--set", "host_ports=stack"], {},
      r"--set applies to the device studies; serving takes no HbfConfig"),
-    (["study", "flashaccel", "--quick", "--out", "o", "--engine", "reference"], {},
-     r"--engine applies to the device studies; flashaccel takes no HbfConfig"),
+    (["study", "flashaccel", "--quick", "--out", "o", "--set", "channels=4"], {},
+     r"--set applies to the device studies; flashaccel takes no HbfConfig of its own: its "
+     r"device runs are fixed configurations of its own, which take only --engine"),
+    (["study", "flashaccel", "--quick", "--out", "o", "--engine", "reference", "--set",
+      "channels=4"], {}, r"--set applies to the device studies; flashaccel takes no"),
+    (["study", "serving", "--quick", "--out", "o", "--set", "engine=fast"], {},
+     r"--set: engine must be one of compiled, reference, not 'fast'"),
+    (["study", "serving", "--quick", "--out", "o", "--engine", "reference", "--set",
+      "engine=compiled"], {}, r"--engine and --set engine=...: give one"),
     # ------------------------------------------------------------------ serve: before the
     # characterization (its cache would appear in the folder)
     (["serve", "--workload", "missing.jsonl", "--hbf-config", "hbf.toml"], SMALL_HBF,
