@@ -5,7 +5,7 @@
                  [--tp N] [--ep N] [--dpa] [--weights hbm|hbf|split]
                  [--scheduler fcfs|cache-aware|buffered] [--headroom F]
                  [--hbf-model constant|device] [--hbf-config F.toml] [--hbf-profile P]
-                 [--no-cache] [--cost-model calibrated|roofline] [--cost-provenance]
+                 [--no-cache] [--engine compiled|reference] [--cost-model calibrated|roofline] [--cost-provenance]
                  [--workload SPEC] [--format F] [...]
                  [--json S.json] [--csv S.csv] [--no-progress]
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 __all__ = ["register", "run_cli"]
 
+from hbfsim.config import ENGINES
 from hbfsim.serve.run import DEFAULT_WORKLOAD, DEFAULTS, DEVICE_PROFILE
 
 DEFAULT_MODEL = DEFAULTS["model"]
@@ -106,6 +107,10 @@ def register(subparsers):
     h.add_argument("--hbf-profile", metavar="P", help="HbfConfig profile for --hbf-model "
                    f"device (default {DEVICE_PROFILE})")
     h.add_argument("--no-cache", action="store_true", help="recompute the characterization")
+    h.add_argument("--engine", choices=ENGINES, default=None,
+                   help="engine of the --hbf-model device characterization (default the HBF "
+                        "configuration's engine key); recomputed, since the cache entry may "
+                        "be either engine's")
     s = p.add_argument_group("scheduling")
     s.add_argument("--scheduler", default="buffered", choices=SCHEDULERS,
                    help="fcfs, cache-aware or buffered cache-aware (default buffered)")
@@ -184,10 +189,14 @@ def run_cli(a) -> int:
         print(format_cost_provenance(a.gpu, a.dtype))
         return 0
     settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
-    settings["cache"] = not a.no_cache
+    settings["cache"] = not a.no_cache and a.engine is None
     validate(settings, _opt)  # every option before the outputs are checked
+    if a.engine is not None and (a.hbf_model != "device" or a.hbf == 0):
+        raise ValueError(f"--engine {a.engine}: it chooses the engine of the HBF stack's "
+                         "characterization, and this run has none (--hbf-model constant or "
+                         "--hbf 0)")
     outs = _outputs(a)
-    s = run_serving(settings, progress=not a.no_progress, label=_opt)
+    s = run_serving(settings, progress=not a.no_progress, label=_opt, engine=a.engine)
     s.pop("energy_j")
     print(format_summary(s))
     if outs["--json"]:
