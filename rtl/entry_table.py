@@ -133,15 +133,24 @@ def _rank_from_pointer(m, want, ap, name):
 def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
 
-    The FIFO of :func:`free_list` (``0 .. n - 1`` at every reset: a counter for the entries
-    never allocated since reset, then a LUT-RAM of the entries freed since), with ``P``
-    heads: the ports that ``want`` an entry are ranked from the pool's allocation pointer
-    ``ap`` (``ap, ap + 1, ... mod P``) and the k-th of them takes the k-th entry from the
-    head; ports beyond the entries in the list stall. After a cycle with an allocation
-    ``ap`` moves to the last allocating port (in that order) + 1. The entries of ``pushes``
-    (one per response port: the launch that frees an entry) join the tail at the end of the
-    cycle in ascending port order. "The list holds more than k entries" is a flip-flop per
-    ``k < P`` computed from the next count, so a grant reads the rank and registers only.
+    The ports that ``want`` an entry are ranked from the pool's allocation pointer ``ap``
+    (``ap, ap + 1, ... mod P``) and the k-th of them takes the k-th entry from the head of
+    the list (``0 .. n - 1`` at every reset); ports beyond the entries in the list stall.
+    After a cycle with an allocation ``ap`` moves to the last allocating port (in that order)
+    + 1. The entries of ``pushes`` (one per response port: the launch that frees an entry)
+    join the tail at the end of the cycle in ascending port order.
+
+    Structure (§13, no cycle changes): the first ``H = min(P, n)`` entries of the list are
+    flip-flops (the *heads*), so a grant reads its entry from a register chosen by its rank;
+    the rest of the list (the *backing* part) is a counter for the entries never allocated
+    since reset followed by a LUT-RAM ring. At the end of a cycle the heads shift down by the
+    cycle's allocations and refill from the backing part's first entries (read at registered
+    addresses) and then from the cycle's frees, each next head a multiplexer over the number
+    of allocations whose inputs are all registers or RAM words read at registered addresses.
+    Every free is written into the ring; those that went straight into the heads are
+    skipped by the read pointer. "The list holds more than k entries" (``more``, for k <
+    P; ``deep``, for k < 2H, the heads' refill) and ``safe`` are flip-flops computed from the
+    next count.
 
     Parameters
     ----------
@@ -157,36 +166,34 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     Returns
     -------
     (granted, index, count, ap, ranks) : per port whether it got an entry and the entry
-    (binary; the k-th head for its rank when not granted), the count register and the
-    pointer (for checks), and per port its rank among the wanting ports (the allocation
-    order of the cycle's entries: the k-th head is allocated before the k+1-th)
+    (binary; the head of its rank when not granted), the count register and the pointer (for
+    checks), and per port its rank among the wanting ports (the allocation order of the
+    cycle's entries: the k-th head is allocated before the k+1-th)
     """
     P = len(want)
+    H = min(P, n)
     ib = range(max(2, n))
-    fifo = memory.Memory(shape=ib, depth=n, init=[])
+    fifo = memory.Memory(shape=ib, depth=max(2, n), init=[])
     m.submodules[name] = fifo
     wps = [fifo.write_port() for _ in range(P)]
-    rps = [fifo.read_port(domain="comb") for _ in range(P)]
+    rps = [fifo.read_port(domain="comb") for _ in range(H)]
     wr = Signal(ib, name=f"{name}_wr")
     rd = Signal(ib, name=f"{name}_rd")
-    # the entries never allocated since reset: ``n - fresh_n .. n - 1``, ahead of the RAM's
-    fresh_n = Signal(range(n + 1), init=n, name=f"{name}_fresh_left")
+    heads = [Signal(ib, init=k, name=f"{name}_head_k{k}") for k in range(H)]
+    # the backing part's entries never allocated since reset: ``fresh .. n - 1``
+    fresh = Signal(range(n + 1), init=H, name=f"{name}_fresh")
+    fresh_n = Signal(range(n + 1), init=n - H, name=f"{name}_fresh_left")
     count = Signal(range(n + 1), init=n, name=f"{name}_count")
     more = Signal(P, init=sum(1 << k for k in range(P) if k < n), name=f"{name}_more")
+    deep = Signal(2 * H, init=sum(1 << k for k in range(2 * H) if k < n), name=f"{name}_deep")
     ap = Signal(range(P), name=f"{name}_ap")
+    N = max(2, n)
 
-    def wrap(v):   # v < 2n
-        return Mux(v >= n, v - n, v)
+    def wrap(v, times=3):   # v mod N for v < times * N
+        for t in reversed(range(1, times)):
+            v = Mux(v >= t * N, v - t * N, v)
+        return v
 
-    # the k-th entry from the head, k < P
-    heads = []
-    for k in range(P):
-        j = Signal(range(-n, P + 1), name=f"{name}_ram_k{k}")
-        m.d.comb += j.eq(k - fresh_n)
-        m.d.comb += rps[k].addr.eq(wrap(rd + j.as_unsigned()[:len(rd) + 1]))
-        h = Signal(ib, name=f"{name}_head_k{k}")
-        m.d.comb += h.eq(Mux(k < fresh_n, (n + k - fresh_n)[:len(h)], rps[k].data))
-        heads.append(h)
     ranks = _rank_from_pointer(m, want, ap, name)
     # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
     # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
@@ -201,7 +208,7 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
         idx = heads[0]
         for k in range(P):
             got = Mux(ranks[p] == k, more[k], got)
-            if k:
+            if 0 < k < H:
                 idx = Mux(ranks[p] == k, heads[k], idx)
         if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
             got = more[0] & ~want[1 - p]
@@ -209,31 +216,96 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
         ix = Signal(ib, name=f"{name}_index{p}")
         m.d.comb += ix.eq(idx)
         index.append(ix)
+    # the cycle's allocations: the first min(wanting ports, entries) of the ranked ports; as a
+    # thermometer ``a > k`` (k < H) from the wants and ``more`` alone
+    nwant = Signal(range(P + 1), name=f"{name}_nwant")
+    m.d.comb += nwant.eq(tree_sum(want))
+    a_gt = [named(m, (nwant > k) & more[k], f"{name}_allocs_gt{k}") for k in range(H)]
     allocs = Signal(range(P + 1), name=f"{name}_allocs")
-    m.d.comb += allocs.eq(tree_sum(granted))
+    m.d.comb += allocs.eq(tree_sum(a_gt))
     nxt = Const(0, 1)
     for p in range(P):
         nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
     ap_next = Signal(range(P), name=f"{name}_ap_next")
     m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
     m.d.sync += ap.eq(ap_next)
-    # the RAM's part of the allocations: those beyond the fresh entries
-    from_ram = Signal(range(P + 1), name=f"{name}_from_ram")
-    m.d.comb += from_ram.eq(Mux(allocs > fresh_n, allocs - fresh_n, 0))
-    m.d.sync += [fresh_n.eq(Mux(allocs > fresh_n, 0, fresh_n - allocs)),
-                 rd.eq(wrap(rd + from_ram))]
-    # frees join the tail in ascending response port order
+
+    # frees: every one written into the ring at the tail, in ascending response port order;
+    # ``push_m[j]`` is the j-th free of the cycle in that order
     before = Const(0, 1)
+    order = []
     for p in range(P):
-        m.d.comb += [wps[p].addr.eq(wrap(wr + before)), wps[p].data.eq(push_indexes[p]),
+        m.d.comb += [wps[p].addr.eq(wrap(wr + before, 2)), wps[p].data.eq(push_indexes[p]),
                      wps[p].en.eq(pushes[p])]
+        order.append(before)
         before = before + pushes[p]
     pushed = Signal(range(P + 1), name=f"{name}_pushed")
     m.d.comb += pushed.eq(tree_sum(pushes))
-    m.d.sync += wr.eq(wrap(wr + pushed))
+    m.d.sync += wr.eq(wrap(wr + pushed, 2))
+    push_m = []
+    for j in range(H):
+        pj = Const(0, len(heads[0]))
+        for p in range(P):
+            pj = pj | Mux(pushes[p] & (order[p] == j), push_indexes[p], 0)
+        push_m.append(named(m, pj, f"{name}_push{j}"))
+
+    # the backing part's first H entries: the counter's, then the ring's from ``rd``
+    backing = []
+    for x in range(H):
+        j = Signal(range(-n, H + 1), name=f"{name}_ram_k{x}")
+        m.d.comb += j.eq(x - fresh_n)
+        m.d.comb += rps[x].addr.eq(wrap(rd + j.as_unsigned()[:len(rd) + 1], 2))
+        b = Signal(ib, name=f"{name}_backing{x}")
+        m.d.comb += b.eq(Mux(x < fresh_n, (fresh + x)[:len(b)], rps[x].data))
+        backing.append(b)
+
+    # the next heads: the list after the allocations (its position ``a + k``), then the
+    # frees: position ``j < H`` a head, ``j < count`` the backing part's ``j - H``, else the
+    # free ``j - count``; one multiplexer over ``a`` per head
+    for k in range(H):
+        cands = []
+        for a in range(H + 1):
+            j = a + k
+            if j < H:
+                kept = heads[j]
+            elif j - H < H:
+                kept = backing[j - H]
+            else:
+                kept = Const(0, len(heads[0]))
+            from_push = Const(0, len(heads[0]))
+            for c in range(j + 1):   # count == c <= j: the free j - c
+                from_push = Mux(count == c, push_m[j - c] if j - c < H else 0, from_push)
+            cands.append(Mux(deep[j] if j < 2 * H else 1, kept, from_push))
+        value = cands[0]
+        for a in range(1, H + 1):
+            value = Mux(a_gt[a - 1], cands[a], value)
+        m.d.sync += heads[k].eq(value)
+
+    # the backing part gives min(max(count - H, 0), a) entries to the heads, the counter's
+    # first; the frees that went straight into the heads (``min(pushed, max(H - count + a,
+    # 0))``) are skipped in the ring
+    back = Signal(range(n + 1), name=f"{name}_back")
+    m.d.comb += back.eq(Mux(count > H, count - H, 0))
+    rd_c, fresh_c, fresh_n_c = [], [], []
+    for a in range(H + 1):
+        taken = Mux(back < a, back, a)
+        from_fresh = Mux(fresh_n < taken, fresh_n, taken)
+        room = Mux(count - a < H, H - (count - a), 0)   # count >= a when a_gt says so
+        skip = Mux(pushed < room, pushed, room)
+        rd_c.append(wrap(rd + (taken - from_fresh) + skip, 3))
+        fresh_c.append(fresh + from_fresh)
+        fresh_n_c.append(fresh_n - from_fresh)
+    rd_n, fr_n, frn_n = rd_c[0], fresh_c[0], fresh_n_c[0]
+    for a in range(1, H + 1):
+        rd_n = Mux(a_gt[a - 1], rd_c[a], rd_n)
+        fr_n = Mux(a_gt[a - 1], fresh_c[a], fr_n)
+        frn_n = Mux(a_gt[a - 1], fresh_n_c[a], frn_n)
+    m.d.sync += [rd.eq(rd_n), fresh.eq(fr_n), fresh_n.eq(frn_n)]
+
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
-    m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
+    m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)])),
+                 deep.eq(Cat(*[after > k for k in range(2 * H)]))]
     for p in range(P):   # (p - a) mod P ports come before p when the pointer is a
         pick = after > p
         for a in range(1, P):

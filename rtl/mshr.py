@@ -157,6 +157,7 @@ class Mshr(wiring.Component):
         super().__init__({
             "launched": per_port(In(event_layout(w.mshr_index))),
             "disp_match": per_port(In(n)),
+            "disp_any": In(P),
             "w_entry": per_port(Out(n)),
             "w_match": In(P),
             "disp": per_port(In(stream.Signature(disp_layout(w)))),
@@ -170,6 +171,7 @@ class Mshr(wiring.Component):
             "ret_locked": Out(P),
             "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "pending": Out(n),
+            "pending_next": Out(n),
             "stored_tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "w_page": per_port(Out(unsigned(w.page))),
         })
@@ -197,6 +199,7 @@ class Mshr(wiring.Component):
 
         disps, disp_match = per_port(self.disp), per_port(self.disp_match)
         w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
+        disp_any = [self.disp_any] if P == 1 else [self.disp_any[p] for p in range(P)]
         launched = per_port(self.launched)
 
         state = [Signal(MshrState, name=f"state{i}") for i in range(n)]
@@ -260,14 +263,15 @@ class Mshr(wiring.Component):
             match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
                      for i in range(n)]
             # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
-            # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
-            # FREE (not joinable) and off M's registered vector (it left the free list, which
-            # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
-            # the flag implies W's allocation; so the hit reads registers only and W's one-hot
-            # is not on its path (issue 12, seed 3's path). An invariant compares it with the
-            # OR of ``match``.
-            hit = named(m, Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
-                        | w_match[p], f"hit{sx(p)}")
+            # M's vector was qualified, when it was registered, with ``pending_next`` (the
+            # entries joinable in this cycle), so its bits need no state here, and the
+            # controller registered their OR with them (``disp_any``): the hit is that flag
+            # ORed with W's (W's entry is FREE, not joinable, and off M's registered vector,
+            # and the flag implies W's allocation). So the hit reads flip-flops only: neither
+            # the entries' states nor W's one-hot are on its path (issue 23: the 32-entry
+            # state-to-hit tree led the 4 x 32 point's critical path). An invariant compares
+            # it with the OR of ``match``.
+            hit = named(m, disp_any[p] | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
             invariant(m, checks, hit == Cat(*match).any(),
                       f"the MSHR hit{sx(p)} differs from the OR of its match vector "
@@ -276,7 +280,7 @@ class Mshr(wiring.Component):
             hits.append(hit)
             hit_indexes.append(hit_index)
         if checks:
-            self._lookup_protocol(m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+            self._lookup_protocol(m, disps, disp_match, disp_any, w_match, w_alloc, w_new_p, w_d,
                                   mergeable, page)
 
         # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
@@ -454,6 +458,11 @@ class Mshr(wiring.Component):
                                   ev_r | (hold & sv[2])))
             issue_qs.append(issue_q)
             done_qs.append(done_q)
+            # joinable in the next cycle: W's entry (WAIT from the next cycle), or joinable now
+            # and not leaving (a read entry leaves only by its completion, DP6's done_q, to
+            # RETURN; the mutant's RETURN entries by their free)
+            leave = ev_f if "mshr-merge-return" in mut else ev_r
+            m.d.comb += self.pending_next[i].eq((joinable[i] & ~leave) | w_new[i])
             events = Cat(ev_w, ev_q, ev_s, ev_r, ev_f)
             invariant(m, checks, (events & (events - 1)) == 0,
                       f"MSHR entry {i}: two state events in one cycle (DP6)")
@@ -494,7 +503,7 @@ class Mshr(wiring.Component):
             lemma(m, checks, ~undrawn[i] | (nbytes[i] <= waiters[i] * PAGE_BYTES),
                   f"MSHR entry {i}: more bytes than a page per waiter")
 
-    def _lookup_protocol(self, m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+    def _lookup_protocol(self, m, disps, disp_match, disp_any, w_match, w_alloc, w_new_p, w_d,
                          mergeable, page):
         """What the controller's M promises the table (DP1; the controller asserts the same
         of its vectors against a fresh lookup): the flag ``w_match`` only with W's
@@ -506,6 +515,14 @@ class Mshr(wiring.Component):
                      f"port {p}: w_match without W's allocation (DP1)")
             protocol(m, checks, (disp_match[p] & Cat(*w_new_p[p])) == 0,
                      f"port {p}: M's MSHR vector holds W's entry (DP1)")
+            # the vector was qualified with ``pending_next`` of the cycle before, and the flag is
+            # its OR (registered with it)
+            pn_q = Signal(n, name=f"pending_next_q{p}")
+            m.d.sync += pn_q.eq(self.pending_next)
+            protocol(m, checks, ((disp_match[p] & ~pn_q) == 0)
+                     & (disp_any[p] == disp_match[p].any()),
+                     f"port {p}: M's MSHR vector holds an entry that was not pending_next, or "
+                     "its flag is not its OR (DP1)")
             if not self._cfg.mshr_merge:
                 continue
             fresh = Cat(*[mergeable[i] & (page[i] == d.payload.page) for i in range(n)])

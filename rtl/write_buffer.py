@@ -149,8 +149,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
     disp_open, probe_used : ``In(write_buffer_entries)``, per port
         M's registered match vectors (§4.2, the lookup L), without W's entry, for the write
         on ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use
-        for its page); the table qualifies them by the entries' states instead of
-        comparing pages.
+        for its page), qualified when registered by the entries' states of this cycle
+        (``is_open_next``, ``in_use_next`` of the cycle before): the table compares no
+        pages and reads no state for them.
+    disp_open_any, probe_used_any : ``In(1)``, per port
+        The OR of ``disp_open`` / ``probe_used``, registered with them: the hit and
+        ``probe_block`` read flip-flops only.
     disp_pend : ``In(mshr_entries)``, per port
         M's pending-MSHR vector for the write's page: its blocker set (§4.4).
     w_match : ``In(1)``, per port
@@ -184,6 +188,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Every entry's page, and which are in use / OPEN (W's entries included), for L.
+    in_use_next, is_open_next : ``Out(write_buffer_entries)``
+        Which entries are in use / OPEN in the next cycle (W's entries, and the others
+        that do not leave that state in this cycle), for the qualification of M's vectors.
     stored_tags, w_page : ``Out``
         As in :class:`~hbfsim.rtl.mshr.Mshr`: the page registers and W's page apart.
     occupied : ``Out(range(write_buffer_entries + 1))``
@@ -229,10 +236,14 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             "launched": per_port(In(event_layout(w.wb_index))),
             "disp_open": per_port(In(m)),
             "probe_used": per_port(In(m)),
+            "disp_open_any": In(P),
+            "probe_used_any": In(P),
             "disp_pend": per_port(In(n)),
             "tags": Out(data.ArrayLayout(unsigned(w.page), m)),
             "in_use": Out(m),
             "is_open": Out(m),
+            "in_use_next": Out(m),
+            "is_open_next": Out(m),
             "stored_tags": Out(data.ArrayLayout(unsigned(w.page), m)),
             "w_page": per_port(Out(unsigned(w.page))),
         }
@@ -295,6 +306,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         disp_open_in, probe_used_in = per_port(self.disp_open), per_port(self.probe_used)
         disp_pend = per_port(self.disp_pend)
         w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
+        open_any = [self.disp_open_any] if P == 1 else [self.disp_open_any[p] for p in range(P)]
+        used_any = [self.probe_used_any] if P == 1 else [self.probe_used_any[p] for p in range(P)]
 
         state = [Signal(WbState, name=f"state{i}") for i in range(n)]
         # QUEUED -> PROGRAM at the issue decision (§4.4): the decision of td is decoded per
@@ -382,14 +395,15 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             if P > 1:   # the write ports' Ws, for a read port (partition schedulers, §4.2.4)
                 probe_used = probe_used | self.probe_xfwd[p]
             probe_useds.append(probe_used)
-            # one OPEN entry per page: the hit is an OR, its index an OR encoding. W's term of
-            # the hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off
-            # M's registered vectors; the flag implies W's allocation), so the hit reads
-            # registers only (issue 12); an invariant compares it with the OR of ``match``.
+            # one OPEN entry per page: the hit is an OR, its index an OR encoding. M's vector
+            # holds only entries OPEN in this cycle (qualified when registered, with its OR:
+            # ``disp_open_any``), and W's term of the hit is the flag alone (W's entry is FREE
+            # and off M's registered vectors; the flag implies W's allocation), so the hit
+            # reads flip-flops only (issue 23); an invariant compares it with the OR of
+            # ``match``.
             match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}") for i in range(n)]
             matches.append(match)
-            hit = named(m, Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
-                        | w_match[p], f"hit{sx(p)}")
+            hit = named(m, open_any[p] | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
             invariant(m, checks, hit == Cat(*match).any(),
                       f"the write buffer's hit{sx(p)} differs from the OR of its match vector "
@@ -397,8 +411,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             hits.append(hit)
             hit_indexes.append(hit_index)
         if checks:
-            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, w_match,
-                                  w_alloc, w_new_p, w_d, w_blk, is_open, used, page)
+            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, open_any,
+                                  used_any, w_match, w_alloc, w_new_p, w_d, w_blk, is_open,
+                                  used, page)
         # DP4: allocation from the free list; with several ports, a head per port
         if P == 1:
             any_free, free_index, free_oh, free_pop, free_count = free_list(
@@ -484,9 +499,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # ---- DP5: flush decisions, from the state at the start of the cycle ----
         probe_match = [[named(m, used_e[i] & probe_useds[p][i], f"probe_match{i}{sx(p)}")
                         for i in range(n)] for p in range(P)]
-        # as the hit: W's term is the flag, after the entries' tree
+        # as the hit: M's vector qualified when registered, its OR a flip-flop, W's term the flag
         for p in range(P):
-            block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any() | w_match[p]
+            block = used_any[p] | w_match[p]
             if P > 1:
                 block = block | self.probe_xfwd[p].any()
             if P == 1:
@@ -645,6 +660,13 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             with m.If(victims[i]):
                 m.d.sync += pressure[i].eq(1)
             ev_l = pending[i]   # leaves OPEN with the cause decided last cycle
+            # OPEN / in use in the next cycle (M's vectors are qualified with these): W's entry,
+            # or an entry that stays (OPEN is left only by a decision of the last cycle, in use
+            # only by the launch of the last waiter)
+            ev_f_i = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                      Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+            m.d.comb += [self.is_open_next[i].eq((is_open[i] & ~ev_l) | w_new[i]),
+                         self.in_use_next[i].eq((used[i] & ~ev_f_i) | w_new[i])]
             with m.If(ev_l):
                 for k, why in enumerate(FLUSH_CAUSES):
                     with (m.If if k == 0 else m.Elif)(dec[i][k]):
