@@ -12,7 +12,7 @@ from __future__ import annotations
 __all__ = ["check_waiters", "drain_cursor", "free_list", "free_list_heads", "offer_fifo",
            "offer_registered", "stage_lemmas", "waiter_list_lemmas"]
 
-from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
@@ -189,7 +189,9 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     ap = Signal(range(P), name=f"{name}_ap")
     N = max(2, n)
 
-    def wrap(v, times=3):   # v mod N for v < times * N
+    def wrap(v, times=3):   # v mod N for v < times * N (a power of two: the low bits)
+        if N & (N - 1) == 0:
+            return Value.cast(v)[:len(wr)]
         for t in reversed(range(1, times)):
             v = Mux(v >= t * N, v - t * N, v)
         return v
@@ -249,14 +251,17 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
             pj = pj | Mux(pushes[p] & (order[p] == j), push_indexes[p], 0)
         push_m.append(named(m, pj, f"{name}_push{j}"))
 
-    # the backing part's first H entries: the counter's, then the ring's from ``rd``
+    # the backing part's first H entries: the counter's, then the ring's from ``rd``.
+    # ``rd_f`` is ``rd - fresh_n`` mod N and ``fresh_gt`` the thermometer ``fresh_n > x``
+    # (x < H), both registers, so the ring's addresses are a register plus a constant
+    rd_f = Signal(ib, init=(-(n - H)) % N, name=f"{name}_rd_f")
+    fresh_gt = Signal(H, init=sum(1 << x for x in range(H) if x < n - H),
+                      name=f"{name}_fresh_gt")
     backing = []
     for x in range(H):
-        j = Signal(range(-n, H + 1), name=f"{name}_ram_k{x}")
-        m.d.comb += j.eq(x - fresh_n)
-        m.d.comb += rps[x].addr.eq(wrap(rd + j.as_unsigned()[:len(rd) + 1], 2))
+        m.d.comb += rps[x].addr.eq(wrap(rd_f + x, 2))
         b = Signal(ib, name=f"{name}_backing{x}")
-        m.d.comb += b.eq(Mux(x < fresh_n, (fresh + x)[:len(b)], rps[x].data))
+        m.d.comb += b.eq(Mux(fresh_gt[x], (fresh + x)[:len(b)], rps[x].data))
         backing.append(b)
 
     # the next heads: the list after the allocations (its position ``a + k``), then the
@@ -284,23 +289,31 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     # the backing part gives min(max(count - H, 0), a) entries to the heads, the counter's
     # first; the frees that went straight into the heads (``min(pushed, max(H - count + a,
     # 0))``) are skipped in the ring
-    back = Signal(range(n + 1), name=f"{name}_back")
-    m.d.comb += back.eq(Mux(count > H, count - H, 0))
-    rd_c, fresh_c, fresh_n_c = [], [], []
+    # As thermometers over the registers: position H + t of the list is the backing part's
+    # t-th entry (``deep[H + t]``), from the counter while ``fresh_gt[t]``; head position t is
+    # free after a allocations when ``~deep[t + a]``; ``pushed > s`` is ``push_gt[s]``.
+    push_gt = [named(m, pushed > s, f"{name}_pushed_gt{s}") for s in range(H)]
+    rd_c, fresh_c, fresh_n_c, rd_f_c, fresh_gt_c = [], [], [], [], []
     for a in range(H + 1):
-        taken = Mux(back < a, back, a)
-        from_fresh = Mux(fresh_n < taken, fresh_n, taken)
-        room = Mux(count - a < H, H - (count - a), 0)   # count >= a when a_gt says so
-        skip = Mux(pushed < room, pushed, room)
-        rd_c.append(wrap(rd + (taken - from_fresh) + skip, 3))
+        from_fresh = tree_sum([deep[H + t] & fresh_gt[t] for t in range(a)])
+        from_ram = tree_sum([deep[H + t] & ~fresh_gt[t] for t in range(a)])
+        skip = tree_sum([push_gt[s] & ~deep[a + H - 1 - s] for s in range(H)])
+        rd_c.append(wrap(rd + from_ram + skip, 3))
         fresh_c.append(fresh + from_fresh)
-        fresh_n_c.append(fresh_n - from_fresh)
-    rd_n, fr_n, frn_n = rd_c[0], fresh_c[0], fresh_n_c[0]
+        fn = Signal(range(n + 1), name=f"{name}_fresh_left_a{a}")
+        m.d.comb += fn.eq(fresh_n - from_fresh)
+        fresh_n_c.append(fn)
+        fresh_gt_c.append(Cat(*[fn > x for x in range(H)]))
+        rd_f_c.append(wrap(rd + from_ram + skip + N - fn, 4))
+    rd_n, fr_n, frn_n, rdf_n, fgt_n = rd_c[0], fresh_c[0], fresh_n_c[0], rd_f_c[0], fresh_gt_c[0]
     for a in range(1, H + 1):
         rd_n = Mux(a_gt[a - 1], rd_c[a], rd_n)
         fr_n = Mux(a_gt[a - 1], fresh_c[a], fr_n)
         frn_n = Mux(a_gt[a - 1], fresh_n_c[a], frn_n)
-    m.d.sync += [rd.eq(rd_n), fresh.eq(fr_n), fresh_n.eq(frn_n)]
+        rdf_n = Mux(a_gt[a - 1], rd_f_c[a], rdf_n)
+        fgt_n = Mux(a_gt[a - 1], fresh_gt_c[a], fgt_n)
+    m.d.sync += [rd.eq(rd_n), fresh.eq(fr_n), fresh_n.eq(frn_n), rd_f.eq(rdf_n),
+                 fresh_gt.eq(fgt_n)]
 
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
