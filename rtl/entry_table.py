@@ -9,14 +9,41 @@ cursor), and the checks of the waiter lists.
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_cursor", "free_list", "free_list_heads", "offer_fifo",
-           "offer_registered", "stage_lemmas", "waiter_list_lemmas"]
+__all__ = ["REGISTERED_LOOKUP_ABOVE", "check_waiters", "drain_cursor", "free_list",
+           "free_list_heads", "offer_fifo", "offer_registered", "registered_lookup",
+           "stage_lemmas", "waiter_list_lemmas"]
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
 from hbfsim.rtl.logic import (lowest_set, named, select, tree_sum)
+
+
+#: Tables of more entries than this register their lookup's hit flags and keep their
+#: multi-port free list's heads in registers (:func:`registered_lookup`).
+REGISTERED_LOOKUP_ABOVE = 8
+
+
+def registered_lookup(entries: int) -> bool:
+    """Whether a table of ``entries`` entries (MSHR table, write buffer) takes the registered
+    structures of its lookup and allocation (§13: the same cycles, other registers).
+
+    * **Registered hits**: M qualifies its match vector for the table, when it registers
+      it, with the entries' states of the next cycle (the table's ``*_next`` outputs) and
+      registers the vector's OR beside it; the table's hit (and the write buffer's RAW
+      block) is that flip-flop ORed with W's flag, not an AND-OR over every entry's state.
+    * **Registered free-list heads** (several ports): :func:`free_list_heads` with
+      ``registered=True``.
+
+    Both pay where the table is wide: at 4 channels x 32 MSHR entries they took the
+    controller from 50.66 to 63.78 MHz (ECP5-85k, seed 1), while at the base point (8 MSHR
+    entries, 4 write-buffer entries) they cost it 3 % (mean of seeds 1-3, below 100 MHz):
+    there the state-to-hit tree was never critical and the added registers cost placement
+    (docs/rtl.md "Issue 23: the 4 x 32 point"). Tables of at most
+    :data:`REGISTERED_LOOKUP_ABOVE` entries keep the plain structures.
+    """
+    return entries > REGISTERED_LOOKUP_ABOVE
 
 
 def _ring_next(ptr, n: int):
@@ -130,7 +157,8 @@ def _rank_from_pointer(m, want, ap, name):
     return ranks
 
 
-def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
+def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
+                    registered: bool = False):
     """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
 
     The ports that ``want`` an entry are ranked from the pool's allocation pointer ``ap``
@@ -140,17 +168,21 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     + 1. The entries of ``pushes`` (one per response port: the launch that frees an entry)
     join the tail at the end of the cycle in ascending port order.
 
-    Structure (§13, no cycle changes): the first ``H = min(P, n)`` entries of the list are
-    flip-flops (the *heads*), so a grant reads its entry from a register chosen by its rank;
-    the rest of the list (the *backing* part) is a counter for the entries never allocated
-    since reset followed by a LUT-RAM ring. At the end of a cycle the heads shift down by the
-    cycle's allocations and refill from the backing part's first entries (read at registered
-    addresses) and then from the cycle's frees, each next head a multiplexer over the number
-    of allocations whose inputs are all registers or RAM words read at registered addresses.
-    Every free is written into the ring; those that went straight into the heads are
-    skipped by the read pointer. "The list holds more than k entries" (``more``, for k <
-    P; ``deep``, for k < 2H, the heads' refill) and ``safe`` are flip-flops computed from the
-    next count.
+    Two structures of the same list (§13, no cycle changes), chosen by ``registered``
+    (:func:`registered_lookup` of the table's size):
+
+    * read from the RAM (``registered=False``): a counter for the entries never allocated
+      since reset, then a LUT-RAM of the entries freed since; the k-th head is a RAM word
+      (or the counter's) read at ``rd + k - fresh_left``;
+    * heads in registers (``registered=True``): the first ``H = min(P, n)`` entries are
+      flip-flops, shifted by the cycle's allocations and refilled from the RAM (read at
+      registered addresses) and the cycle's frees; the grant's entry is a register chosen by
+      its rank, and the RAM's bookkeeping is thermometers over registers. Fewer logic levels
+      behind the grant, more registers and placement (docs/rtl.md "Issue 23: the 4 x 32
+      point").
+
+    "The list holds more than k entries" (``more``, k < P) and ``safe`` are flip-flops
+    computed from the next count.
 
     Parameters
     ----------
@@ -162,6 +194,8 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
         Per request port: its M allocates from this pool in this cycle.
     name : str
         Prefix of the signals and of the memory.
+    registered : bool
+        The heads in registers (see above).
 
     Returns
     -------
@@ -170,6 +204,101 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     checks), and per port its rank among the wanting ports (the allocation order of the
     cycle's entries: the k-th head is allocated before the k+1-th)
     """
+    build = _heads_in_registers if registered else _heads_from_ram
+    return build(m, n, pushes, push_indexes, want, name)
+
+
+def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str):
+    """:func:`free_list_heads` with its heads read from the RAM (``registered=False``)."""
+    P = len(want)
+    ib = range(max(2, n))
+    fifo = memory.Memory(shape=ib, depth=n, init=[])
+    m.submodules[name] = fifo
+    wps = [fifo.write_port() for _ in range(P)]
+    rps = [fifo.read_port(domain="comb") for _ in range(P)]
+    wr = Signal(ib, name=f"{name}_wr")
+    rd = Signal(ib, name=f"{name}_rd")
+    # the entries never allocated since reset: ``n - fresh_n .. n - 1``, ahead of the RAM's
+    fresh_n = Signal(range(n + 1), init=n, name=f"{name}_fresh_left")
+    count = Signal(range(n + 1), init=n, name=f"{name}_count")
+    more = Signal(P, init=sum(1 << k for k in range(P) if k < n), name=f"{name}_more")
+    ap = Signal(range(P), name=f"{name}_ap")
+
+    def wrap(v):   # v < 2n
+        return Mux(v >= n, v - n, v)
+
+    # the k-th entry from the head, k < P
+    heads = []
+    for k in range(P):
+        j = Signal(range(-n, P + 1), name=f"{name}_ram_k{k}")
+        m.d.comb += j.eq(k - fresh_n)
+        m.d.comb += rps[k].addr.eq(wrap(rd + j.as_unsigned()[:len(rd) + 1]))
+        h = Signal(ib, name=f"{name}_head_k{k}")
+        m.d.comb += h.eq(Mux(k < fresh_n, (n + k - fresh_n)[:len(h)], rps[k].data))
+        heads.append(h)
+    ranks = _rank_from_pointer(m, want, ap, name)
+    # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
+    # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
+    # grant is the same (safe implies more[rank_p]), but with two ports it is
+    # ``want_p & (safe_p | more[0] & ~want_other)``: the other port's want enters at the last
+    # gate (when ap names the other port first, rank_p = want_other; otherwise safe_p =
+    # more[0]), not through the rank and the pointer
+    safe = Signal(P, init=sum(1 << p for p in range(P) if p < n), name=f"{name}_safe")
+    granted, index = [], []
+    for p in range(P):
+        got = Const(0, 1)
+        idx = heads[0]
+        for k in range(P):
+            got = Mux(ranks[p] == k, more[k], got)
+            if k:
+                idx = Mux(ranks[p] == k, heads[k], idx)
+        if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
+            got = more[0] & ~want[1 - p]
+        granted.append(named(m, want[p] & (safe[p] | got), f"{name}_granted{p}"))
+        ix = Signal(ib, name=f"{name}_index{p}")
+        m.d.comb += ix.eq(idx)
+        index.append(ix)
+    allocs = Signal(range(P + 1), name=f"{name}_allocs")
+    m.d.comb += allocs.eq(tree_sum(granted))
+    nxt = Const(0, 1)
+    for p in range(P):
+        nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
+    ap_next = Signal(range(P), name=f"{name}_ap_next")
+    m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
+    m.d.sync += ap.eq(ap_next)
+    # the RAM's part of the allocations: those beyond the fresh entries
+    from_ram = Signal(range(P + 1), name=f"{name}_from_ram")
+    m.d.comb += from_ram.eq(Mux(allocs > fresh_n, allocs - fresh_n, 0))
+    m.d.sync += [fresh_n.eq(Mux(allocs > fresh_n, 0, fresh_n - allocs)),
+                 rd.eq(wrap(rd + from_ram))]
+    # frees join the tail in ascending response port order
+    before = Const(0, 1)
+    for p in range(P):
+        m.d.comb += [wps[p].addr.eq(wrap(wr + before)), wps[p].data.eq(push_indexes[p]),
+                     wps[p].en.eq(pushes[p])]
+        before = before + pushes[p]
+    pushed = Signal(range(P + 1), name=f"{name}_pushed")
+    m.d.comb += pushed.eq(tree_sum(pushes))
+    m.d.sync += wr.eq(wrap(wr + pushed))
+    after = Signal(range(n + P + 1), name=f"{name}_next")
+    m.d.comb += after.eq(count + pushed - allocs)
+    m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
+    for p in range(P):   # (p - a) mod P ports come before p when the pointer is a
+        pick = after > p
+        for a in range(1, P):
+            pick = Mux(ap_next == a, after > (p - a) % P, pick)
+        m.d.sync += safe[p].eq(pick)
+    return granted, index, count, ap, ranks
+
+def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
+    """:func:`free_list_heads` with its first ``min(P, n)`` entries in registers
+    (``registered=True``): at the end of a cycle the heads shift down by the cycle's
+    allocations and refill from the backing part's first entries (read at registered
+    addresses) and then from the cycle's frees, each next head a multiplexer over the number
+    of allocations whose inputs are all registers or RAM words read at registered addresses.
+    Every free is written into the ring; those that went straight into the heads are skipped
+    by the read pointer. ``deep`` (the list holds more than k entries, k < 2H: the heads'
+    refill) is a flip-flop too."""
     P = len(want)
     H = min(P, n)
     ib = range(max(2, n))

@@ -37,10 +37,11 @@ class WriteBufferChecks:
             w_oh = Cat(*w_new_p[p])
             protocol(m, checks, ((disp_open[p] & w_oh) == 0) & ((probe_used[p] & w_oh) == 0),
                      f"port {p}: M's write-buffer vectors hold W's entry (DP1)")
-            # qualified with ``is_open_next`` / ``in_use_next`` of the cycle before, the flags
-            # their ORs (registered with them)
-            for vec, anyf, nxt, what in ((disp_open[p], open_any[p], self.is_open_next, "open"),
-                                         (probe_used[p], used_any[p], self.in_use_next, "used")):
+            # with registered hits: qualified with ``is_open_next`` / ``in_use_next`` of the
+            # cycle before, the flags their ORs (registered with them)
+            for vec, anyf, nxt, what in (((disp_open[p], open_any[p], self.is_open_next, "open"),
+                                          (probe_used[p], used_any[p], self.in_use_next, "used"))
+                                         if open_any is not None else ()):
                 nxt_q = Signal.like(nxt, name=f"chk_{what}_next_q{p}")
                 m.d.sync += nxt_q.eq(nxt)
                 protocol(m, checks, ((vec & ~nxt_q) == 0) & (anyf == vec.any()),
