@@ -221,6 +221,17 @@ class Controller(wiring.Component):
         adm_hit = per_port(adm.hit)
         mdisp, wdisp, probe = per_port(mshr.disp), per_port(wb.disp), per_port(wb.probe)
         disp_match, disp_hit = per_port(mshr.disp_match), per_port(mshr.disp_hit)
+        # tables of more than eight entries take M's hit flags registered with its vectors,
+        # which M qualifies with their next-cycle states (entry_table.registered_lookup)
+        mshr_reg, wb_reg = mshr.registered, wb.registered
+        disp_any = per_port(mshr.disp_any) if mshr_reg else None
+        open_any, used_any = ((per_port(wb.disp_open_any), per_port(wb.probe_used_any))
+                              if wb_reg else (None, None))
+        # L's qualification: the entries' states now, or with registered hits those of the
+        # next cycle (M registers L's vectors)
+        mshr_pending = mshr.pending_next if mshr_reg else mshr.pending
+        wb_in_use = wb.in_use_next if wb_reg else wb.in_use
+        wb_is_open = wb.is_open_next if wb_reg else wb.is_open
         mshr_w_match, wb_w_match = per_port(mshr.w_match), per_port(wb.w_match)
         mshr_w_entry, wb_w_entry = per_port(mshr.w_entry), per_port(wb.w_entry)
         disp_open, probe_used = per_port(wb.disp_open), per_port(wb.probe_used)
@@ -415,12 +426,12 @@ class Controller(wiring.Component):
             for i in range(n_mshr):
                 eq = self._l_page_eq(m, head.page, mshr.stored_tags[i], mshr_w_eq,
                                      per_port(mshr.w_entry), i, f"l_mshr_eq{i}{sfx}")
-                m.d.comb += l_mshr[i].eq(mshr.pending[i] & eq)
+                m.d.comb += l_mshr[i].eq(mshr_pending[i] & eq)
             for j in range(n_wb):
                 page_eq = self._l_page_eq(m, head.page, wb.stored_tags[j], wb_w_eq,
                                           per_port(wb.w_entry), j, f"l_page_eq{j}{sfx}")
-                m.d.comb += [l_used[j].eq(wb.in_use[j] & page_eq),
-                             l_open[j].eq(wb.is_open[j] & page_eq)]
+                m.d.comb += [l_used[j].eq(wb_in_use[j] & page_eq),
+                             l_open[j].eq(wb_is_open[j] & page_eq)]
 
             # Q's head moves into M when M is empty at the start of the cycle or dispatches
             m.d.comb += q.out.ready.eq(~m_valid | dispatch)
@@ -445,14 +456,27 @@ class Controller(wiring.Component):
             # stays only while its entry is still mergeable / in use / OPEN, as the tables
             # export them) are registered in every cycle, and ``m_took`` chooses, so that the
             # dispatch decision (``load``) reaches no vector register
-            vectors = [(m_mshr, l_mshr, v_mshr & mshr.pending, "m_match_mshr"),
-                       (m_used, l_used, v_used & wb.in_use, "m_match_used"),
-                       (m_open, l_open, v_open & wb.is_open, "m_match_open")]
-            for vec, looked_up, qualified, what in vectors:
+            # With registered hits (tables of more than eight entries) the vectors are
+            # qualified with the entries' states of the next cycle (the tables' ``*_next``: the
+            # entries that do not leave the state in this cycle, and the Ws'), and their ORs
+            # registered with them: the tables' hits and RAW block then read flip-flops only,
+            # not the entries' states (issue 23; §13: the same values in other registers)
+            vectors = [(m_mshr, l_mshr, v_mshr & mshr_pending,
+                        disp_any[p] if mshr_reg else None, "m_match_mshr"),
+                       (m_used, l_used, v_used & wb_in_use,
+                        used_any[p] if wb_reg else None, "m_match_used"),
+                       (m_open, l_open, v_open & wb_is_open,
+                        open_any[p] if wb_reg else None, "m_match_open")]
+            for vec, looked_up, qualified, anyf, what in vectors:
                 new = Signal.like(vec, name=f"{what}{sx(p)}_new")
                 old = Signal.like(vec, name=f"{what}{sx(p)}_old")
                 m.d.sync += [new.eq(looked_up), old.eq(qualified)]
                 m.d.comb += vec.eq(Mux(m_took, new, old))
+                if anyf is not None:
+                    any_new = Signal(name=f"{what}{sx(p)}_any_new")
+                    any_old = Signal(name=f"{what}{sx(p)}_any_old")
+                    m.d.sync += [any_new.eq(looked_up.any()), any_old.eq(qualified.any())]
+                    m.d.comb += anyf.eq(Mux(m_took, any_new, any_old))
             if self._checks:
                 # the vectors M uses equal a fresh lookup of the state the tables export (the
                 # Ws' entries included, DP1)

@@ -9,14 +9,41 @@ cursor), and the checks of the waiter lists.
 
 from __future__ import annotations
 
-__all__ = ["check_waiters", "drain_cursor", "free_list", "free_list_heads", "offer_fifo",
-           "offer_registered", "stage_lemmas", "waiter_list_lemmas"]
+__all__ = ["REGISTERED_LOOKUP_ABOVE", "check_waiters", "drain_cursor", "free_list",
+           "free_list_heads", "offer_fifo", "offer_registered", "registered_lookup",
+           "stage_lemmas", "waiter_list_lemmas"]
 
-from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
 from hbfsim.rtl.logic import (lowest_set, named, select, tree_sum)
+
+
+#: Tables of more entries than this register their lookup's hit flags and keep their
+#: multi-port free list's heads in registers (:func:`registered_lookup`).
+REGISTERED_LOOKUP_ABOVE = 8
+
+
+def registered_lookup(entries: int) -> bool:
+    """Whether a table of ``entries`` entries (MSHR table, write buffer) takes the registered
+    structures of its lookup and allocation (§13: the same cycles, other registers).
+
+    * **Registered hits**: M qualifies its match vector for the table, when it registers
+      it, with the entries' states of the next cycle (the table's ``*_next`` outputs) and
+      registers the vector's OR beside it; the table's hit (and the write buffer's RAW
+      block) is that flip-flop ORed with W's flag, not an AND-OR over every entry's state.
+    * **Registered free-list heads** (several ports): :func:`free_list_heads` with
+      ``registered=True``.
+
+    Both pay where the table is wide: at 4 channels x 32 MSHR entries they took the
+    controller from 50.66 to 63.78 MHz (ECP5-85k, seed 1), while at the base point (8 MSHR
+    entries, 4 write-buffer entries) they cost it 3 % (mean of seeds 1-3, below 100 MHz):
+    there the state-to-hit tree was never critical and the added registers cost placement
+    (docs/rtl.md "Issue 23: the 4 x 32 point"). Tables of at most
+    :data:`REGISTERED_LOOKUP_ABOVE` entries keep the plain structures.
+    """
+    return entries > REGISTERED_LOOKUP_ABOVE
 
 
 def _ring_next(ptr, n: int):
@@ -130,18 +157,32 @@ def _rank_from_pointer(m, want, ap, name):
     return ranks
 
 
-def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
+def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
+                    registered: bool = False):
     """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
 
-    The FIFO of :func:`free_list` (``0 .. n - 1`` at every reset: a counter for the entries
-    never allocated since reset, then a LUT-RAM of the entries freed since), with ``P``
-    heads: the ports that ``want`` an entry are ranked from the pool's allocation pointer
-    ``ap`` (``ap, ap + 1, ... mod P``) and the k-th of them takes the k-th entry from the
-    head; ports beyond the entries in the list stall. After a cycle with an allocation
-    ``ap`` moves to the last allocating port (in that order) + 1. The entries of ``pushes``
-    (one per response port: the launch that frees an entry) join the tail at the end of the
-    cycle in ascending port order. "The list holds more than k entries" is a flip-flop per
-    ``k < P`` computed from the next count, so a grant reads the rank and registers only.
+    The ports that ``want`` an entry are ranked from the pool's allocation pointer ``ap``
+    (``ap, ap + 1, ... mod P``) and the k-th of them takes the k-th entry from the head of
+    the list (``0 .. n - 1`` at every reset); ports beyond the entries in the list stall.
+    After a cycle with an allocation ``ap`` moves to the last allocating port (in that order)
+    + 1. The entries of ``pushes`` (one per response port: the launch that frees an entry)
+    join the tail at the end of the cycle in ascending port order.
+
+    Two structures of the same list (§13, no cycle changes), chosen by ``registered``
+    (:func:`registered_lookup` of the table's size):
+
+    * read from the RAM (``registered=False``): a counter for the entries never allocated
+      since reset, then a LUT-RAM of the entries freed since; the k-th head is a RAM word
+      (or the counter's) read at ``rd + k - fresh_left``;
+    * heads in registers (``registered=True``): the first ``H = min(P, n)`` entries are
+      flip-flops, shifted by the cycle's allocations and refilled from the RAM (read at
+      registered addresses) and the cycle's frees; the grant's entry is a register chosen by
+      its rank, and the RAM's bookkeeping is thermometers over registers. Fewer logic levels
+      behind the grant, more registers and placement (docs/rtl.md "Issue 23: the 4 x 32
+      point").
+
+    "The list holds more than k entries" (``more``, k < P) and ``safe`` are flip-flops
+    computed from the next count.
 
     Parameters
     ----------
@@ -153,14 +194,22 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
         Per request port: its M allocates from this pool in this cycle.
     name : str
         Prefix of the signals and of the memory.
+    registered : bool
+        The heads in registers (see above).
 
     Returns
     -------
     (granted, index, count, ap, ranks) : per port whether it got an entry and the entry
-    (binary; the k-th head for its rank when not granted), the count register and the
-    pointer (for checks), and per port its rank among the wanting ports (the allocation
-    order of the cycle's entries: the k-th head is allocated before the k+1-th)
+    (binary; the head of its rank when not granted), the count register and the pointer (for
+    checks), and per port its rank among the wanting ports (the allocation order of the
+    cycle's entries: the k-th head is allocated before the k+1-th)
     """
+    build = _heads_in_registers if registered else _heads_from_ram
+    return build(m, n, pushes, push_indexes, want, name)
+
+
+def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str):
+    """:func:`free_list_heads` with its heads read from the RAM (``registered=False``)."""
     P = len(want)
     ib = range(max(2, n))
     fifo = memory.Memory(shape=ib, depth=n, init=[])
@@ -234,6 +283,171 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str):
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
     m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)]))]
+    for p in range(P):   # (p - a) mod P ports come before p when the pointer is a
+        pick = after > p
+        for a in range(1, P):
+            pick = Mux(ap_next == a, after > (p - a) % P, pick)
+        m.d.sync += safe[p].eq(pick)
+    return granted, index, count, ap, ranks
+
+def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
+    """:func:`free_list_heads` with its first ``min(P, n)`` entries in registers
+    (``registered=True``): at the end of a cycle the heads shift down by the cycle's
+    allocations and refill from the backing part's first entries (read at registered
+    addresses) and then from the cycle's frees, each next head a multiplexer over the number
+    of allocations whose inputs are all registers or RAM words read at registered addresses.
+    Every free is written into the ring; those that went straight into the heads are skipped
+    by the read pointer. ``deep`` (the list holds more than k entries, k < 2H: the heads'
+    refill) is a flip-flop too."""
+    P = len(want)
+    H = min(P, n)
+    ib = range(max(2, n))
+    fifo = memory.Memory(shape=ib, depth=max(2, n), init=[])
+    m.submodules[name] = fifo
+    wps = [fifo.write_port() for _ in range(P)]
+    rps = [fifo.read_port(domain="comb") for _ in range(H)]
+    wr = Signal(ib, name=f"{name}_wr")
+    rd = Signal(ib, name=f"{name}_rd")
+    heads = [Signal(ib, init=k, name=f"{name}_head_k{k}") for k in range(H)]
+    # the backing part's entries never allocated since reset: ``fresh .. n - 1``
+    fresh = Signal(range(n + 1), init=H, name=f"{name}_fresh")
+    fresh_n = Signal(range(n + 1), init=n - H, name=f"{name}_fresh_left")
+    count = Signal(range(n + 1), init=n, name=f"{name}_count")
+    more = Signal(P, init=sum(1 << k for k in range(P) if k < n), name=f"{name}_more")
+    deep = Signal(2 * H, init=sum(1 << k for k in range(2 * H) if k < n), name=f"{name}_deep")
+    ap = Signal(range(P), name=f"{name}_ap")
+    N = max(2, n)
+
+    def wrap(v, times=3):   # v mod N for v < times * N (a power of two: the low bits)
+        if N & (N - 1) == 0:
+            return Value.cast(v)[:len(wr)]
+        for t in reversed(range(1, times)):
+            v = Mux(v >= t * N, v - t * N, v)
+        return v
+
+    ranks = _rank_from_pointer(m, want, ap, name)
+    # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
+    # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
+    # grant is the same (safe implies more[rank_p]), but with two ports it is
+    # ``want_p & (safe_p | more[0] & ~want_other)``: the other port's want enters at the last
+    # gate (when ap names the other port first, rank_p = want_other; otherwise safe_p =
+    # more[0]), not through the rank and the pointer
+    safe = Signal(P, init=sum(1 << p for p in range(P) if p < n), name=f"{name}_safe")
+    granted, index = [], []
+    for p in range(P):
+        got = Const(0, 1)
+        idx = heads[0]
+        for k in range(P):
+            got = Mux(ranks[p] == k, more[k], got)
+            if 0 < k < H:
+                idx = Mux(ranks[p] == k, heads[k], idx)
+        if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
+            got = more[0] & ~want[1 - p]
+        granted.append(named(m, want[p] & (safe[p] | got), f"{name}_granted{p}"))
+        ix = Signal(ib, name=f"{name}_index{p}")
+        m.d.comb += ix.eq(idx)
+        index.append(ix)
+    # the cycle's allocations: the first min(wanting ports, entries) of the ranked ports; as a
+    # thermometer ``a > k`` (k < H) from the wants and ``more`` alone
+    nwant = Signal(range(P + 1), name=f"{name}_nwant")
+    m.d.comb += nwant.eq(tree_sum(want))
+    a_gt = [named(m, (nwant > k) & more[k], f"{name}_allocs_gt{k}") for k in range(H)]
+    allocs = Signal(range(P + 1), name=f"{name}_allocs")
+    m.d.comb += allocs.eq(tree_sum(a_gt))
+    nxt = Const(0, 1)
+    for p in range(P):
+        nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
+    ap_next = Signal(range(P), name=f"{name}_ap_next")
+    m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
+    m.d.sync += ap.eq(ap_next)
+
+    # frees: every one written into the ring at the tail, in ascending response port order;
+    # ``push_m[j]`` is the j-th free of the cycle in that order
+    before = Const(0, 1)
+    order = []
+    for p in range(P):
+        m.d.comb += [wps[p].addr.eq(wrap(wr + before, 2)), wps[p].data.eq(push_indexes[p]),
+                     wps[p].en.eq(pushes[p])]
+        order.append(before)
+        before = before + pushes[p]
+    pushed = Signal(range(P + 1), name=f"{name}_pushed")
+    m.d.comb += pushed.eq(tree_sum(pushes))
+    m.d.sync += wr.eq(wrap(wr + pushed, 2))
+    push_m = []
+    for j in range(H):
+        pj = Const(0, len(heads[0]))
+        for p in range(P):
+            pj = pj | Mux(pushes[p] & (order[p] == j), push_indexes[p], 0)
+        push_m.append(named(m, pj, f"{name}_push{j}"))
+
+    # the backing part's first H entries: the counter's, then the ring's from ``rd``.
+    # ``rd_f`` is ``rd - fresh_n`` mod N and ``fresh_gt`` the thermometer ``fresh_n > x``
+    # (x < H), both registers, so the ring's addresses are a register plus a constant
+    rd_f = Signal(ib, init=(-(n - H)) % N, name=f"{name}_rd_f")
+    fresh_gt = Signal(H, init=sum(1 << x for x in range(H) if x < n - H),
+                      name=f"{name}_fresh_gt")
+    backing = []
+    for x in range(H):
+        m.d.comb += rps[x].addr.eq(wrap(rd_f + x, 2))
+        b = Signal(ib, name=f"{name}_backing{x}")
+        m.d.comb += b.eq(Mux(fresh_gt[x], (fresh + x)[:len(b)], rps[x].data))
+        backing.append(b)
+
+    # the next heads: the list after the allocations (its position ``a + k``), then the
+    # frees: position ``j < H`` a head, ``j < count`` the backing part's ``j - H``, else the
+    # free ``j - count``; one multiplexer over ``a`` per head
+    for k in range(H):
+        cands = []
+        for a in range(H + 1):
+            j = a + k
+            if j < H:
+                kept = heads[j]
+            elif j - H < H:
+                kept = backing[j - H]
+            else:
+                kept = Const(0, len(heads[0]))
+            from_push = Const(0, len(heads[0]))
+            for c in range(j + 1):   # count == c <= j: the free j - c
+                from_push = Mux(count == c, push_m[j - c] if j - c < H else 0, from_push)
+            cands.append(Mux(deep[j] if j < 2 * H else 1, kept, from_push))
+        value = cands[0]
+        for a in range(1, H + 1):
+            value = Mux(a_gt[a - 1], cands[a], value)
+        m.d.sync += heads[k].eq(value)
+
+    # the backing part gives min(max(count - H, 0), a) entries to the heads, the counter's
+    # first; the frees that went straight into the heads (``min(pushed, max(H - count + a,
+    # 0))``) are skipped in the ring
+    # As thermometers over the registers: position H + t of the list is the backing part's
+    # t-th entry (``deep[H + t]``), from the counter while ``fresh_gt[t]``; head position t is
+    # free after a allocations when ``~deep[t + a]``; ``pushed > s`` is ``push_gt[s]``.
+    push_gt = [named(m, pushed > s, f"{name}_pushed_gt{s}") for s in range(H)]
+    rd_c, fresh_c, fresh_n_c, rd_f_c, fresh_gt_c = [], [], [], [], []
+    for a in range(H + 1):
+        from_fresh = tree_sum([deep[H + t] & fresh_gt[t] for t in range(a)])
+        from_ram = tree_sum([deep[H + t] & ~fresh_gt[t] for t in range(a)])
+        skip = tree_sum([push_gt[s] & ~deep[a + H - 1 - s] for s in range(H)])
+        rd_c.append(wrap(rd + from_ram + skip, 3))
+        fresh_c.append(fresh + from_fresh)
+        fn = Signal(range(n + 1), name=f"{name}_fresh_left_a{a}")
+        m.d.comb += fn.eq(fresh_n - from_fresh)
+        fresh_n_c.append(fn)
+        fresh_gt_c.append(Cat(*[fn > x for x in range(H)]))
+        rd_f_c.append(wrap(rd + from_ram + skip + N - fn, 4))
+    rd_n, fr_n, frn_n, rdf_n, fgt_n = rd_c[0], fresh_c[0], fresh_n_c[0], rd_f_c[0], fresh_gt_c[0]
+    for a in range(1, H + 1):
+        rd_n = Mux(a_gt[a - 1], rd_c[a], rd_n)
+        fr_n = Mux(a_gt[a - 1], fresh_c[a], fr_n)
+        frn_n = Mux(a_gt[a - 1], fresh_n_c[a], frn_n)
+        rdf_n = Mux(a_gt[a - 1], rd_f_c[a], rdf_n)
+        fgt_n = Mux(a_gt[a - 1], fresh_gt_c[a], fgt_n)
+    m.d.sync += [rd.eq(rd_n), fresh.eq(fr_n), fresh_n.eq(frn_n), rd_f.eq(rdf_n),
+                 fresh_gt.eq(fgt_n)]
+
+    after = Signal(range(n + P + 1), name=f"{name}_next")
+    m.d.comb += after.eq(count + pushed - allocs)
+    m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)])),
+                 deep.eq(Cat(*[after > k for k in range(2 * H)]))]
     for p in range(P):   # (p - a) mod P ports come before p when the pointer is a
         pick = after > p
         for a in range(1, P):

@@ -83,10 +83,16 @@ def _build(block: str, cfg, mutations):
         return ChannelQueue(cfg, **opts)
     if block == "scheduler":
         return Scheduler(cfg, **opts)
-    if block == "mshr":
-        return Mshr(cfg, **opts)
-    if block == "write_buffer":
-        return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, **opts)
+    # the ``*_registered`` blocks: the tables' registered lookup structures (registered hits;
+    # with the channel shape's ports, registered free-list heads), which the configurations
+    # take only above eight entries (entry_table.registered_lookup), at the formal sizes
+    shape = dict(ports=cfg.channels) if cfg.host_ports == "channel" else {}
+    registered = block.endswith("_registered")
+    if block in ("mshr", "mshr_registered"):
+        return Mshr(cfg, registered=registered, **opts, **shape)
+    if block in ("write_buffer", "write_buffer_registered"):
+        return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, registered=registered, **opts,
+                           **shape)
     if block in ("admission", "admission_channel"):
         ports = dict(ports=cfg.channels) if block == "admission_channel" else {}
         return Admission(cfg, id_bits=2, source_bits=1, **opts, **ports)
@@ -169,6 +175,12 @@ BLOCKS = {b.name: b for b in (
     FormalBlock("mshr", dict(mshr_entries=2, channels=2), 10, 5, True, 11, k=3, ci_step=False),
     FormalBlock("write_buffer", dict(write_buffer_entries=2, mshr_entries=1), 10, 6, True, 10,
                 k=4, ci_step=False),
+    # The same tables with the registered lookup structures (what tables of more than eight
+    # entries take: M's vectors qualified by the entries' next-cycle states, the hit flags
+    # registered).
+    FormalBlock("mshr_registered", dict(mshr_entries=2, channels=2), 10, 5, False, 11),
+    FormalBlock("write_buffer_registered", dict(write_buffer_entries=2, mshr_entries=1), 10, 6,
+                False, 10),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
     # (registered), distinct slots per cycle.

@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    offer_fifo, offer_registered, stage_lemmas,
+                                    offer_fifo, offer_registered, registered_lookup, stage_lemmas,
                                     waiter_list_lemmas)
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
@@ -95,6 +95,12 @@ class Mshr(wiring.Component):
         (§4.2.3, §8). With ``P > 1`` the per-port members below are arrays of ``P`` (the
         one-bit ones ``P``-bit vectors): per port a W register, a merge and a head of the
         free list (DP4); response port ``p`` drains the RETURN entries of channel ``p``.
+    registered : bool or None
+        The registered lookup structures (:func:`~hbfsim.rtl.entry_table.registered_lookup`:
+        M's hit flags registered with its vectors, which arrive qualified by the entries'
+        next-cycle states; with several ports, the free list's heads in registers). None
+        (default): chosen by the table's size, ``mshr_entries > 8``. The same cycles either way
+        (§13); the formal set checks both.
 
     Members
     -------
@@ -135,6 +141,11 @@ class Mshr(wiring.Component):
     tags : ``Out(ArrayLayout(page, mshr_entries))``, ``pending`` : ``Out(mshr_entries)``
         Page of every entry and whether it is in WAIT, QUEUED or ISSUED (W's entries
         included), for L and the write buffer's flush rule (§4.4).
+    disp_any : ``In(1)``, per port; ``pending_next`` : ``Out(mshr_entries)``
+        Only with ``registered``: the OR of ``disp_match``, registered with it, and the
+        entries joinable in the next cycle (W's, and those that do not complete in this
+        one), with which M qualifies its vector when it registers it; the hit then reads
+        flip-flops only.
     stored_tags : ``Out(ArrayLayout(page, mshr_entries))``, ``w_page`` : ``Out(page)``, per port
         The same pages apart: every entry's page register, and the page W writes into its
         entry (``w_entry``), so that L compares its page with registers and picks W's result
@@ -143,13 +154,17 @@ class Mshr(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, checks: bool | str = True, mutations=(),
-                 ports: int = 1):
+                 ports: int = 1, registered: bool | None = None):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
         n, c = cfg.mshr_entries, cfg.channels
+        # M's hit flag registered with its vector, the free list's heads in registers
+        # (entry_table.registered_lookup: tables of more than eight entries)
+        self._registered = registered = (registered_lookup(n) if registered is None
+                                         else bool(registered))
 
         def per_port(member):
             return member if P == 1 else member.array(P)
@@ -157,6 +172,7 @@ class Mshr(wiring.Component):
         super().__init__({
             "launched": per_port(In(event_layout(w.mshr_index))),
             "disp_match": per_port(In(n)),
+            **({"disp_any": In(P)} if registered else {}),
             "w_entry": per_port(Out(n)),
             "w_match": In(P),
             "disp": per_port(In(stream.Signature(disp_layout(w)))),
@@ -170,9 +186,15 @@ class Mshr(wiring.Component):
             "ret_locked": Out(P),
             "tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "pending": Out(n),
+            **({"pending_next": Out(n)} if registered else {}),
             "stored_tags": Out(data.ArrayLayout(unsigned(w.page), n)),
             "w_page": per_port(Out(unsigned(w.page))),
         })
+
+    @property
+    def registered(self) -> bool:
+        """Whether this table takes the registered lookup structures (``registered``)."""
+        return self._registered
 
     @property
     def cfg(self) -> HbfConfig:
@@ -197,6 +219,9 @@ class Mshr(wiring.Component):
 
         disps, disp_match = per_port(self.disp), per_port(self.disp_match)
         w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
+        registered = self._registered
+        disp_any = (([self.disp_any] if P == 1 else [self.disp_any[p] for p in range(P)])
+                    if registered else None)
         launched = per_port(self.launched)
 
         state = [Signal(MshrState, name=f"state{i}") for i in range(n)]
@@ -263,11 +288,18 @@ class Mshr(wiring.Component):
             # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
             # FREE (not joinable) and off M's registered vector (it left the free list, which
             # holds no pending entry, in the cycle M's vector was last loaded or qualified), and
-            # the flag implies W's allocation; so the hit reads registers only and W's one-hot
-            # is not on its path (issue 12, seed 3's path). An invariant compares it with the
-            # OR of ``match``.
-            hit = named(m, Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
-                        | w_match[p], f"hit{sx(p)}")
+            # the flag implies W's allocation; so W's one-hot is not on the hit's path (issue
+            # 12, seed 3's path). With ``registered`` (more than eight entries), M's vector was
+            # qualified when it was registered with ``pending_next`` (the entries joinable in
+            # this cycle) and the controller registered its OR with it (``disp_any``): the hit
+            # reads flip-flops only, not the entries' states (issue 23: the 32-entry
+            # state-to-hit tree led the 4 x 32 point's critical path). An invariant compares
+            # it with the OR of ``match``.
+            if registered:
+                entries_hit = disp_any[p]
+            else:
+                entries_hit = Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
+            hit = named(m, entries_hit | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
             invariant(m, checks, hit == Cat(*match).any(),
                       f"the MSHR hit{sx(p)} differs from the OR of its match vector "
@@ -276,7 +308,7 @@ class Mshr(wiring.Component):
             hits.append(hit)
             hit_indexes.append(hit_index)
         if checks:
-            self._lookup_protocol(m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+            self._lookup_protocol(m, disps, disp_match, disp_any, w_match, w_alloc, w_new_p, w_d,
                                   mergeable, page)
 
         # ---- DP4: allocation from the free list; an entry joins it when its last waiter is
@@ -291,7 +323,7 @@ class Mshr(wiring.Component):
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
                 m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list")
+                "free_list", registered=registered)
             free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
                          for i in range(n)] for p in range(P)]
             ready = [hits[p] | granted[p] for p in range(P)]
@@ -454,6 +486,12 @@ class Mshr(wiring.Component):
                                   ev_r | (hold & sv[2])))
             issue_qs.append(issue_q)
             done_qs.append(done_q)
+            # joinable in the next cycle: W's entry (WAIT from the next cycle), or joinable now
+            # and not leaving (a read entry leaves only by its completion, DP6's done_q, to
+            # RETURN; the mutant's RETURN entries by their free)
+            if registered:
+                leave = ev_f if "mshr-merge-return" in mut else ev_r
+                m.d.comb += self.pending_next[i].eq((joinable[i] & ~leave) | w_new[i])
             events = Cat(ev_w, ev_q, ev_s, ev_r, ev_f)
             invariant(m, checks, (events & (events - 1)) == 0,
                       f"MSHR entry {i}: two state events in one cycle (DP6)")
@@ -494,7 +532,7 @@ class Mshr(wiring.Component):
             lemma(m, checks, ~undrawn[i] | (nbytes[i] <= waiters[i] * PAGE_BYTES),
                   f"MSHR entry {i}: more bytes than a page per waiter")
 
-    def _lookup_protocol(self, m, disps, disp_match, w_match, w_alloc, w_new_p, w_d,
+    def _lookup_protocol(self, m, disps, disp_match, disp_any, w_match, w_alloc, w_new_p, w_d,
                          mergeable, page):
         """What the controller's M promises the table (DP1; the controller asserts the same
         of its vectors against a fresh lookup): the flag ``w_match`` only with W's
@@ -506,6 +544,15 @@ class Mshr(wiring.Component):
                      f"port {p}: w_match without W's allocation (DP1)")
             protocol(m, checks, (disp_match[p] & Cat(*w_new_p[p])) == 0,
                      f"port {p}: M's MSHR vector holds W's entry (DP1)")
+            if disp_any is not None:
+                # the vector was qualified with ``pending_next`` of the cycle before, and the
+                # flag is its OR (registered with it)
+                pn_q = Signal(n, name=f"pending_next_q{p}")
+                m.d.sync += pn_q.eq(self.pending_next)
+                protocol(m, checks, ((disp_match[p] & ~pn_q) == 0)
+                         & (disp_any[p] == disp_match[p].any()),
+                         f"port {p}: M's MSHR vector holds an entry that was not pending_next, "
+                         "or its flag is not its OR (DP1)")
             if not self._cfg.mshr_merge:
                 continue
             fresh = Cat(*[mergeable[i] & (page[i] == d.payload.page) for i in range(n)])

@@ -25,7 +25,8 @@ from hbfsim.rtl.checks import check_mode, invariant, protocol
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
-from hbfsim.rtl.entry_table import drain_cursor, free_list, free_list_heads, offer_registered
+from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, offer_registered,
+                                    registered_lookup)
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.write_buffer_checks import WriteBufferChecks
@@ -134,6 +135,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         (§4.2.3, §4.2.4, §8). With ``P > 1`` the per-port members below are arrays of ``P``
         (the one-bit ones ``P``-bit vectors); response port ``p`` drains the entries of
         channel ``p``.
+    registered : bool or None
+        The registered lookup structures (:func:`~hbfsim.rtl.entry_table.registered_lookup`:
+        M's hit flags registered with its vectors, which arrive qualified by the entries'
+        next-cycle states; with several ports, the free list's heads in registers). None
+        (default): chosen by the table's size, ``write_buffer_entries > 8``. The same
+        cycles either way (§13); the formal set checks both.
     sectors_in : bool
         The write's sectors come decoded on ``disp_sectors`` (the controller decodes them in
         X and holds them in M, issue 12 part B: no adder between M's dispatch and the
@@ -150,7 +157,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         M's registered match vectors (§4.2, the lookup L), without W's entry, for the write
         on ``disp`` (entries OPEN for its page) and the read on ``probe`` (entries in use
         for its page); the table qualifies them by the entries' states instead of
-        comparing pages.
+        comparing pages (with ``registered`` they come qualified: ``disp_open_any``).
+    disp_open_any, probe_used_any : ``In(1)``, per port
+        Only with ``registered``: the OR of ``disp_open`` / ``probe_used``, registered with
+        them, which M qualified when it registered them by the entries' states of this
+        cycle (``is_open_next``, ``in_use_next`` of the cycle before): the hit and
+        ``probe_block`` read flip-flops only.
     disp_pend : ``In(mshr_entries)``, per port
         M's pending-MSHR vector for the write's page: its blocker set (§4.4).
     w_match : ``In(1)``, per port
@@ -184,6 +196,10 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         As in :class:`~hbfsim.rtl.mshr.Mshr`; commands are PROGRAMs (``EntryKind.WBUF``).
     tags : ``Out(ArrayLayout(page, write_buffer_entries))``, ``in_use``, ``is_open`` : ``Out``
         Every entry's page, and which are in use / OPEN (W's entries included), for L.
+    in_use_next, is_open_next : ``Out(write_buffer_entries)``
+        Only with ``registered``: which entries are in use / OPEN in the next cycle (W's
+        entries, and the others that do not leave that state in this cycle), for the
+        qualification of M's vectors.
     stored_tags, w_page : ``Out``
         As in :class:`~hbfsim.rtl.mshr.Mshr`: the page registers and W's page apart.
     occupied : ``Out(range(write_buffer_entries + 1))``
@@ -212,7 +228,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         return super().__new__(cls, cfg, *args, sector_bytes=sector_bytes, **kwargs)
 
     def __init__(self, cfg: HbfConfig, *, sector_bytes: int = 1, checks: bool | str = True,
-                 mutations=(), ports: int = 1, sectors_in: bool = False):
+                 mutations=(), ports: int = 1, sectors_in: bool = False,
+                 registered: bool | None = None):
         self._cfg = cfg
         self._w = w = Widths.of(cfg)
         self._sector = sector_bytes
@@ -221,6 +238,10 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         self._mutations = check_mutations(mutations)
         self._ports = P = ports
         m, c, n = cfg.write_buffer_entries, cfg.channels, cfg.mshr_entries
+        # M's hit flags registered with its vectors, the free list's heads in registers
+        # (entry_table.registered_lookup: tables of more than eight entries)
+        self._registered = registered = (registered_lookup(m) if registered is None
+                                         else bool(registered))
 
         def per_port(member):
             return member if P == 1 else member.array(P)
@@ -236,6 +257,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             "stored_tags": Out(data.ArrayLayout(unsigned(w.page), m)),
             "w_page": per_port(Out(unsigned(w.page))),
         }
+        if registered:
+            members |= {"disp_open_any": In(P), "probe_used_any": In(P),
+                        "in_use_next": Out(m), "is_open_next": Out(m)}
         if sectors_in:   # the byte range's sectors, decoded by the neighbour
             members["disp_sectors"] = per_port(In(sectors_layout(sector_bytes)))
         members["w_entry"] = per_port(Out(m))
@@ -263,6 +287,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             "cause": Out(data.ArrayLayout(FlushCause, m)),
             "flushes": Out(flushes_layout()),
         })
+
+    @property
+    def registered(self) -> bool:
+        """Whether this table takes the registered lookup structures (``registered``)."""
+        return self._registered
 
     @property
     def cfg(self) -> HbfConfig:
@@ -295,6 +324,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         disp_open_in, probe_used_in = per_port(self.disp_open), per_port(self.probe_used)
         disp_pend = per_port(self.disp_pend)
         w_match = [self.w_match] if P == 1 else [self.w_match[p] for p in range(P)]
+        registered = self._registered
+        if registered:
+            open_any = per_port(self.disp_open_any) if P > 1 else [self.disp_open_any]
+            used_any = per_port(self.probe_used_any) if P > 1 else [self.probe_used_any]
+        else:
+            open_any = used_any = None
 
         state = [Signal(WbState, name=f"state{i}") for i in range(n)]
         # QUEUED -> PROGRAM at the issue decision (§4.4): the decision of td is decoded per
@@ -386,10 +421,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             # the hit is the flag alone, ORed after the entries' tree (W's entry is FREE and off
             # M's registered vectors; the flag implies W's allocation), so the hit reads
             # registers only (issue 12); an invariant compares it with the OR of ``match``.
+            # With ``registered`` (more than eight entries) M's vector holds only entries OPEN
+            # in this cycle (qualified when registered, with its OR: ``disp_open_any``), so the
+            # hit reads flip-flops only, not the entries' states (issue 23).
             match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}") for i in range(n)]
             matches.append(match)
-            hit = named(m, Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
-                        | w_match[p], f"hit{sx(p)}")
+            if registered:
+                entries_hit = open_any[p]
+            else:
+                entries_hit = Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
+            hit = named(m, entries_hit | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
             invariant(m, checks, hit == Cat(*match).any(),
                       f"the write buffer's hit{sx(p)} differs from the OR of its match vector "
@@ -397,8 +438,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             hits.append(hit)
             hit_indexes.append(hit_index)
         if checks:
-            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, w_match,
-                                  w_alloc, w_new_p, w_d, w_blk, is_open, used, page)
+            self._lookup_protocol(m, disps, probes, disp_open_in, probe_used_in, open_any,
+                                  used_any, w_match, w_alloc, w_new_p, w_d, w_blk, is_open,
+                                  used, page)
         # DP4: allocation from the free list; with several ports, a head per port
         if P == 1:
             any_free, free_index, free_oh, free_pop, free_count = free_list(
@@ -408,7 +450,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, ranks = free_list_heads(
                 m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list")
+                "free_list", registered=registered)
             free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
                          for i in range(n)] for p in range(P)]
             any_free, free_index = Cat(*granted).any(), free_indexes[0]
@@ -484,9 +526,14 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # ---- DP5: flush decisions, from the state at the start of the cycle ----
         probe_match = [[named(m, used_e[i] & probe_useds[p][i], f"probe_match{i}{sx(p)}")
                         for i in range(n)] for p in range(P)]
-        # as the hit: W's term is the flag, after the entries' tree
+        # as the hit: W's term is the flag, after the entries' tree (with ``registered``, M's
+        # vector qualified when registered and its OR a flip-flop)
         for p in range(P):
-            block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any() | w_match[p]
+            if registered:
+                entries_block = used_any[p]
+            else:
+                entries_block = Cat(*[used[i] & probe_used_in[p][i] for i in range(n)]).any()
+            block = entries_block | w_match[p]
             if P > 1:
                 block = block | self.probe_xfwd[p].any()
             if P == 1:
@@ -645,6 +692,14 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             with m.If(victims[i]):
                 m.d.sync += pressure[i].eq(1)
             ev_l = pending[i]   # leaves OPEN with the cause decided last cycle
+            # OPEN / in use in the next cycle (M's vectors are qualified with these): W's entry,
+            # or an entry that stays (OPEN is left only by a decision of the last cycle, in use
+            # only by the launch of the last waiter)
+            if registered:
+                ev_f_i = (launched[0].valid & (launched[0].index == i) if P == 1 else
+                          Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+                m.d.comb += [self.is_open_next[i].eq((is_open[i] & ~ev_l) | w_new[i]),
+                             self.in_use_next[i].eq((used[i] & ~ev_f_i) | w_new[i])]
             with m.If(ev_l):
                 for k, why in enumerate(FLUSH_CAUSES):
                     with (m.If if k == 0 else m.Elif)(dec[i][k]):

@@ -23,8 +23,8 @@ from hbfsim.rtl.logic import tree_sum
 class WriteBufferChecks:
     """The property methods of :class:`~hbfsim.rtl.write_buffer.WriteBuffer` (a mixin)."""
 
-    def _lookup_protocol(self, m, disps, probes, disp_open, probe_used, w_match, w_alloc,
-                         w_new_p, w_d, w_blk, is_open, used, page):
+    def _lookup_protocol(self, m, disps, probes, disp_open, probe_used, open_any, used_any,
+                         w_match, w_alloc, w_new_p, w_d, w_blk, is_open, used, page):
         """What the controller's M promises the table (DP1; the controller asserts the same
         of its vectors against a fresh lookup): the flag ``w_match`` only with W's
         allocation, M's vectors without W's entry, and for the request on ``disp`` or
@@ -37,6 +37,16 @@ class WriteBufferChecks:
             w_oh = Cat(*w_new_p[p])
             protocol(m, checks, ((disp_open[p] & w_oh) == 0) & ((probe_used[p] & w_oh) == 0),
                      f"port {p}: M's write-buffer vectors hold W's entry (DP1)")
+            # with registered hits: qualified with ``is_open_next`` / ``in_use_next`` of the
+            # cycle before, the flags their ORs (registered with them)
+            for vec, anyf, nxt, what in (((disp_open[p], open_any[p], self.is_open_next, "open"),
+                                          (probe_used[p], used_any[p], self.in_use_next, "used"))
+                                         if open_any is not None else ()):
+                nxt_q = Signal.like(nxt, name=f"chk_{what}_next_q{p}")
+                m.d.sync += nxt_q.eq(nxt)
+                protocol(m, checks, ((vec & ~nxt_q) == 0) & (anyf == vec.any()),
+                         f"port {p}: M's {what} vector holds an entry that was not "
+                         f"{what}_next, or its flag is not its OR (DP1)")
             for valid, pg, vec, live, what in (
                     (d.valid, d.payload.page, disp_open[p], is_open, "OPEN"),
                     (pr.valid, pr.page, probe_used[p], used, "in-use")):

@@ -155,6 +155,10 @@ CASES = {
     "tiny-tables": (dict(mshr_entries=2, write_buffer_entries=2, admission=4, queue_depth=2,
                          active_per_channel=1), dict(pages=6, reads=0.6)),
     "4x32": (dict(channels=4, mshr_entries=32), dict(pages=40, reads=0.7, gap=1)),
+    # both tables above entry_table.REGISTERED_LOOKUP_ABOVE (registered hits, and in the
+    # channel shape registered free-list heads), neither a power of two
+    "wide-tables": (dict(channels=4, mshr_entries=12, write_buffer_entries=10, admission=32),
+                    dict(pages=24, reads=0.5, gap=1)),
 }
 
 
@@ -384,7 +388,7 @@ def test_channel_shape_partition_same_page_same_cycle():
 
 
 CHANNEL_CASES = {k: v for k, v in CASES.items()
-                 if k in ("mixed", "writes-partial", "tiny-tables", "4x32")} | {
+                 if k in ("mixed", "writes-partial", "tiny-tables", "4x32", "wide-tables")} | {
     "partition-2r2w": (dict(channels=4, scheduler="partition-2r2w"),
                        dict(pages=6, reads=0.5, gap=1))}
 
