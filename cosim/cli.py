@@ -73,6 +73,9 @@ def register(subparsers, parser_class=None) -> None:
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
+    soak.add_argument("--no-progress", action="store_true",
+                      help="no progress bar on stderr (each configuration's line is still "
+                           "printed as it finishes)")
     soak.set_defaults(func=_cmd_soak)
 
     wav = subparsers.add_parser("waves", help="read a co-simulation VCD back")
@@ -242,6 +245,7 @@ def _cmd_run(a) -> int:
 def _cmd_soak(a) -> int:
     from hbfsim.cosim import runner
     from hbfsim.cosim.scenario import Scenario
+    from hbfsim.progress import Progress, progress_wanted
 
     _check_counts(a)
     sim = _sim(a.sim)
@@ -250,7 +254,7 @@ def _cmd_soak(a) -> int:
     per = 400  # requests per run: several seeds per configuration, each run short
     total = a.requests
     chunks = max(len(cfgs), -(-total // per)) if total >= len(cfgs) else total
-    scs = []
+    scs, sizes = [], {}
     for i in range(chunks):
         cfg = cfgs[i % len(cfgs)]
         n = total // chunks + (1 if i < total % chunks else 0)
@@ -258,6 +262,7 @@ def _cmd_soak(a) -> int:
         r2 = random.Random(seed)
         ready = r2.choice([1.0, 0.9, 0.6])
         name = f"soak-{i}-c{i % len(cfgs)}"
+        sizes[name] = n
         if (i // len(cfgs) + i % len(cfgs)) % 2:
             # every other run: a random closed-loop GPU program on the RTL's responses, in
             # the channel shape too (the stepped GPU port's grants there are G5', one per
@@ -277,28 +282,47 @@ def _cmd_soak(a) -> int:
         scs.append(Scenario(name, cfg.as_dict(), rows, resp_ready=ready, seed=seed))
     print(f"hbfsim cosim soak: {len(scs)} runs over {len(cfgs)} configurations; building "
           "each configuration's RTL simulation (cached; one to a few minutes each the first "
-          "time) ...", flush=True)
+          "time); a line per configuration as it finishes ...", flush=True)
+    programs = {s.name for s in scs if s.program}
+
+    def config_of(name: str) -> int:
+        # names are soak-<run>-c<k>[-gpu]: the configuration field exactly ("-c1" is also a
+        # prefix of "-c10" ... "-c14")
+        return int(name.split("-")[2][1:])
+
+    bar = Progress(a.requests, "cosim soak", enabled=progress_wanted(a.no_progress))
+    answered = [0]   # requests of the finished runs, for the bar
+
+    def finished(rs: list[dict]) -> None:
+        """One configuration's runs are done (one build, one simulator): its line now."""
+        by_cfg: dict[int, list[dict]] = {}
+        for r in rs:
+            by_cfg.setdefault(config_of(r["name"]), []).append(r)
+            answered[0] += sizes[r["name"].removesuffix("-gpu")]
+        bar.to(answered[0])
+        for i, mine in sorted(by_cfg.items()):
+            cfg = cfgs[i]
+            line = (f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} "
+                    f"{cfg.scheduler:15s} {cfg.read_mode:11s} "
+                    f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
+                    + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "")
+                    + f": {sum(r['events_compared'] for r in mine):,} events, "
+                    f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs "
+                    f"({sum(1 for r in mine if r['name'] in programs)} closed-loop GPU)")
+            bar.write(line)
+
     t0 = time.perf_counter()
     try:
-        results = runner.run(scs, sim=sim, checks=False if a.no_checks else None)
+        results = runner.run(scs, sim=sim, checks=False if a.no_checks else None,
+                             on_group=finished)
     except RuntimeError as e:
+        bar.close()
         print(f"hbfsim: {e}", file=sys.stderr)
         return 1
+    bar.close()
     total = time.perf_counter() - t0
     events = sum(r["events_compared"] for r in results)
     bad = [r for r in results if not r["passed"]]
-    for i, cfg in enumerate(cfgs):
-        # names are soak-<run>-c<k>[-gpu]: match the configuration field exactly ("-c1"
-        # is also a prefix of "-c10" ... "-c14")
-        pairs = [(r, s) for r, s in zip(results, scs) if s.name.split("-")[2] == f"c{i}"]
-        mine = [r for r, _ in pairs]
-        print(f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} {cfg.scheduler:15s} "
-              f"{cfg.read_mode:11s} "
-              f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
-              + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "") + ": "
-              f"{sum(r['events_compared'] for r in mine):,} events, "
-              f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs "
-              f"({sum(1 for _, s in pairs if s.program)} closed-loop GPU)")
     for r in bad[:3]:
         print(r["diff"])
     print(f"cosim soak: {events:,} events compared, {len(bad)} mismatches, {total:.1f} s "

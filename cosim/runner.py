@@ -414,7 +414,7 @@ def rand_reset_plusargs(sim: str) -> list[str]:
 def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = False,
         window: tuple[int, int] | None = None, out_dir: Path | None = None,
         tail_cycles: int = 32, verbose: bool = False, checks: bool | None = None,
-        mutations=()) -> list[dict]:
+        mutations=(), on_group=None) -> list[dict]:
     """Co-simulate ``scenarios``; one simulator process per RTL build.
 
     Returns one dictionary per scenario, in the order given, with: ``name``, ``passed``,
@@ -426,7 +426,9 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
     and with ``waves`` the file names ``vcd``, ``gtkw``, ``scenario_json``. ``window``
     ``(first, last)`` keeps only those cycles in the VCD. ``checks`` and ``mutations`` are
     :func:`build`'s; a result also has ``checks`` and, when an RTL assertion stopped the
-    simulation, ``assertion`` (its message).
+    simulation, ``assertion`` (its message). ``on_group``, when given, is called with each
+    build's results (a list of those dictionaries) as soon as its simulator has finished,
+    one call at a time, in the order the builds finish: a long run's progress.
 
     Raises
     ------
@@ -472,11 +474,20 @@ def run(scenarios: list[Scenario], *, sim: str = "verilator", waves: bool = Fals
     # the compiler's output stays readable. Results do not depend on it (test_cosim_runner).
     width = 1 if verbose else min(len(groups), jobs())
     results: dict[str, dict] = {}
+    report = threading.Lock()
+
+    def one_reported(i: int) -> list[dict]:
+        rs = one(i)
+        if on_group is not None:
+            with report:
+                on_group(rs)
+        return rs
+
     if width <= 1:
-        batches = [one(i) for i in range(len(groups))]
+        batches = [one_reported(i) for i in range(len(groups))]
     else:
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="cosim") as pool:
-            batches = list(pool.map(one, range(len(groups))))
+            batches = list(pool.map(one_reported, range(len(groups))))
     for rs in batches:
         for r in rs:
             results[r["name"]] = r

@@ -76,6 +76,14 @@ class Progress:
             if time.monotonic() - self.t0 >= DELAY_S:   # a short run stays quiet
                 self.bar.refresh()
 
+    def write(self, line: str, stream=None) -> None:
+        """Print ``line`` to ``stream`` (default stdout), above the bar when one is drawn."""
+        stream = sys.stdout if stream is None else stream
+        if self.bar is not None:
+            self.bar.write(line, file=stream)
+        else:
+            print(line, file=stream, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -75,7 +75,11 @@ def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     monkeypatch.setattr(scenarios, "soak_configs",
                         lambda: [scenarios.config()])
     assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    lines = capsys.readouterr().out.strip().splitlines()
+    last = lines[-1]
+    # the configuration's line, printed as its runs finished (before the totals)
+    assert re.fullmatch(r"  1 x +\d+ ch .*: [\d,]+ events, 0 failing of 2 runs "
+                        r"\(1 closed-loop GPU\)", lines[-2]), lines[-2]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
                         r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", last)
 
