@@ -27,6 +27,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -47,6 +48,7 @@ __all__ = [
     "characterize",
     "check_against_device",
     "default_cache_dir",
+    "entry_engine",
     "format_checks",
     "format_table",
     "kv_runs",
@@ -426,9 +428,18 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def entry_engine(source: str) -> str | None:
+    """The engine a characterization ran on, from its ``source`` (``device model, E engine:
+    ...``); None for an entry made before the source named its engine (``golden model:
+    ...``) or any other text."""
+    m = re.match(r"device model, (\w+) engine:", source)
+    return m.group(1) if m else None
+
+
 def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
                  progress: bool = False, kv_block_bytes: int = DEFAULT_KV_BLOCK_BYTES,
-                 request_bytes: int = DEFAULT_REQUEST_BYTES) -> TierTiming:
+                 request_bytes: int = DEFAULT_REQUEST_BYTES,
+                 same_engine: bool = False) -> TierTiming:
     """Characterize one stack of ``cfg`` on the device model (docs/serving-hbf-tier.md), on
     the configuration's engine (``cfg.engine``; the reference where the compiled engine is not
     built, saying so once; both give the same figures).
@@ -449,14 +460,19 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
         :data:`DEFAULT_KV_BLOCK_BYTES`.
     request_bytes : int
         Request size, a power of two from 32 to 4096; default one page.
+    same_engine : bool
+        Reuse a cached entry only if it ran on the engine this call runs on (``cfg.engine``
+        as :func:`~hbfsim.simulate.choose_engine` resolves it); else it is recomputed and
+        replaced. For a caller asked for an engine by name (``--engine``): the engine is no
+        part of the cache key, because both give the same figures, but a user who names
+        one wants it to have run (the time and the ``source`` say which did).
 
     Returns
     -------
     TierTiming
         Per-stack figures, the measured curves, and every measurement in ``points``; its
         ``source`` names the engine that ran (``device model, compiled engine: ...``). A
-        cached result is the entry's, whichever engine made it (the engine is no part of the
-        key).
+        cached result is the entry's, whichever engine made it unless ``same_engine``.
 
     Raises
     ------
@@ -486,9 +502,15 @@ def characterize(cfg: HbfConfig, *, cache: bool = True, cache_dir=None,
                 timing = _from_json(raw.decode("utf-8"), key, cfg,
                                     {"kv_block_bytes": kv_block_bytes,
                                      "request_bytes": request_bytes})
-                if progress:
-                    print(f"  cached: {path}", file=sys.stderr)
-                return timing
+                made_on = entry_engine(timing.source)
+                if same_engine and made_on != _engine(cfg):
+                    if progress:
+                        print(f"  cached on the {made_on or 'unnamed'} engine, recomputing "
+                              f"on the {_engine(cfg)} one: {path}", file=sys.stderr)
+                else:
+                    if progress:
+                        print(f"  cached: {path}", file=sys.stderr)
+                    return timing
             except (CacheEntryError, UnicodeDecodeError) as e:
                 # never trusted: recomputed and overwritten, in one line
                 why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else str(e)
@@ -623,7 +645,8 @@ def main(argv=None) -> int:
             cfg = cfg.replace(engine=a.engine)
         t0 = time.perf_counter()
         t = characterize(cfg, cache=not a.no_cache, cache_dir=a.cache_dir,
-                         kv_block_bytes=a.kv_block_bytes, progress=True)
+                         kv_block_bytes=a.kv_block_bytes, progress=True,
+                         same_engine=a.engine is not None)
     except (ConfigError, ValueError) as e:
         print(f"hbfsim: {e}", file=sys.stderr)
         return 2

@@ -109,8 +109,8 @@ def register(subparsers):
     h.add_argument("--no-cache", action="store_true", help="recompute the characterization")
     h.add_argument("--engine", choices=ENGINES, default=None,
                    help="engine of the --hbf-model device characterization (default the HBF "
-                        "configuration's engine key); recomputed, since the cache entry may "
-                        "be either engine's")
+                        "configuration's engine key); a cached characterization is used only "
+                        "if made on it")
     s = p.add_argument_group("scheduling")
     s.add_argument("--scheduler", default="buffered", choices=SCHEDULERS,
                    help="fcfs, cache-aware or buffered cache-aware (default buffered)")
@@ -189,7 +189,7 @@ def run_cli(a) -> int:
         print(format_cost_provenance(a.gpu, a.dtype))
         return 0
     settings = {k: getattr(a, k) for k in DEFAULTS if k != "cache"}
-    settings["cache"] = not a.no_cache and a.engine is None
+    settings["cache"] = not a.no_cache
     validate(settings, _opt)  # every option before the outputs are checked
     if a.engine is not None and (a.hbf_model != "device" or a.hbf == 0):
         raise ValueError(f"--engine {a.engine}: it chooses the engine of the HBF stack's "

@@ -156,7 +156,8 @@ def characterize_stack(config=None, profile=None, cache=True, progress=False, la
     if progress and (not cache or not cache_path(cfg).exists()):
         print(f"hbfsim serve: characterizing the HBF stack of profile {cfg.profile!r} on the "
               f"{cfg.engine} engine (once; cached by configuration hash) ...", file=sys.stderr)
-    return characterize(cfg, cache=cache), cfg.capacity_bytes / cfg.stacks
+    return (characterize(cfg, cache=cache, same_engine=engine is not None),
+            cfg.capacity_bytes / cfg.stacks)
 
 
 #: Memory a loaded trace takes per byte of its file: 5.2 (a 11 MB Mooncake JSONL of 50,000

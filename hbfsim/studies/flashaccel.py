@@ -12,8 +12,8 @@ the device model's: the characterization of the ``flashaccel`` stack, the layout
 balance and the set-order write bandwidth (serve/flashaccel/efficiency.py, writeback.py).
 
 The device runs are the characterization and the set-order writes, in :meth:`tasks`, on
-the engine ``hbfsim study flashaccel --engine`` names (the characterization then recomputed,
-not read from the cache) or the profile's default; the step model and the layouts' plane
+the engine ``hbfsim study flashaccel --engine`` names (a cached characterization only if
+made on it, else recomputed) or the profile's default; the step model and the layouts' plane
 balance are arithmetic, with no device run.
 """
 
@@ -66,8 +66,9 @@ class FlashAccel(Study):
         from hbfsim.serve.flashaccel.efficiency import stack_timing
         from hbfsim.serve.flashaccel.writeback import measure_set_writes
 
-        # an engine asked for runs the characterization (a cached entry may be either's)
-        t, cfg = stack_timing(cache=engine is None, engine=engine)
+        # an engine asked for runs the characterization (a cached entry made on the other
+        # engine is recomputed: characterize(same_engine=True))
+        t, cfg = stack_timing(engine=engine)
         w = measure_set_writes(cfg, rows=2 if quick else 4)      # on cfg's engine
         tier = dict(stream_bw=t.read_bw, latency_s=t.read_latency_s,
                     kv_scattered_bw=t.kv_read_bw, set_write_bw=w.set_order_steady_bw,

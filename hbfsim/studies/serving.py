@@ -10,8 +10,8 @@ tier and run once. Workloads are the agentic presets of serve/agentic.py at a pe
 ``scale`` (docs/serving-workloads.md); docs/results-serving.md discusses the results.
 
 The device runs are the HBF stack's characterization (profile ``hbf-serving``), on the
-engine ``hbfsim study serving --engine`` names (then recomputed in :meth:`tasks`, not read
-from the cache; each run's ``hbf_timing`` column names the engine that made it) or the
+engine ``hbfsim study serving --engine`` names (in :meth:`tasks`: a cached entry only if made
+on it, else recomputed; each run's ``hbf_timing`` column names the engine that made it) or the
 profile's default; the serving simulation is this package's Python on either engine.
 """
 
@@ -230,10 +230,11 @@ class Serving(Study):
     def tasks(self, quick: bool, engine: str | None = None) -> list:
         # Characterize the device model's stack once here (cached by its configuration's
         # hash: milliseconds when warm), so that the workers all find it in the cache; an
-        # engine asked for runs it (a cached entry may be either engine's).
+        # engine asked for runs it (an entry made on the other engine is recomputed:
+        # characterize(same_engine=True)).
         from hbfsim.serve.run import hbf_timing
 
-        hbf_timing("device", None, DEVICE_PROFILE, cache=engine is None, engine=engine)
+        hbf_timing("device", None, DEVICE_PROFILE, engine=engine)
         out = self._tasks(quick)
         for task in out:
             task["engine"] = engine

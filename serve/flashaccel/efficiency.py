@@ -46,7 +46,7 @@ def stack_timing(cache: bool = True, engine: str | None = None):
     from hbfsim.serve.characterize import characterize
 
     cfg = load_config(profile=PROFILE, **({} if engine is None else {"engine": engine}))
-    return characterize(cfg, cache=cache), cfg
+    return characterize(cfg, cache=cache, same_engine=engine is not None), cfg
 
 
 def _bucket(batch: int) -> int:

@@ -178,6 +178,38 @@ def test_no_cache_recomputes_and_is_deterministic(cache_dir, monkeypatch):
     assert again == first     # every figure and curve, bit for bit
 
 
+def test_same_engine_uses_only_an_entry_made_on_that_engine(cache_dir, monkeypatch):
+    """``same_engine`` (what ``--engine`` asks): a cached entry serves only if its source
+    names the engine this call runs on; the other engine's entry, or one from before sources
+    named their engine, is recomputed and replaced. Without it any entry serves."""
+    from hbfsim.simulate import choose_engine
+
+    if choose_engine(small(engine="compiled"))[0] != "compiled":
+        pytest.skip("the compiled engine is not built: one engine only")
+    first = ch.characterize(small(engine="compiled"), cache_dir=cache_dir)
+    assert ch.entry_engine(first.source) == "compiled"
+    ran = []
+    real = ch._run_characterization
+    monkeypatch.setattr(ch, "_run_characterization",
+                        lambda cfg, *a: ran.append(cfg.engine) or real(cfg, *a))
+    ref = small(engine="reference")
+    assert ch.characterize(ref, cache_dir=cache_dir) == first and ran == []
+    again = ch.characterize(ref, cache_dir=cache_dir, same_engine=True)
+    assert ran == ["reference"] and ch.entry_engine(again.source) == "reference"
+    assert (again.read_bw, again.write_bw, again.kv_read_bw) == \
+        (first.read_bw, first.write_bw, first.kv_read_bw)        # the same figures
+    assert ch.characterize(ref, cache_dir=cache_dir, same_engine=True) == again
+    assert ran == ["reference"]                                  # now the entry is its own
+    path = ch.cache_path(ref, cache_dir)
+    d = json.loads(path.read_text())
+    d["timing"]["source"] = "golden model: 4 ch x 32 subarrays"  # an entry of 2026-12-02
+    path.write_text(json.dumps(d))
+    assert ch.entry_engine(d["timing"]["source"]) is None
+    assert ch.characterize(ref, cache_dir=cache_dir).source.startswith("golden model")
+    ch.characterize(ref, cache_dir=cache_dir, same_engine=True)
+    assert ran == ["reference", "reference"]
+
+
 @pytest.mark.parametrize("damage", ["", "{not json", '{"key": "x"}', "truncate", "negative"])
 def test_corrupt_cache_is_recomputed(cache_dir, damage):
     first = ch.characterize(small(), cache_dir=cache_dir)

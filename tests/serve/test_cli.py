@@ -123,15 +123,15 @@ def test_device_mode_uses_the_characterized_figures(monkeypatch, tmp_path, capsy
 
 
 def test_engine_option_reaches_the_characterization(monkeypatch, capsys):
-    """--engine E characterizes the HBF stack on E, recomputed (the cache entry may be either
-    engine's); with no device characterization to run it is refused in one line."""
+    """--engine E characterizes the HBF stack on E (a cached entry only if made on E:
+    ``same_engine``); with no device characterization to run it is refused in one line."""
     import hbfsim.serve.characterize as ch
     from hbfsim.serve.tier_timing import TierTiming
 
     seen = []
 
-    def fake(cfg, *, cache=True, **kw):
-        seen.append((cfg.engine, cache))
+    def fake(cfg, *, cache=True, same_engine=False, **kw):
+        seen.append((cfg.engine, cache, same_engine))
         return TierTiming("hbf-device:test", read_bw=500e9, read_latency_s=5e-6,
                           write_bw=2e9, write_latency_s=1e-3, write_amplification=2.0,
                           source=f"stand-in, {cfg.engine} engine")
@@ -142,9 +142,9 @@ def test_engine_option_reaches_the_characterization(monkeypatch, capsys):
         rc, out, err = run(["--hbf-model", "device", "--hbf-profile", "ocp-grade3",
                             "--engine", engine, *wl], capsys)
         assert rc == 0, err
-        assert seen[-1] == (engine, False) and f"stand-in, {engine} engine" in out
+        assert seen[-1] == (engine, True, True) and f"stand-in, {engine} engine" in out
     assert run(["--hbf-model", "device", "--hbf-profile", "ocp-grade3", *wl], capsys)[0] == 0
-    assert seen[-1][1] is True                          # without --engine the cache serves
+    assert seen[-1][1:] == (True, False)          # without --engine any cached entry serves
     for argv in (["--hbf-model", "constant"], ["--hbf-model", "device", "--hbf", "0"]):
         rc, out, err = run([*argv, "--engine", "reference", *wl], capsys)
         assert rc == 2 and "--engine reference" in err and out == ""
