@@ -10,7 +10,6 @@
 
 #include <bitset>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -22,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../fifo.hpp"
 #include "../slot_table.hpp"
 
 #include "controller/link.hpp"
@@ -252,7 +252,7 @@ public:
 
     // ---- the tables (model/controller/request.py, stack_controller.py)
     std::vector<Entry> mshr, wb;
-    std::deque<int> mshr_free, wb_free;
+    Fifo<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
     // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
     // a page is held while it has one (one lookup serves the merge and the allocation)
@@ -272,7 +272,7 @@ public:
     bool pressure_live = false;
     std::vector<int> raw_, decided_;                     // DP5
     // DP2, DP2a, DP3
-    std::vector<std::deque<int>> offer_q;
+    std::vector<Fifo<int>> offer_q;
     std::vector<int> offer_r, offer_wb;
     uint64_t busy_ch_set = 0;                            // channels with offers to make
     std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
@@ -281,7 +281,7 @@ public:
     std::vector<std::priority_queue<int, std::vector<int>, std::greater<int>>> agg_cand;
     // DP6
     struct Late { int64_t at; int idx; int64_t tc, flags; };
-    std::deque<Late> late_;
+    Fifo<Late> late_;
     std::priority_queue<std::pair<int64_t, int64_t>,
                         std::vector<std::pair<int64_t, int64_t>>,
                         std::greater<>> cache_due;       // (tick, idx)
