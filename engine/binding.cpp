@@ -258,7 +258,7 @@ public:
                    && std::all_of(std::begin(flag_), std::end(flag_), [](auto* c) { return c; });
         any_in_ = op_ || std::any_of(std::begin(in_), std::end(in_), [](auto* c) { return c; });
     }
-    // rows[j] into row row_of(rows[j]) of every column
+    // rows[j] into row row_of(rows[j]) of every column (row_of called once per row, in order)
     template <class RowOf>
     void write(const std::vector<Req>& rows, RowOf row_of) {
         if (all_run_ && !any_in_) {

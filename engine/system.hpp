@@ -140,6 +140,7 @@ private:
     bool egress_ports(int64_t t);
     int64_t next_tick(int64_t t);
 
+    std::vector<StackController*> stack_ptrs_;   // stacks[i].get(), for the run loop
     ArrivalQueue ingress_;
     Fifo<int64_t> route_;
     std::vector<ArrivalQueue> port_in_;

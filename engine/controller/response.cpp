@@ -109,9 +109,10 @@ bool StackController::port_stages(Port& port, int64_t t) {
             changed = true;
         }
     }
-    for (int tb = 0; tb < 2; ++tb) {
+    // C2 and C1 of table tb (a constant in each call: the two tables unrolled)
+    auto c_stages = [&port, &changed, &first_taken](int tb) {
         int a = port.c1[tb];
-        if (a < 0 && port.c2[tb] < 0 && port.ret[tb].empty()) continue;
+        if (a < 0 && port.c2[tb] < 0 && port.ret[tb].empty()) return;
         bool moves = port.c2[tb] < 0 || first_taken[tb];
         if (moves && (a >= 0 || port.c2[tb] >= 0)) {
             port.c2[tb] = a;               // reads the entry's head, tail and flags
@@ -126,7 +127,9 @@ bool StackController::port_stages(Port& port, int64_t t) {
                 changed = true;
             }
         }
-    }
+    };
+    c_stages(MSHR_T);
+    c_stages(WB_T);
     return changed;
 }
 
