@@ -17,7 +17,6 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     pending.mode = Retire::Free;
     for (int s = 0; s < cfg.stacks; ++s) {
         stacks.push_back(std::make_unique<StackController>(ccfg, mcfg, s, reqs));
-        stacks.back()->on_response = [this](int64_t r, int64_t tk) { responded(r, tk); };
         stack_ptrs_.push_back(stacks.back().get());
     }
     if (cfg.channel_ports) {
@@ -221,13 +220,13 @@ bool System::egress(int64_t tk) {
     size_t n = stacks.size();
     if (n == 1) {
         if (stacks[0]->inp[0].egress.empty()) return false;
-        stacks[0]->handshake(tk, 0);
+        responded(stacks[0]->handshake(tk, 0), tk);
         return true;
     }
     for (size_t k = 0; k < n; ++k) {
         size_t i = (rr + k) % n;
         if (!stacks[i]->inp[0].egress.empty()) {
-            stacks[i]->handshake(tk, 0);
+            responded(stacks[i]->handshake(tk, 0), tk);
             rr = static_cast<int64_t>((i + 1) % n);
             return true;
         }
@@ -271,7 +270,7 @@ bool System::egress_ports(int64_t tk) {
     bool changed = false;
     for (auto& s : stacks) {
         for (uint64_t ps = s->egress_set; ps; ps &= ps - 1) {   // the ports whose E holds one
-            s->handshake(tk, lowest(ps));
+            responded(s->handshake(tk, lowest(ps)), tk);
             changed = true;
         }
     }

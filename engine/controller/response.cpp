@@ -184,7 +184,8 @@ std::vector<int64_t> StackController::egress_heads() const {
 }
 
 // The resp[port] handshake of its E head in cycle t; it releases the admission slot, usable
-// from t + 1 (§8, §4.1).
+// from t + 1 (§8, §4.1). The request answered is returned: the caller, the system's egress,
+// hands it on at once (System::responded, the model's on_response), with no callback.
 int64_t StackController::handshake(int64_t t, int64_t port) {
     Port& out = inp[port];
     int64_t r = out.egress.front();
@@ -193,7 +194,6 @@ int64_t StackController::handshake(int64_t t, int64_t port) {
     out.hs_t = t;
     reqs[r].t_done = t;
     ++released;
-    on_response(r, t);
     return r;
 }
 

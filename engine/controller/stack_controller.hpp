@@ -10,7 +10,6 @@
 
 #include <bitset>
 #include <cstdint>
-#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -162,7 +161,6 @@ class Megaplanes;
 
 class StackController {
 public:
-    using Respond = std::function<void(int64_t req, int64_t t)>;
     StackController(const ControllerConfig& cfg, const MediaConfig& mcfg, int stack,
                     ReqTable& reqs);
     ~StackController();
@@ -248,7 +246,6 @@ public:
     int64_t mshr_hits = 0, agg_wait = 0;
     std::vector<int64_t> ch_requests, ch_ops, ch_link_stall;
     std::unique_ptr<Megaplanes> mp;
-    Respond on_response;
 
     // ---- the tables (model/controller/request.py, stack_controller.py)
     std::vector<Entry> mshr, wb;
