@@ -173,7 +173,15 @@ public:
     bool ready() const;                            // stack shape (P = 1)
     bool ready_port(int64_t p, int64_t t, int64_t free) const;
     int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
-    void accept(int64_t r, int64_t t, int64_t port);
+    // Accept request r on `port` in cycle t; it is in that port's Q from t + 1. The
+    // admission slot is the stack's (one count for all ports). Inline: the system's ingress
+    // calls it once per request.
+    void accept(int64_t r, int64_t t, int64_t port) {
+        reqs[r].depth = static_cast<int32_t>(inflight);
+        ++inflight;
+        inp[port].qin.push_back({r, t});
+        qin_set |= bit(port);
+    }
     bool advance(int64_t t) {                      // a Q head with its M free
         return (qin_set & ~m_set) != 0 && advance_work(t);
     }
