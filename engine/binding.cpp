@@ -254,6 +254,41 @@ public:
             if (want(RUN_NAMES[k])) run_[k] = column<int64_t>(RUN_NAMES[k], n);
         for (size_t k = 0; k < N_FLAG; ++k)
             if (want(FLAG_NAMES[k])) flag_[k] = column<bool>(FLAG_NAMES[k], n);
+        all_run_ = std::all_of(std::begin(run_), std::end(run_), [](auto* c) { return c; })
+                   && std::all_of(std::begin(flag_), std::end(flag_), [](auto* c) { return c; });
+        any_in_ = op_ || std::any_of(std::begin(in_), std::end(in_), [](auto* c) { return c; });
+    }
+    // rows[j] into row row_of(rows[j]) of every column (row_of called once per row, in order)
+    template <class RowOf>
+    void write(const std::vector<Req>& rows, RowOf row_of) {
+        if (all_run_ && !any_in_) {
+            // every run column and no input column (run_compiled): no test per column, the
+            // pointers held in registers for the block
+            int64_t *ta = run_[0], *tm = run_[1], *td = run_[2], *dp = run_[3], *tq = run_[4],
+                    *ti = run_[5], *tc = run_[6], *ed = run_[7], *sk = run_[8], *ch = run_[9],
+                    *sb = run_[10];
+            bool *mh = flag_[0], *bh = flag_[1], *chh = flag_[2], *er = flag_[3];
+            for (const Req& r : rows) {
+                py::ssize_t i = row_of(r);
+                ta[i] = r.t_accept;
+                tm[i] = r.t_map;
+                td[i] = r.t_done;
+                dp[i] = r.depth;
+                tq[i] = r.tq;
+                ti[i] = r.ti;
+                tc[i] = r.tc;
+                ed[i] = r.edepth;
+                sk[i] = r.stack;
+                ch[i] = r.ch;
+                sb[i] = r.sub;
+                mh[i] = r.mshr_hit;
+                bh[i] = r.buffer_hit;
+                chh[i] = r.cache_hit;
+                er[i] = r.error;
+            }
+            return;
+        }
+        for (const Req& r : rows) write(row_of(r), r);
     }
     void write(py::ssize_t i, const Req& r) {
         const int64_t in[N_IN] = {r.id, r.arrival, r.addr, r.nbytes, r.source};
@@ -288,6 +323,7 @@ private:
     int64_t* run_[N_RUN] = {};
     bool* flag_[N_FLAG] = {};
     int8_t* op_ = nullptr;
+    bool all_run_ = false, any_in_ = false;
 };
 
 py::dict system_counters(System& sys);
@@ -304,10 +340,8 @@ struct WholeOutputs {
     void attach(System& sys) {
         sys.sink_every = 256;             // a small block: copied while still in cache
         sys.sink = [this](std::vector<Req>& rows) {
-            for (const Req& r : rows) {
-                cols.write(static_cast<py::ssize_t>(r.seq), r);
-                *next++ = r.seq;
-            }
+            cols.write(rows, [](const Req& r) { return static_cast<py::ssize_t>(r.seq); });
+            for (const Req& r : rows) *next++ = r.seq;
         };
     }
     // the columns, the response order and the counters of the finished system
@@ -433,9 +467,10 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
         throw std::invalid_argument("the request arrays must have one length");
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    for (py::ssize_t i = 0; i < n; ++i)
-        sys.submit(id.data()[i], op.data()[i], addr.data()[i], nbytes.data()[i],
-                   arrival.data()[i]);
+    const int64_t *pid = id.data(), *paddr = addr.data(), *pn = nbytes.data(),
+                  *pa = arrival.data();
+    const int8_t* pop = op.data();
+    for (py::ssize_t i = 0; i < n; ++i) sys.submit(pid[i], pop[i], paddr[i], pn[i], pa[i]);
     sys.close_input();
     attach_progress(sys, progress, every);
     WholeOutputs out(n, false);        // the stream's own columns are the caller's
@@ -491,7 +526,8 @@ void stream_outputs(System& sys, const py::object& sink, int64_t every, int bloc
         py::gil_scoped_acquire gil;
         auto n = static_cast<py::ssize_t>(rows.size());
         Columns c(n, true, only.get());
-        for (py::ssize_t i = 0; i < n; ++i) c.write(i, rows[i]);
+        py::ssize_t i = 0;
+        c.write(rows, [&i](const Req&) { return i++; });
         if (gpu != nullptr) {
             if (static_cast<py::ssize_t>(gpu->answered.size()) != n)
                 throw std::logic_error("internal: the GPU answered " +

@@ -17,7 +17,7 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     pending.mode = Retire::Free;
     for (int s = 0; s < cfg.stacks; ++s) {
         stacks.push_back(std::make_unique<StackController>(ccfg, mcfg, s, reqs));
-        stacks.back()->on_response = [this](int64_t r, int64_t tk) { responded(r, tk); };
+        stack_ptrs_.push_back(stacks.back().get());
     }
     if (cfg.channel_ports) {
         port_in_.resize(cfg.stacks * cfg.channels);
@@ -72,8 +72,9 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
 }
 
 // The system accepts submitted request `seq` in cycle t: its record is written, in a free
-// slot, from what the submission gave and its mapping; the slot's index.
-int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
+// slot, from what the submission gave and its mapping; the slot's index. Inline in the
+// ingress (once per request).
+[[gnu::always_inline]] inline int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
     const Pending& p = pending[seq];
     int64_t rel = p.addr - cfg.base_address;
     int64_t page = floordiv(rel, PAGE_BYTES);
@@ -122,6 +123,9 @@ void System::flush() {
 // the next tick at which something can (C3).
 int64_t System::run(int64_t until) {
     t_resume = -1;
+    // the stacks as plain pointers, held in locals: the loop's calls cannot change them
+    StackController* const* const s0 = stack_ptrs_.data();
+    StackController* const* const s1 = s0 + stack_ptrs_.size();
     while (true) {
         if (until >= 0 && t > until) {
             t_resume = t;                // busy through until: resume in the next cycle
@@ -132,7 +136,8 @@ int64_t System::run(int64_t until) {
         bool busy = egress(t);
         // the drain input of this cycle, raised at the end of an earlier cycle
         bool drain = drain_at >= 0 && t >= drain_at;
-        for (auto& s : stacks) {
+        for (auto* sp = s0; sp != s1; ++sp) {
+            StackController* s = *sp;
             // 2. K launches, R, C2, C1; completions free their subarrays for the issue
             // decisions of this cycle; enqueue
             s->drain_in = drain;
@@ -142,18 +147,19 @@ int64_t System::run(int64_t until) {
             busy |= s->enqueue(t);
         }
         // 3. dispatch from every M
-        for (auto& s : stacks) busy |= s->dispatch(t, drain);
+        for (auto* sp = s0; sp != s1; ++sp) busy |= (*sp)->dispatch(t, drain);
         // 4. accepts from start-of-cycle occupancy, then queue heads into M
         busy |= ingress(t);
-        for (auto& s : stacks) busy |= s->advance(t);
+        for (auto* sp = s0; sp != s1; ++sp) busy |= (*sp)->advance(t);
         if (inputs_done && drain_at < 0 && ingress_.empty() && route_.empty()
                 && port_in_count_ == 0) {
             bool holds = false;
-            for (auto& s : stacks) holds = holds || s->holds_requests();
+            for (auto* sp = s0; sp != s1; ++sp) holds = holds || (*sp)->holds_requests();
             if (!holds) drain_at = t + 1;
         }
         // 5. flush decisions, MSHR completions into RETURN, end of cycle
-        for (auto& s : stacks) {
+        for (auto* sp = s0; sp != s1; ++sp) {
+            StackController* s = *sp;
             busy |= s->wb_triggers(t, drain);
             busy |= s->complete_entries(t);
             s->end_cycle(t);
@@ -215,13 +221,13 @@ bool System::egress(int64_t tk) {
     size_t n = stacks.size();
     if (n == 1) {
         if (stacks[0]->inp[0].egress.empty()) return false;
-        stacks[0]->handshake(tk, 0);
+        responded(stacks[0]->handshake(tk, 0), tk);
         return true;
     }
     for (size_t k = 0; k < n; ++k) {
         size_t i = (rr + k) % n;
         if (!stacks[i]->inp[0].egress.empty()) {
-            stacks[i]->handshake(tk, 0);
+            responded(stacks[i]->handshake(tk, 0), tk);
             rr = static_cast<int64_t>((i + 1) % n);
             return true;
         }
@@ -265,7 +271,7 @@ bool System::egress_ports(int64_t tk) {
     bool changed = false;
     for (auto& s : stacks) {
         for (uint64_t ps = s->egress_set; ps; ps &= ps - 1) {   // the ports whose E holds one
-            s->handshake(tk, lowest(ps));
+            responded(s->handshake(tk, lowest(ps)), tk);
             changed = true;
         }
     }

@@ -7,14 +7,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "controller/megaplane.hpp"
 #include "controller/stack_controller.hpp"
+#include "fifo.hpp"
 #include "mapping.hpp"
 #include "retiring_table.hpp"
 
@@ -33,28 +37,54 @@ struct Pending {
 };
 
 // Requests waiting at a system request port, in arrival order, each with its arrival tick
-// (read every cycle without touching the request's record): a vector read from a head
-// index, compacted once the read part dominates (a deque's chunks cost more per cycle).
+// (read every cycle without touching the request's record): an array read from a head
+// index, compacted once the read part dominates (a deque's chunks cost more per cycle). The
+// array is plain memory grown by realloc (a large one is remapped, not copied) and the push
+// is inline, its growth out of line.
 class ArrivalQueue {
 public:
-    bool empty() const { return head_ == v_.size(); }
-    int64_t front() const { return v_[head_].second; }          // the submission number
-    int64_t front_arrival() const { return v_[head_].first; }
-    void push_back(int64_t arrival, int64_t r) { v_.emplace_back(arrival, r); }
+    ArrivalQueue() = default;
+    ArrivalQueue(ArrivalQueue&& o) noexcept { swap(o); }
+    ArrivalQueue& operator=(ArrivalQueue&& o) noexcept { swap(o); return *this; }
+    ArrivalQueue(const ArrivalQueue&) = delete;
+    ArrivalQueue& operator=(const ArrivalQueue&) = delete;
+    ~ArrivalQueue() { std::free(v_); }
+
+    bool empty() const { return head_ == n_; }
+    int64_t front() const { return v_[head_].seq; }          // the submission number
+    int64_t front_arrival() const { return v_[head_].arrival; }
+    void push_back(int64_t arrival, int64_t r) {
+        if (n_ == cap_) grow();
+        v_[n_++] = Item{arrival, r};
+    }
     void pop_front() {
-        if (++head_ == v_.size()) {
-            v_.clear();
-            head_ = 0;
-        } else if (head_ >= 4096 && 2 * head_ >= v_.size()) {
-            v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+        if (++head_ == n_) {
+            head_ = n_ = 0;
+        } else if (head_ >= 4096 && 2 * head_ >= n_) {
+            std::memmove(v_, v_ + head_, (n_ - head_) * sizeof(Item));
+            n_ -= head_;
             head_ = 0;
         }
     }
-    void reserve(size_t n) { v_.reserve(n); }
 
 private:
-    std::vector<std::pair<int64_t, int64_t>> v_;
-    size_t head_ = 0;
+    struct Item { int64_t arrival, seq; };
+    [[gnu::noinline]] void grow() {
+        size_t cap = cap_ ? 2 * cap_ : 64;
+        void* p = std::realloc(v_, cap * sizeof(Item));
+        if (!p) throw std::bad_alloc();
+        v_ = static_cast<Item*>(p);
+        cap_ = cap;
+    }
+    void swap(ArrivalQueue& o) noexcept {
+        std::swap(v_, o.v_);
+        std::swap(n_, o.n_);
+        std::swap(cap_, o.cap_);
+        std::swap(head_, o.head_);
+    }
+
+    Item* v_ = nullptr;
+    size_t n_ = 0, cap_ = 0, head_ = 0;
 };
 
 struct SystemConfig {
@@ -110,8 +140,9 @@ private:
     bool egress_ports(int64_t t);
     int64_t next_tick(int64_t t);
 
+    std::vector<StackController*> stack_ptrs_;   // stacks[i].get(), for the run loop
     ArrivalQueue ingress_;
-    std::deque<int64_t> route_;
+    Fifo<int64_t> route_;
     std::vector<ArrivalQueue> port_in_;
     std::vector<uint64_t> port_in_set_;     // per stack, the ports whose queue holds one
     int64_t port_in_count_ = 0;

@@ -1,6 +1,6 @@
 // §4.1 ingress and admission, the ingress queue Q and the dispatch register M
 // (docs/timing-contract.md; model/controller/ingress.py room, ready, rank_tick,
-// accept, advance, holds_requests, per port).
+// accept, advance, holds_requests, per port; accept is inline in stack_controller.hpp).
 #include "controller/stack_controller.hpp"
 
 #include "mapping.hpp"
@@ -31,15 +31,6 @@ int64_t StackController::rank_tick(int64_t t, int64_t p) const {
     for (int64_t u = t + 1; u < t + 1 + P; ++u)
         if (floormod(p - u, P) < free) return u;
     return -1;
-}
-
-// Accept request r on port `port` in cycle t; it is in that port's Q from t + 1. The
-// admission slot is the stack's (one count for all ports).
-void StackController::accept(int64_t r, int64_t t, int64_t port) {
-    reqs[r].depth = static_cast<int32_t>(inflight);
-    ++inflight;
-    inp[port].qin.push_back({r, t});
-    qin_set |= bit(port);
 }
 
 // Move each port's Q head into its M at the end of cycle t if that M is free.

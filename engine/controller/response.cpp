@@ -109,9 +109,10 @@ bool StackController::port_stages(Port& port, int64_t t) {
             changed = true;
         }
     }
-    for (int tb = 0; tb < 2; ++tb) {
+    // C2 and C1 of table tb (a constant in each call: the two tables unrolled)
+    auto c_stages = [&port, &changed, &first_taken](int tb) {
         int a = port.c1[tb];
-        if (a < 0 && port.c2[tb] < 0 && port.ret[tb].empty()) continue;
+        if (a < 0 && port.c2[tb] < 0 && port.ret[tb].empty()) return;
         bool moves = port.c2[tb] < 0 || first_taken[tb];
         if (moves && (a >= 0 || port.c2[tb] >= 0)) {
             port.c2[tb] = a;               // reads the entry's head, tail and flags
@@ -126,7 +127,9 @@ bool StackController::port_stages(Port& port, int64_t t) {
                 changed = true;
             }
         }
-    }
+    };
+    c_stages(MSHR_T);
+    c_stages(WB_T);
     return changed;
 }
 
@@ -181,7 +184,8 @@ std::vector<int64_t> StackController::egress_heads() const {
 }
 
 // The resp[port] handshake of its E head in cycle t; it releases the admission slot, usable
-// from t + 1 (§8, §4.1).
+// from t + 1 (§8, §4.1). The request answered is returned: the caller, the system's egress,
+// hands it on at once (System::responded, the model's on_response), with no callback.
 int64_t StackController::handshake(int64_t t, int64_t port) {
     Port& out = inp[port];
     int64_t r = out.egress.front();
@@ -190,7 +194,6 @@ int64_t StackController::handshake(int64_t t, int64_t port) {
     out.hs_t = t;
     reqs[r].t_done = t;
     ++released;
-    on_response(r, t);
     return r;
 }
 

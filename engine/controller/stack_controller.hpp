@@ -10,8 +10,6 @@
 
 #include <bitset>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -22,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../fifo.hpp"
 #include "../slot_table.hpp"
 
 #include "controller/link.hpp"
@@ -162,7 +161,6 @@ class Megaplanes;
 
 class StackController {
 public:
-    using Respond = std::function<void(int64_t req, int64_t t)>;
     StackController(const ControllerConfig& cfg, const MediaConfig& mcfg, int stack,
                     ReqTable& reqs);
     ~StackController();
@@ -175,7 +173,15 @@ public:
     bool ready() const;                            // stack shape (P = 1)
     bool ready_port(int64_t p, int64_t t, int64_t free) const;
     int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
-    void accept(int64_t r, int64_t t, int64_t port);
+    // Accept request r on `port` in cycle t; it is in that port's Q from t + 1. The
+    // admission slot is the stack's (one count for all ports). Inline: the system's ingress
+    // calls it once per request.
+    void accept(int64_t r, int64_t t, int64_t port) {
+        reqs[r].depth = static_cast<int32_t>(inflight);
+        ++inflight;
+        inp[port].qin.push_back({r, t});
+        qin_set |= bit(port);
+    }
     bool advance(int64_t t) {                      // a Q head with its M free
         return (qin_set & ~m_set) != 0 && advance_work(t);
     }
@@ -248,11 +254,10 @@ public:
     int64_t mshr_hits = 0, agg_wait = 0;
     std::vector<int64_t> ch_requests, ch_ops, ch_link_stall;
     std::unique_ptr<Megaplanes> mp;
-    Respond on_response;
 
     // ---- the tables (model/controller/request.py, stack_controller.py)
     std::vector<Entry> mshr, wb;
-    std::deque<int> mshr_free, wb_free;
+    Fifo<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
     // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
     // a page is held while it has one (one lookup serves the merge and the allocation)
@@ -272,7 +277,7 @@ public:
     bool pressure_live = false;
     std::vector<int> raw_, decided_;                     // DP5
     // DP2, DP2a, DP3
-    std::vector<std::deque<int>> offer_q;
+    std::vector<Fifo<int>> offer_q;
     std::vector<int> offer_r, offer_wb;
     uint64_t busy_ch_set = 0;                            // channels with offers to make
     std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
@@ -281,7 +286,7 @@ public:
     std::vector<std::priority_queue<int, std::vector<int>, std::greater<int>>> agg_cand;
     // DP6
     struct Late { int64_t at; int idx; int64_t tc, flags; };
-    std::deque<Late> late_;
+    Fifo<Late> late_;
     std::priority_queue<std::pair<int64_t, int64_t>,
                         std::vector<std::pair<int64_t, int64_t>>,
                         std::greater<>> cache_due;       // (tick, idx)
