@@ -72,9 +72,9 @@ void StackController::read_done(Entry& e, int64_t tc, int64_t flags) {
     e.state = RETURN;
     e.tc = tc;
     e.flags = flags;
-    auto pg = mshr_page.find(e.q);
-    if (pg->second.open == e.idx) pg->second.open = -1;   // no longer mergeable
-    if (--pg->second.pend == 0) mshr_page.erase(pg);
+    PageReads* pg = mshr_page.find(e.q);
+    if (pg->open == e.idx) pg->open = -1;                 // no longer mergeable
+    if (--pg->pend == 0) mshr_page.erase(e.q);
     if (cfg.page_cache_pages && !e.cache) {
         auto pc = pc_map.find(e.q);
         if (pc != pc_map.end()) {

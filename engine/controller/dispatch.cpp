@@ -69,9 +69,9 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
             return false;
         }
         int ei = -1;
-        auto pg = mshr_page.find(q);
+        PageReads* pg = mshr_page.find(q);
         if (cfg.mshr_merge) {
-            if (pg != mshr_page.end()) ei = pg->second.open;
+            if (pg) ei = pg->open;
             if (ei >= 0 && mutant(CTRL_W_FORWARD_OFF) && mshr[ei].alloc == t - 1) ei = -1;
         }
         if (ei >= 0) {
@@ -89,9 +89,9 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
             mshr_free.pop_front();
             new_read_entry(e, m, t);
             e.waiters.push_back(port.m);
-            if (pg == mshr_page.end()) pg = mshr_page.emplace(q, PageReads{}).first;
-            if (cfg.mshr_merge) pg->second.open = e.idx;
-            ++pg->second.pend;
+            if (!pg) pg = &mshr_page.insert(q);
+            if (cfg.mshr_merge) pg->open = e.idx;
+            ++pg->pend;
             auto pc = cfg.page_cache_pages ? pc_map.find(q) : pc_map.end();
             if (pc != pc_map.end()) {
                 pc_order.splice(pc_order.end(), pc_order, pc->second);   // move to end

@@ -41,7 +41,7 @@ bool StackController::enqueue_work(int64_t t) {
                     continue;
                 }
                 auto& lst = wb_page[e.q];
-                if (lst.front() == e.idx && !mshr_page.count(e.q)) {
+                if (lst.front() == e.idx && !mshr_page.contains(e.q)) {
                     e.te = t;                              // eligible: a candidate from t + 1
                     changed = true;
                 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../fifo.hpp"
+#include "../page_map.hpp"
 #include "../slot_table.hpp"
 
 #include "controller/link.hpp"
@@ -260,9 +261,10 @@ public:
     Fifo<int> mshr_free, wb_free;
     int64_t ap_r = 0, ap_w = 0;
     // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
-    // a page is held while it has one (one lookup serves the merge and the allocation)
+    // a page is held while it has one (one lookup serves the merge and the allocation);
+    // a flat table (page_map.hpp), at most one page per entry
     struct PageReads { int open = -1; int32_t pend = 0; };
-    std::unordered_map<int64_t, PageReads> mshr_page;
+    PageMap<PageReads> mshr_page;
     std::unordered_map<int64_t, int> wb_open;            // page -> OPEN entry
     std::map<int64_t, int> wb_open_order;                // open_seq -> entry (by age)
     int64_t open_seq = 0;
