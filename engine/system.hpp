@@ -37,10 +37,12 @@ struct Pending {
 };
 
 // Requests waiting at a system request port, in arrival order, each with its arrival tick
-// (read every cycle without touching the request's record): an array read from a head
-// index, compacted once the read part dominates (a deque's chunks cost more per cycle). The
-// array is plain memory grown by realloc (a large one is remapped, not copied) and the push
-// is inline, its growth out of line.
+// (read every cycle without touching the request's record): blocks of 4,096 items in a
+// chain, read from a head pointer and written at a tail pointer held beside the chain, so
+// that a push or a pop is a pointer step and a compare. Nothing is moved: no block is
+// copied as the queue grows (a grown array was) and no head is compacted away (an array's
+// read part was moved down once it dominated); an emptied block is kept as the next one
+// to fill (one spare), so a steady queue allocates nothing.
 class ArrivalQueue {
 public:
     ArrivalQueue() = default;
@@ -48,43 +50,80 @@ public:
     ArrivalQueue& operator=(ArrivalQueue&& o) noexcept { swap(o); return *this; }
     ArrivalQueue(const ArrivalQueue&) = delete;
     ArrivalQueue& operator=(const ArrivalQueue&) = delete;
-    ~ArrivalQueue() { std::free(v_); }
+    ~ArrivalQueue() {
+        while (head_blk_) {
+            Block* next = head_blk_->next;
+            std::free(head_blk_);
+            head_blk_ = next;
+        }
+        std::free(spare_);
+    }
 
-    bool empty() const { return head_ == n_; }
-    int64_t front() const { return v_[head_].seq; }          // the submission number
-    int64_t front_arrival() const { return v_[head_].arrival; }
+    bool empty() const { return head_ == tail_; }
+    int64_t front() const { return head_->seq; }          // the submission number
+    int64_t front_arrival() const { return head_->arrival; }
     void push_back(int64_t arrival, int64_t r) {
-        if (n_ == cap_) grow();
-        v_[n_++] = Item{arrival, r};
+        if (tail_ == tail_end_) link_block();
+        *tail_++ = Item{arrival, r};
     }
     void pop_front() {
-        if (++head_ == n_) {
-            head_ = n_ = 0;
-        } else if (head_ >= 4096 && 2 * head_ >= n_) {
-            std::memmove(v_, v_ + head_, (n_ - head_) * sizeof(Item));
-            n_ -= head_;
-            head_ = 0;
-        }
+        ++head_;
+        if (head_ == head_end_ && head_ != tail_) next_block();   // the head block is read
     }
 
 private:
     struct Item { int64_t arrival, seq; };
-    [[gnu::noinline]] void grow() {
-        size_t cap = cap_ ? 2 * cap_ : 64;
-        void* p = std::realloc(v_, cap * sizeof(Item));
-        if (!p) throw std::bad_alloc();
-        v_ = static_cast<Item*>(p);
-        cap_ = cap;
+    static constexpr size_t N = 4096;
+    struct Block {
+        Block* next;
+        Item items[N];
+    };
+    // the tail block is full (or there is none): a block joins the chain, the spare if
+    // there is one; an empty queue reads from it too (its head block is read through)
+    [[gnu::noinline]] void link_block() {
+        Block* b = spare_;
+        spare_ = nullptr;
+        if (!b) {
+            b = static_cast<Block*>(std::malloc(sizeof(Block)));
+            if (!b) throw std::bad_alloc();
+        }
+        b->next = nullptr;
+        bool was_empty = empty();
+        if (tail_blk_) tail_blk_->next = b;
+        else head_blk_ = b;
+        tail_blk_ = b;
+        tail_ = b->items;
+        tail_end_ = b->items + N;
+        if (was_empty) {
+            if (head_blk_ != b) retire_head();   // now head_blk_ == b
+            head_ = b->items;
+            head_end_ = b->items + N;
+        }
+    }
+    // the head block is read through and another follows it
+    [[gnu::noinline]] void next_block() {
+        retire_head();
+        head_ = head_blk_->items;
+        head_end_ = head_ + N;
+    }
+    void retire_head() {
+        Block* done = head_blk_;
+        head_blk_ = done->next;
+        if (spare_) std::free(done);
+        else spare_ = done;
     }
     void swap(ArrivalQueue& o) noexcept {
-        std::swap(v_, o.v_);
-        std::swap(n_, o.n_);
-        std::swap(cap_, o.cap_);
+        std::swap(head_blk_, o.head_blk_);
+        std::swap(tail_blk_, o.tail_blk_);
+        std::swap(spare_, o.spare_);
         std::swap(head_, o.head_);
+        std::swap(head_end_, o.head_end_);
+        std::swap(tail_, o.tail_);
+        std::swap(tail_end_, o.tail_end_);
     }
 
-    Item* v_ = nullptr;
-    size_t n_ = 0, cap_ = 0, head_ = 0;
+    Block *head_blk_ = nullptr, *tail_blk_ = nullptr, *spare_ = nullptr;
+    Item *head_ = nullptr, *head_end_ = nullptr, *tail_ = nullptr, *tail_end_ = nullptr;
 };
 
 struct SystemConfig {
