@@ -84,6 +84,32 @@ static_assert(sizeof(Req) == 128, "a request record is two cache lines");
 // The requests inside the system, by slot (engine/slot_table.hpp).
 using ReqTable = SlotTable<Req>;
 
+// An entry's waiters, request slots in list order: the first eight in the entry itself,
+// the others in a vector (make bench's read stream merges eight sector reads per page),
+// so that R and K read a waiter from the entry's own cache lines and a merge appends one
+// without a call (a std::vector kept them in heap memory of its own, its push_back out of
+// line).
+class Waiters {
+public:
+    size_t size() const { return n_; }
+    int64_t operator[](size_t i) const { return i < K ? in_[i] : more_[i - K]; }
+    void push_back(int64_t r) {
+        if (n_ < K) in_[n_] = r;
+        else more_.push_back(r);
+        ++n_;
+    }
+    void clear() {
+        n_ = 0;
+        more_.clear();
+    }
+
+private:
+    static constexpr size_t K = 8;
+    int64_t in_[K] = {};
+    size_t n_ = 0;
+    std::vector<int64_t> more_;
+};
+
 // One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
 // The write coverage (512 bytes, written by writes only) comes last, so that the fields
 // every entry reads lie together in its first cache lines.
@@ -91,7 +117,7 @@ struct Entry {
     int kind = 0, idx = 0;
     EntryState state = FREE;
     int64_t q = 0, ch = 0, sub = 0, local = 0;
-    std::vector<int64_t> waiters;               // request slots, in list order
+    Waiters waiters;                            // request slots, in list order
     int64_t bytes = 0, alloc = 0, ready_at = 0, deadline = 0;
     int64_t cov_count = 0;
     Cause cause = NO_CAUSE;
