@@ -17,8 +17,7 @@ from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
-from hbfsim.rtl.logic import (bits_at_least, bits_exactly, lowest_set, named, select,
-                              tree_sum)
+from hbfsim.rtl.logic import (lowest_set, named, select, tree_sum)
 
 
 #: Tables of more entries than this register their lookup's hit flags and keep their
@@ -158,99 +157,6 @@ def _rank_from_pointer(m, want, ap, name):
     return ranks
 
 
-def _ring_writes(m, wps, wr, pushes, push_indexes, wrap, name):
-    """The cycle's frees written at the ring's tail in ascending port order, for more than
-    two ports: port p's address is ``wr + j`` for the ``j`` frees of the ports before it,
-    chosen by "exactly j" flags (no adder on the frees' path); ``wr`` moves by their count.
-    Returns the count (``pushed``)."""
-    P = len(pushes)
-    for p in range(P):
-        addr = wr
-        for j in range(1, p + 1):
-            addr = Mux(bits_exactly(pushes[:p], j), wrap(wr + j), addr)
-        m.d.comb += [wps[p].addr.eq(addr), wps[p].data.eq(push_indexes[p]),
-                     wps[p].en.eq(pushes[p])]
-    pushed = Signal(range(P + 1), name=f"{name}_pushed")
-    m.d.comb += pushed.eq(tree_sum(pushes))
-    m.d.sync += wr.eq(wrap(wr + pushed))
-    return pushed
-
-
-def _rank_is(m, want, ap, name):
-    """Per port ``p`` and rank ``k < P``: ``p`` is the k-th wanting port from ``ap`` (the
-    one-hot form of :func:`_rank_from_pointer`'s ranks: "exactly k of the ports before p
-    want", a few LUTs per pointer value, no adder; for more than two ports)."""
-    P = len(want)
-    out = []
-    for p in range(P):
-        row = []
-        for k in range(P):
-            opts = [bits_exactly([want[(a + i) % P] for i in range((p - a) % P)], k)
-                    for a in range(P)]
-            pick = opts[0]
-            for a in range(1, P):
-                pick = Mux(ap == a, opts[a], pick)
-            row.append(named(m, pick, f"{name}_rank{p}_is{k}"))
-        out.append(row)
-    return out
-
-
-def _or_all(values):
-    """The OR of ``values`` as a balanced tree."""
-    vals = list(values)
-    while len(vals) > 1:
-        vals = [vals[i] | vals[i + 1] if i + 1 < len(vals) else vals[i]
-                for i in range(0, len(vals), 2)]
-    return vals[0]
-
-
-def _by_allocations(a_gt, cands):
-    """``cands[a]`` for the cycle's ``a`` allocations (``a_gt``: the thermometer ``a > k``):
-    every candidate computed from registers and the frees, the late allocation count at the
-    last multiplexers."""
-    value = cands[0]
-    for a in range(1, len(cands)):
-        value = Mux(a_gt[a - 1], cands[a], value)
-    return value
-
-
-def _grants_without_adders(m, want, ap, more, heads, name):
-    """The grants of more than two ports (``want_p & more[rank_p]``, the entry ``heads[rank_p]``),
-    from :func:`_rank_is`, and the cycle's allocations as the thermometer ``a > k`` (at
-    least ``k + 1`` ports want and the list holds more than ``k`` entries), and the next
-    pointer: no adder and no ``safe`` register behind any of them. For more than two ports
-    ``safe_p`` (``more[(p - ap) mod P]``) implies ``more[rank_p]``, so the grant is the same
-    without it (docs/rtl.md "Issue 23: the 4 x 32 point")."""
-    P = len(want)
-    rank_is = _rank_is(m, want, ap, name)
-    granted, index = [], []
-    for p in range(P):
-        got = Const(0, 1)
-        idx = heads[0]
-        for k in range(P):
-            got = got | (rank_is[p][k] & more[k])
-            if 0 < k < len(heads):
-                idx = Mux(rank_is[p][k], heads[k], idx)
-        granted.append(named(m, want[p] & got, f"{name}_granted{p}"))
-        ix = Signal.like(heads[0], name=f"{name}_index{p}")
-        m.d.comb += ix.eq(idx)
-        index.append(ix)
-    a_gt = [named(m, bits_at_least(want, k + 1) & more[k], f"{name}_allocs_gt{k}")
-            for k in range(min(P, len(more)))]
-    # the last allocating port: granted with rank a - 1 for the cycle's a allocations
-    nxt = Const(0, 1)
-    for p in range(P):
-        last = Const(0, 1)
-        for a in range(1, len(a_gt) + 1):
-            exact = a_gt[a - 1] & ~a_gt[a] if a < len(a_gt) else a_gt[a - 1]
-            last = last | (exact & rank_is[p][a - 1])
-        nxt = nxt | Mux(granted[p] & last, (p + 1) % P, 0)
-    ap_next = Signal(range(P), name=f"{name}_ap_next")
-    m.d.comb += ap_next.eq(Mux(a_gt[0], nxt, ap))
-    m.d.sync += ap.eq(ap_next)
-    return granted, index, a_gt
-
-
 def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
                     registered: bool = False):
     """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
@@ -276,14 +182,7 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
       point").
 
     "The list holds more than k entries" (``more``, k < P) and ``safe`` are flip-flops
-    computed from the next count. With more than two ports (a setting of ``P``, as the
-    two-port grant is) the grants, the allocation count and the next state take no adder
-    and no rank behind the wants: "exactly k wanting ports before p" flags
-    (:func:`_rank_is`), the next count, pointers and thermometers computed for each number
-    of allocations and chosen by it (:func:`_by_allocations`), no ``safe`` (implied by
-    ``more[rank_p]`` there), the frees' ring addresses chosen by "exactly j frees before"
-    flags (docs/rtl.md "Issue 23: the 4 x 32 point, grants without adders"). Two ports or
-    one keep the structures above, byte for byte.
+    computed from the next count.
 
     Parameters
     ----------
@@ -338,21 +237,6 @@ def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str):
         m.d.comb += h.eq(Mux(k < fresh_n, (n + k - fresh_n)[:len(h)], rps[k].data))
         heads.append(h)
     ranks = _rank_from_pointer(m, want, ap, name)
-    if P > 2:
-        granted, index, a_gt = _grants_without_adders(m, want, ap, more, heads, name)
-        pushed = _ring_writes(m, wps, wr, pushes, push_indexes, wrap, name)
-        # the next state for each number of allocations a, then the multiplexer over a:
-        # the counter's entries go first, the RAM's read pointer moves by the rest
-        cands = [(count + pushed - a, Mux(fresh_n > a, fresh_n - a, 0),
-                  wrap(rd + Mux(fresh_n < a, a - fresh_n, 0))) for a in range(P + 1)]
-        m.d.sync += [
-            count.eq(_by_allocations(a_gt, [c for c, _, _ in cands])),
-            more.eq(_by_allocations(a_gt, [Cat(*[c > k for k in range(P)])
-                                           for c, _, _ in cands])),
-            fresh_n.eq(_by_allocations(a_gt, [f for _, f, _ in cands])),
-            rd.eq(_by_allocations(a_gt, [r for _, _, r in cands])),
-        ]
-        return granted, index, count, ap, ranks
     # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
     # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
     # grant is the same (safe implies more[rank_p]), but with two ports it is
@@ -442,68 +326,59 @@ def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
         return v
 
     ranks = _rank_from_pointer(m, want, ap, name)
-    if P > 2:
-        granted, index, a_gt = _grants_without_adders(m, want, ap, more, heads, name)
-    else:
-        # ``safe`` bit p: the list holds an entry for port p even if every port before it
-        # (from ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and
-        # pointer. The grant is the same (safe implies more[rank_p]), but with two ports it
-        # is ``want_p & (safe_p | more[0] & ~want_other)``: the other port's want enters at
-        # the last gate (when ap names the other port first, rank_p = want_other; otherwise
-        # safe_p = more[0]), not through the rank and the pointer
-        safe = Signal(P, init=sum(1 << p for p in range(P) if p < n), name=f"{name}_safe")
-        granted, index = [], []
-        for p in range(P):
-            got = Const(0, 1)
-            idx = heads[0]
-            for k in range(P):
-                got = Mux(ranks[p] == k, more[k], got)
-                if 0 < k < H:
-                    idx = Mux(ranks[p] == k, heads[k], idx)
-            if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
-                got = more[0] & ~want[1 - p]
-            granted.append(named(m, want[p] & (safe[p] | got), f"{name}_granted{p}"))
-            ix = Signal(ib, name=f"{name}_index{p}")
-            m.d.comb += ix.eq(idx)
-            index.append(ix)
-        # the cycle's allocations: the first min(wanting ports, entries) of the ranked ports; as a
-        # thermometer ``a > k`` (k < H) from the wants and ``more`` alone
-        nwant = Signal(range(P + 1), name=f"{name}_nwant")
-        m.d.comb += nwant.eq(tree_sum(want))
-        a_gt = [named(m, (nwant > k) & more[k], f"{name}_allocs_gt{k}") for k in range(H)]
-        allocs = Signal(range(P + 1), name=f"{name}_allocs")
-        m.d.comb += allocs.eq(tree_sum(a_gt))
-        nxt = Const(0, 1)
-        for p in range(P):
-            nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
-        ap_next = Signal(range(P), name=f"{name}_ap_next")
-        m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
-        m.d.sync += ap.eq(ap_next)
+    # ``safe`` bit p: the list holds an entry for port p even if every port before it (from
+    # ap) allocates (more[(p - ap) mod P]), a flip-flop from the next count and pointer. The
+    # grant is the same (safe implies more[rank_p]), but with two ports it is
+    # ``want_p & (safe_p | more[0] & ~want_other)``: the other port's want enters at the last
+    # gate (when ap names the other port first, rank_p = want_other; otherwise safe_p =
+    # more[0]), not through the rank and the pointer
+    safe = Signal(P, init=sum(1 << p for p in range(P) if p < n), name=f"{name}_safe")
+    granted, index = [], []
+    for p in range(P):
+        got = Const(0, 1)
+        idx = heads[0]
+        for k in range(P):
+            got = Mux(ranks[p] == k, more[k], got)
+            if 0 < k < H:
+                idx = Mux(ranks[p] == k, heads[k], idx)
+        if P == 2:   # rank_p is the other port's want or 0, and safe covers the latter
+            got = more[0] & ~want[1 - p]
+        granted.append(named(m, want[p] & (safe[p] | got), f"{name}_granted{p}"))
+        ix = Signal(ib, name=f"{name}_index{p}")
+        m.d.comb += ix.eq(idx)
+        index.append(ix)
+    # the cycle's allocations: the first min(wanting ports, entries) of the ranked ports; as a
+    # thermometer ``a > k`` (k < H) from the wants and ``more`` alone
+    nwant = Signal(range(P + 1), name=f"{name}_nwant")
+    m.d.comb += nwant.eq(tree_sum(want))
+    a_gt = [named(m, (nwant > k) & more[k], f"{name}_allocs_gt{k}") for k in range(H)]
+    allocs = Signal(range(P + 1), name=f"{name}_allocs")
+    m.d.comb += allocs.eq(tree_sum(a_gt))
+    nxt = Const(0, 1)
+    for p in range(P):
+        nxt = nxt | Mux(granted[p] & (ranks[p] + 1 == allocs), (p + 1) % P, 0)
+    ap_next = Signal(range(P), name=f"{name}_ap_next")
+    m.d.comb += ap_next.eq(Mux(allocs != 0, nxt, ap))
+    m.d.sync += ap.eq(ap_next)
 
     # frees: every one written into the ring at the tail, in ascending response port order;
     # ``push_m[j]`` is the j-th free of the cycle in that order
-    if P > 2:
-        pushed = _ring_writes(m, wps, wr, pushes, push_indexes, wrap, name)
-        push_m = [named(m, _or_all([Mux(pushes[p] & bits_exactly(pushes[:p], j),
-                                        push_indexes[p], 0) for p in range(P)]),
-                        f"{name}_push{j}") for j in range(H)]
-    else:
-        before = Const(0, 1)
-        order = []
+    before = Const(0, 1)
+    order = []
+    for p in range(P):
+        m.d.comb += [wps[p].addr.eq(wrap(wr + before, 2)), wps[p].data.eq(push_indexes[p]),
+                     wps[p].en.eq(pushes[p])]
+        order.append(before)
+        before = before + pushes[p]
+    pushed = Signal(range(P + 1), name=f"{name}_pushed")
+    m.d.comb += pushed.eq(tree_sum(pushes))
+    m.d.sync += wr.eq(wrap(wr + pushed, 2))
+    push_m = []
+    for j in range(H):
+        pj = Const(0, len(heads[0]))
         for p in range(P):
-            m.d.comb += [wps[p].addr.eq(wrap(wr + before, 2)), wps[p].data.eq(push_indexes[p]),
-                         wps[p].en.eq(pushes[p])]
-            order.append(before)
-            before = before + pushes[p]
-        pushed = Signal(range(P + 1), name=f"{name}_pushed")
-        m.d.comb += pushed.eq(tree_sum(pushes))
-        m.d.sync += wr.eq(wrap(wr + pushed, 2))
-        push_m = []
-        for j in range(H):
-            pj = Const(0, len(heads[0]))
-            for p in range(P):
-                pj = pj | Mux(pushes[p] & (order[p] == j), push_indexes[p], 0)
-            push_m.append(named(m, pj, f"{name}_push{j}"))
+            pj = pj | Mux(pushes[p] & (order[p] == j), push_indexes[p], 0)
+        push_m.append(named(m, pj, f"{name}_push{j}"))
 
     # the backing part's first H entries: the counter's, then the ring's from ``rd``.
     # ``rd_f`` is ``rd - fresh_n`` mod N and ``fresh_gt`` the thermometer ``fresh_n > x``
@@ -546,8 +421,7 @@ def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
     # As thermometers over the registers: position H + t of the list is the backing part's
     # t-th entry (``deep[H + t]``), from the counter while ``fresh_gt[t]``; head position t is
     # free after a allocations when ``~deep[t + a]``; ``pushed > s`` is ``push_gt[s]``.
-    push_gt = [named(m, bits_at_least(pushes, s + 1) if P > 2 else pushed > s,
-                     f"{name}_pushed_gt{s}") for s in range(H)]
+    push_gt = [named(m, pushed > s, f"{name}_pushed_gt{s}") for s in range(H)]
     rd_c, fresh_c, fresh_n_c, rd_f_c, fresh_gt_c = [], [], [], [], []
     for a in range(H + 1):
         from_fresh = tree_sum([deep[H + t] & fresh_gt[t] for t in range(a)])
@@ -570,15 +444,6 @@ def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
     m.d.sync += [rd.eq(rd_n), fresh.eq(fr_n), fresh_n.eq(frn_n), rd_f.eq(rdf_n),
                  fresh_gt.eq(fgt_n)]
 
-    if P > 2:   # the next count and its thermometers for each number of allocations
-        after_c = [count + pushed - a for a in range(H + 1)]
-        m.d.sync += [
-            count.eq(_by_allocations(a_gt, after_c)),
-            more.eq(_by_allocations(a_gt, [Cat(*[c > k for k in range(P)])
-                                           for c in after_c])),
-            deep.eq(_by_allocations(a_gt, [Cat(*[c > k for k in range(2 * H)])
-                                           for c in after_c]))]
-        return granted, index, count, ap, ranks
     after = Signal(range(n + P + 1), name=f"{name}_next")
     m.d.comb += after.eq(count + pushed - allocs)
     m.d.sync += [count.eq(after), more.eq(Cat(*[after > k for k in range(P)])),

@@ -5,9 +5,8 @@ Not blocks themselves (no ports): helpers that add logic to a :class:`Module`.
 
 from __future__ import annotations
 
-__all__ = ["at_least", "bits_at_least", "bits_exactly", "divmod_const", "lowest_onehot",
-           "lowest_set", "named", "onehot_index", "onehot_select", "prefix_or", "select",
-           "tree_sum"]
+__all__ = ["at_least", "divmod_const", "lowest_onehot", "lowest_set", "named", "onehot_index",
+           "onehot_select", "prefix_or", "select", "tree_sum"]
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.utils import bits_for, ceil_log2
@@ -144,30 +143,6 @@ def tree_sum(values: list) -> Value:
         vals = [vals[i] + vals[i + 1] if i + 1 < len(vals) else vals[i]
                 for i in range(0, len(vals), 2)]
     return vals[0]
-
-
-def bits_at_least(bits: list, j: int) -> Value:
-    """Whether at least ``j`` of the 1-bit values ``bits`` are set, as a boolean network.
-
-    No adder: a count compared with a constant (``tree_sum(bits) > j - 1``) maps to carry
-    chains (CCU2C on an ECP5), whereas this function of a few bits is one or two LUTs. For
-    the small port counts of a multi-port grant (issue 23, the 4 x 32 point).
-    """
-    if j <= 0:
-        return Const(1, 1)
-    if j > len(bits):
-        return Const(0, 1)
-    seen = [Const(1, 1)] + [Const(0, 1)] * j     # seen[c]: at least c of the bits so far
-    for b in bits:
-        b = Value.cast(b)
-        seen = [seen[0]] + [seen[c] | (b & seen[c - 1]) for c in range(1, j + 1)]
-    return seen[j]
-
-
-def bits_exactly(bits: list, j: int) -> Value:
-    """Whether exactly ``j`` of the 1-bit values ``bits`` are set (no adder, as
-    :func:`bits_at_least`)."""
-    return bits_at_least(bits, j) & ~bits_at_least(bits, j + 1)
 
 
 def at_least(m: Module, value: Value, n: int, name: str) -> Signal:

@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rtl_helpers import simulate
 
-from hbfsim.rtl.logic import (at_least, bits_at_least, bits_exactly, divmod_const,
-                              lowest_onehot, lowest_set, onehot_index, onehot_select,
-                              prefix_or)
+from hbfsim.rtl.logic import (at_least, divmod_const, lowest_onehot, lowest_set,
+                              onehot_index, onehot_select, prefix_or)
 
 
 def _comb(build, width: int, values: list[int]) -> list:
@@ -49,24 +48,6 @@ def test_divmod_const_exhaustive(n):
                                          max_size=30))
 def test_divmod_const_wide(n, values):
     assert _divmod_rtl(40, n, values) == [divmod(v, n) for v in values]
-
-
-@pytest.mark.parametrize("n", [0, 1, 3, 4, 6])
-def test_bits_at_least_and_exactly_exhaustive(n):
-    """Every count threshold of ``n`` bits against Python's popcount, every input."""
-    def build(m, q):
-        bits = [q[i] for i in range(n)]
-        outs = []
-        for j in range(n + 2):
-            a, e = Signal(name=f"a{j}"), Signal(name=f"e{j}")
-            m.d.comb += [a.eq(bits_at_least(bits, j)), e.eq(bits_exactly(bits, j))]
-            outs += [a, e]
-        return outs
-    values = list(range(1 << n))
-    want = [tuple(x for j in range(n + 2)
-                  for x in (int(bin(v).count("1") >= j), int(bin(v).count("1") == j)))
-            for v in values]
-    assert _comb(build, max(1, n), values) == want
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 64])
