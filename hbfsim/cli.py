@@ -670,13 +670,16 @@ def _cmd_rtl(a) -> int:
     if a.rtl_cmd == "timing":
         return _cmd_rtl_timing(a, cfg)
     if a.rtl_cmd == "emit":
-        from hbfsim.rtl.emit import emit_verilog
+        from hbfsim.rtl.emit import EmitError, emit_verilog
 
         out = _outputs(a, cfg, **{"-o": a.output})["-o"]  # before the elaboration
         _say(f"elaborating the controller RTL for profile {cfg.profile} ({cfg.channels} "
              f"channels, {cfg.mshr_entries} MSHRs, admission {cfg.admission}): about a "
              "minute on the reference profile, longer for bigger tables ...")
-        text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
+        try:
+            text = emit_verilog(cfg, sector_bytes=a.sector_bytes)
+        except EmitError as e:
+            raise RunError(str(e)) from None
         out.write_text(text)
         kind = "stack controller" if cfg.stacks == 1 else f"system of {cfg.stacks} stacks"
         print(f"wrote {a.output} ({len(text):,} bytes, top module hbf_controller, {kind})")

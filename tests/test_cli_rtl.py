@@ -71,3 +71,46 @@ def test_rtl_emits_multiplane_commands(tmp_path):
     layout = cmd_layout(Widths.of(c))
     assert "planes" in layout.members and "tag" not in layout.members
     assert f"output [{layout.size - 1}:0] cmd__0;" in text
+
+
+def test_rtl_emit_backend_trap_is_one_line(tmp_path, monkeypatch, capsys):
+    """Yosys's WebAssembly runtime stopping on the design (the 16-channel default reaches
+    it, docs/rtl.md "Emission on the one contract") ends the command with one line that
+    names the configuration and the trap, exit 1, and no output file."""
+    from amaranth.back import verilog
+
+    from hbfsim import cli
+
+    trap = type("Trap", (Exception,), {"__module__": "wasmtime._trap"})
+
+    def convert(*args, **kwargs):
+        raise trap("error while executing at wasm backtrace:\n    0: 0x1234 - yosys\n\n"
+                   "Caused by:\n    wasm trap: wasm `unreachable` instruction executed")
+
+    monkeypatch.setattr(verilog, "convert", convert)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SMALL)
+    out = tmp_path / "controller.v"
+    rc = cli.main(["rtl", "emit", "--config", str(cfg), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert "2 channels, 8 MSHRs" in err and "wasm trap: wasm `unreachable`" in err, err
+    assert not out.exists()
+
+
+def test_rtl_emit_other_backend_errors_are_not_hidden(tmp_path, monkeypatch):
+    """Only the runtime's own exceptions become that line; any other error still raises."""
+    from amaranth.back import verilog
+
+    from hbfsim.config import load_config
+    from hbfsim.rtl.emit import emit_verilog
+
+    def convert(*args, **kwargs):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(verilog, "convert", convert)
+    cfg = load_config(channels=2, subarrays_per_channel=4, mshr_entries=8,
+                      write_buffer_entries=4, admission=16, queue_depth=4,
+                      capacity_bytes=33554432)
+    with pytest.raises(KeyError):
+        emit_verilog(cfg)
