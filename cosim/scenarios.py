@@ -85,6 +85,16 @@ RTL_SETS = {
                             write_buffer_entries=2, queue_depth=2, write_deadline_ticks=25),
     "ports-fcfs": dict(host_ports="channel", channels=4, admission=12,
                        mshr_entries=4, write_buffer_entries=3, active_per_channel=2),
+    # a pool per channel (docs/timing-contract.md §4.5): two MSHR entries and one
+    # write-buffer entry per channel (a victim per pool); and under a partition scheduler
+    "ports-pools": dict(host_ports="channel", channels=2, pools="channel", admission=5,
+                        mshr_entries=4, write_buffer_entries=2, queue_depth=2,
+                        active_per_channel=2, write_deadline_ticks=25),
+    "ports-pools-partition": dict(host_ports="channel", channels=4, pools="channel",
+                                  scheduler="partition-2r2w", subarrays_per_channel=2,
+                                  active_per_channel=2, admission=8, mshr_entries=8,
+                                  write_buffer_entries=4, queue_depth=2,
+                                  write_deadline_ticks=25),
 }
 
 
@@ -715,6 +725,11 @@ SCENARIOS = {
     # the channel shape's closed loop (G5': one grant per port per tick) on the CI's two-port
     # build (RTL set 'ports', shared with mix-ports)
     "gpu-ports": gpu_mix_on("ports", "ports", 0.7, pages=8),
+    # pools per channel (§4.5)
+    "mix-ports-pools": mix_on("ports-pools", "ports-pools", 0.7, pages=8, reads=0.6),
+    "mix-ports-pools-partition": mix_on("ports-pools-partition", "ports-pools-partition", 0.8,
+                                        pages=8, reads=0.6),
+    "gpu-ports-pools": gpu_mix_on("ports-pools", "ports-pools", 0.7, pages=8),
 }
 for _mode in MP_MODES:
     for _kind in ("full", "partial", "two-rows", "program"):
@@ -722,7 +737,8 @@ for _mode in MP_MODES:
     SCENARIOS[f"mp-mix-{_mode}"] = multiplane_mix(_mode)
 for _set, _p in (("rich", 0.8), ("m4", 1.0), ("2stacks", 0.7), ("tiny-page", 0.5)):
     SCENARIOS[f"mp-mix-{_set}"] = multiplane_mix(_set, _p)
-for _set in ("ports", "ports-partition"):   # the channel shape's directed scenarios
+# the channel shape's directed scenarios (and on pools per channel, §4.5)
+for _set in ("ports", "ports-partition", "ports-pools", "ports-pools-partition"):
     SCENARIOS[f"ports-same-cycle-{_set}"] = ports_same_cycle(_set)
     SCENARIOS[f"pool-fairness-{_set}"] = pool_fairness(_set)
     SCENARIOS[f"admission-full-{_set}"] = admission_full(_set)

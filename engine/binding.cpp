@@ -188,6 +188,7 @@ ControllerConfig controller_config(const py::object& cfg) {
     ControllerConfig c;
     c.channels = attr<int64_t>(cfg, "channels");
     c.ports = attr<std::string>(cfg, "host_ports") == "channel" ? c.channels : 1;
+    c.pools = attr<std::string>(cfg, "pools") == "channel" ? c.channels : 1;   // §4.5
     c.admission = attr<int64_t>(cfg, "admission");
     c.mshr_entries = attr<int64_t>(cfg, "mshr_entries");
     c.write_buffer_entries = attr<int64_t>(cfg, "write_buffer_entries");

@@ -41,7 +41,10 @@ enum Mutant : int {
     // the closed window of serve/characterize.py measure() (window_source.cpp)
     WINDOW_ARRIVAL_LATE = 27,    // the next request arrives in the tick after the response
     WINDOW_CLOSE_EARLY = 28,     // the input closes with the last submission, not a response later
-    N_MUTANTS = 29,
+    // the pools per channel (docs/timing-contract.md §4.5), engine/controller/dispatch.cpp
+    CTRL_POOL_VICTIM_ANY = 29,   // B3: the victim is the oldest OPEN entry of any pool
+    CTRL_POOL_FIRST = 30,        // B2: every read allocates from channel 0's MSHR pool
+    N_MUTANTS = 31,
 };
 
 inline bool mutant(int m) { return g_mutant == m; }

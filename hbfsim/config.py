@@ -55,6 +55,7 @@ READ_MODES = ("demand", "aggregation")
 TIMEOUT_POLICIES = ("strict", "partial")
 MEDIA_MODES = ("hbf", "ssd")
 HOST_PORTS = ("stack", "channel")
+POOLS = ("stack", "channel")
 MULTIPLANE = ("off", "page", "megaplane")
 #: Which simulator runs a configuration: the C++17 extension (docs/engine.md) or the Python
 #: golden model, equal event for event; where the compiled one cannot run, the reference does
@@ -135,6 +136,10 @@ class HbfConfig:
     host_ports : str
         Request and response ports of a stack (docs/timing-contract.md §1): ``channel``
         (one per host channel, the default) or ``stack`` (one of each).
+    pools : str
+        The MSHR pool and the write buffer (docs/timing-contract.md §4.5): ``stack`` (shared
+        by every port, the default) or ``channel`` (``1 / channels`` of each per channel;
+        channel shape only).
     multiplane : str
         Hyperpage commands (docs/timing-contract.md §7a): ``off``
         (every subarray has its own command logic), ``page`` (megaplanes share command
@@ -199,6 +204,7 @@ class HbfConfig:
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
     host_ports: str = "channel"
+    pools: str = "stack"
     multiplane: str = "off"
     hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
@@ -585,6 +591,14 @@ def _validate(c: HbfConfig) -> None:
          f"engine must be one of {', '.join(ENGINES)}, not {c.engine!r}")
     need(c.host_ports in HOST_PORTS,
          f"host_ports must be stack or channel, not {c.host_ports!r}")
+    # docs/timing-contract.md §4.5 (B1): pools per channel, in the channel shape only
+    need(c.pools in POOLS, f"pools must be stack or channel, not {c.pools!r}")
+    if c.pools == "channel":
+        need(c.host_ports == "channel", "pools = 'channel' needs host_ports = 'channel' "
+             "(the stack shape has one port and one pool)")
+        for key in ("mshr_entries", "write_buffer_entries"):
+            need(getattr(c, key) % c.channels == 0, f"{key} must be a multiple of channels "
+                 f"({c.channels}) under pools = 'channel', not {getattr(c, key)!r}")
     # docs/timing-contract.md §7a, Configuration: hyperpage commands
     need(c.multiplane in MULTIPLANE,
          f"multiplane must be off, page or megaplane, not {c.multiplane!r}")

@@ -70,6 +70,8 @@ DEFAULT_SOURCES = {
                              "configuration and paper §5.3"),
     "host_ports": (OURS, "channel: one request and one response port per host channel (OCP "
                          "HBF's independent channels); stack: one of each"),
+    "pools": (OURS, "stack: the MSHR pool and the write buffer shared by every port; channel: "
+                    "1/C of each per channel (docs/timing-contract.md §4.5)"),
     "multiplane": (OURS, "off: every subarray has its own command logic "
                          "(docs/timing-contract.md §7a)"),
     "hyperpage_window_ticks": (OURS, "-1 = megaplane_planes ticks, the enqueue arbiter's time "

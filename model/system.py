@@ -216,7 +216,7 @@ class HbfSystem:
         for s in self.stacks:
             ms = [port.m for port in s.ports]
             parts.append(f"stack {s.stack}: M={ms!r} inflight={s.inflight} "
-                         f"wb_used={s.wb_used} mshr_free={len(s.mshr_free)}")
+                         f"wb_used={s.wb_used} mshr_free={sum(map(len, s.mshr_free))}")
         return "; ".join(parts)
 
     # ------------------------------------------------------------------ convenience

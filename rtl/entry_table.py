@@ -137,6 +137,42 @@ def free_list(m, n: int, push, push_index, name: str, checks=False, member=None)
     return nonempty, index, onehot, pop, count
 
 
+def free_list_pools(m, n: int, pushes, push_indexes, want, name: str, checks=False,
+                    member=None):
+    """The free lists of ``P`` pools of ``n / P`` entries, one per port
+    (docs/timing-contract.md §4.5, ``pools = "channel"``): port ``p`` allocates only from
+    pool ``p`` (entries ``p*k .. p*k + k - 1``), and only response port ``p`` frees them (an
+    entry's channel is its pool's), so each pool is the one-port :func:`free_list` over its
+    own entries: one head, no pointer, no grant ranked across ports.
+
+    Parameters are those of :func:`free_list_heads`; ``member`` (formal lemmas) lists per
+    entry whether it belongs in the free list.
+
+    Returns
+    -------
+    (granted, index, onehot, pops, count) : per port whether its pool has an entry and that
+    entry (stack-wide index, binary and one-hot over all ``n`` entries), per port a function
+    ``pop(allocate)`` to call once, and the count over the pools (for checks)
+    """
+    P = len(want)
+    k = n // P
+    granted, indexes, onehots, pops, counts = [], [], [], [], []
+    for p in range(P):
+        base = p * k
+        local = Signal(range(max(2, k)), name=f"{name}{p}_push_local")
+        m.d.comb += local.eq(push_indexes[p] - base)
+        own = None if member is None else member[base:base + k]
+        nonempty, head, head_oh, pop, count = free_list(
+            m, k, pushes[p], local, f"{name}{p}", checks=checks, member=own)
+        index = named(m, head + base, f"{name}_head_p{p}")
+        granted.append(named(m, want[p] & nonempty, f"{name}_granted_p{p}"))
+        indexes.append(index)
+        onehots.append([Const(0, 1)] * base + head_oh + [Const(0, 1)] * (n - base - k))
+        pops.append(pop)
+        counts.append(count)
+    return granted, indexes, onehots, pops, tree_sum(counts)
+
+
 def _rank_from_pointer(m, want, ap, name):
     """Per port ``p`` the number of wanting ports before it in the order ``ap, ap + 1, ...
     mod P`` (docs/timing-contract.md §4.2.3): a chain over the pointer's values, not an

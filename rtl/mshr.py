@@ -22,8 +22,8 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    offer_fifo, offer_registered, registered_lookup, stage_lemmas,
-                                    waiter_list_lemmas)
+                                    free_list_pools, offer_fifo, offer_registered,
+                                    registered_lookup, stage_lemmas, waiter_list_lemmas)
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
 from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum
@@ -210,6 +210,12 @@ class Mshr(wiring.Component):
         n, channels = cfg.mshr_entries, cfg.channels
         mut = self._mutations
         P = self._ports
+        per_channel = P > 1 and cfg.pools == "channel"     # §4.5: a pool per channel
+        # per entry the ports whose W can write it: every port, or its pool's (§4.5 B2: port
+        # p allocates and merges only entries of its own pool, and only response port p
+        # answers them)
+        pool_k = n // P if per_channel else n
+        writers = [[i // pool_k] if per_channel else list(range(P)) for i in range(n)]
 
         def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
             return "" if P == 1 else f"_p{p}"
@@ -263,9 +269,10 @@ class Mshr(wiring.Component):
             w_new = w_new_p[0]
             m.d.comb += self.w_entry.eq(Cat(*w_new))
         else:
-            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}")
+                        if p in writers[i] else Const(0, 1) for i in range(n)]
                        for p in range(P)]
-            w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
+            w_new = [named(m, Cat(*[w_new_p[p][i] for p in writers[i]]).any(), f"w_new{i}")
                      for i in range(n)]
             for p in range(P):
                 m.d.comb += self.w_entry[p].eq(Cat(*w_new_p[p]))
@@ -283,7 +290,7 @@ class Mshr(wiring.Component):
             vec = [named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]), f"disp_vec{i}{sx(p)}")
                    for i in range(n)]
             match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
-                     for i in range(n)]
+                     if p in writers[i] else Const(0, 1) for i in range(n)]
             # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
             # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
             # FREE (not joinable) and off M's registered vector (it left the free list, which
@@ -301,7 +308,12 @@ class Mshr(wiring.Component):
                 entries_hit = Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
             hit = named(m, entries_hit | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
-            invariant(m, checks, hit == Cat(*match).any(),
+            same = hit == Cat(*match).any()
+            if per_channel:
+                # only a read's: a write's M compares too, and under a partition scheduler
+                # its page's read entry is another channel's pool (§4.5)
+                same = same | ~disps[p].valid
+            invariant(m, checks, same,
                       f"the MSHR hit{sx(p)} differs from the OR of its match vector "
                       "(DP1, W's flag)")
             matches.append(match)
@@ -319,6 +331,16 @@ class Mshr(wiring.Component):
                 member=[(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)])
             ready = [hits[0] | any_free]
             free_indexes, free_ohs = [free_index], [free_oh]
+        elif per_channel:
+            # §4.5: a pool per channel, each the one-port free list over its own entries
+            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+            granted, free_indexes, free_ohs, pool_pops, free_count = free_list_pools(
+                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+                "free_list", checks=checks,
+                member=[(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)])
+            ready = [hits[p] | granted[p] for p in range(P)]
+            any_free = Cat(*[g for g in granted]).any()
+            free_index = free_indexes[0]
         else:
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
@@ -350,6 +372,8 @@ class Mshr(wiring.Component):
             allocates.append(allocate)
             if P == 1:
                 free_pop(allocate)
+            elif per_channel:
+                pool_pops[p](allocate)
             match = matches[p]
             # a merge behind the entry W is writing appends to W's waiter (its tail is not
             # written)
@@ -367,16 +391,17 @@ class Mshr(wiring.Component):
         # L and the write buffer see W's entries as pending, with their pages (DP1)
         for i in range(n):
             tag = page[i]
-            for p in reversed(range(P)):
+            for p in reversed(writers[i]):
                 tag = Mux(w_new_p[p][i], w_d[p].page, tag)
             m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i]),
                          self.pending[i].eq(mergeable[i] | w_new[i])]
         for p in range(P):
             m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
-        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}")
+                       if p in writers[i] else Const(0, 1) for i in range(n)]
                       for p in range(P)]
         merge_en = merge_en_p[0] if P == 1 else [
-            named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+            named(m, Cat(*[merge_en_p[p][i] for p in writers[i]]).any(), f"w_merge{i}")
             for i in range(n)]
 
         # ---- DP2: per channel, the WAIT entries in allocation order; a channel's reads enter
@@ -433,6 +458,9 @@ class Mshr(wiring.Component):
                 self.ret_locked if P == 1 else self.ret_locked[p],
                 [(s == MshrState.RETURN) & ~drained[i] if P == 1 else
                  (s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 if not per_channel else
+                 # §4.5: the pool's entries are the channel's
+                 (s == MshrState.RETURN) & ~drained[i] if p in writers[i] else Const(0, 1)
                  for i, s in enumerate(state)],
                 head, tail, target, error, link_rds[p], buffer_hit=buffer_hit,
                 prefix="" if P == 1 else f"p{p}_")
@@ -444,12 +472,12 @@ class Mshr(wiring.Component):
         # ---- per-entry next state ----
         issue_qs, done_qs = [], []
         for i in range(n):
-            for p in range(P):
+            for p in writers[i]:
                 with m.If(w_new_p[p][i]):
                     m.d.sync += [page[i].eq(w_d[p].page), target[i].eq(w_d[p].target),
                                  nbytes[i].eq(w_d[p].bytes), head[i].eq(w_d[p].slot),
                                  tail[i].eq(w_d[p].slot), buffer_hit[i].eq(0), error[i].eq(0)]
-            for p in range(P):
+            for p in writers[i]:
                 with m.If(merge_en_p[p][i]):
                     m.d.sync += [nbytes[i].eq(nbytes[i] + w_d[p].bytes), tail[i].eq(w_d[p].slot)]
             # DP6: the issue and completion events decoded per entry into flip-flops and

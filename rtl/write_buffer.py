@@ -25,8 +25,8 @@ from hbfsim.rtl.checks import check_mode, invariant, protocol
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
-from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, offer_registered,
-                                    registered_lookup)
+from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, free_list_pools,
+                                    offer_registered, registered_lookup)
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.write_buffer_checks import WriteBufferChecks
@@ -313,6 +313,15 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         deadline = cfg.write_deadline_ticks
         mut = self._mutations
         P = self._ports
+        per_channel = P > 1 and cfg.pools == "channel"     # §4.5: a pool per channel
+        pool_k = n // P if per_channel else n               # entries per pool
+
+        # per entry the ports whose W can write it: every port, or its pool's (§4.5 B2)
+        writers = [[i // pool_k] if per_channel else list(range(P)) for i in range(n)]
+
+        def own(i):   # entry i's pool as a mask over the entries
+            b = i - i % pool_k
+            return Const(((1 << pool_k) - 1) << b, n)
 
         def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
             return "" if P == 1 else f"_p{p}"
@@ -389,9 +398,10 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             w_new = w_new_p[0]
             m.d.comb += self.w_entry.eq(Cat(*w_new))
         else:
-            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}") for i in range(n)]
+            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}")
+                        if p in writers[i] else Const(0, 1) for i in range(n)]
                        for p in range(P)]
-            w_new = [named(m, Cat(*[w_new_p[p][i] for p in range(P)]).any(), f"w_new{i}")
+            w_new = [named(m, Cat(*[w_new_p[p][i] for p in writers[i]]).any(), f"w_new{i}")
                      for i in range(n)]
             for p in range(P):
                 m.d.comb += self.w_entry[p].eq(Cat(*w_new_p[p]))
@@ -400,7 +410,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         open_e = [named(m, is_open[i] | w_new[i], f"open_e{i}") for i in range(n)]
         for i in range(n):
             tag = page[i]
-            for p in reversed(range(P)):
+            for p in reversed(writers[i]):
                 tag = Mux(w_new_p[p][i], w_d[p].page, tag)
             m.d.comb += [self.tags[i].eq(tag), self.stored_tags[i].eq(page[i])]
         for p in range(P):
@@ -424,7 +434,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             # With ``registered`` (more than eight entries) M's vector holds only entries OPEN
             # in this cycle (qualified when registered, with its OR: ``disp_open_any``), so the
             # hit reads flip-flops only, not the entries' states (issue 23).
-            match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}") for i in range(n)]
+            match = [named(m, open_e[i] & disp_open[i], f"match{i}{sx(p)}")
+                     if p in writers[i] else Const(0, 1) for i in range(n)]
             matches.append(match)
             if registered:
                 entries_hit = open_any[p]
@@ -432,7 +443,12 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                 entries_hit = Cat(*[is_open[i] & disp_open_in[p][i] for i in range(n)]).any()
             hit = named(m, entries_hit | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
-            invariant(m, checks, hit == Cat(*match).any(),
+            same = hit == Cat(*match).any()
+            if per_channel:
+                # only a write's: a read's M compares too, and under a partition scheduler
+                # its page's write entry is another channel's pool (§4.5)
+                same = same | ~disps[p].valid
+            invariant(m, checks, same,
                       f"the write buffer's hit{sx(p)} differs from the OR of its match vector "
                       "(DP1, W's flag)")
             hits.append(hit)
@@ -446,6 +462,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             any_free, free_index, free_oh, free_pop, free_count = free_list(
                 m, n, self.launched.valid, self.launched.index, "free_list", checks=checks,
                 member=[(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)])
+        elif per_channel:
+            # §4.5: a pool per channel, each the one-port free list over its own entries; the
+            # entries allocated in one cycle are of different pools, so their order is unused
+            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
+            granted, free_indexes, free_ohs, pool_pops, free_count = free_list_pools(
+                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
+                "free_list", checks=checks,
+                member=[(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)])
+            ranks = [Const(0, range(P))] * P
+            any_free, free_index = Cat(*granted).any(), free_indexes[0]
         else:
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, ranks = free_list_heads(
@@ -477,6 +503,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             allocates.append(allocate)
             if P == 1:
                 free_pop(allocate)
+            elif per_channel:
+                pool_pops[p](allocate)
             dp = d.payload
             if self._sectors_in:
                 sec = self.disp_sectors if P == 1 else self.disp_sectors[p]
@@ -510,6 +538,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             m.d.comb += [link_wrs[p].addr.eq(w_tail[p]), link_wrs[p].data.eq(w_d[p].slot),
                          link_wrs[p].en.eq(w_merge[p])]
         stalled = stalls[0] if P == 1 else named(m, Cat(*stalls).any(), "stalled")
+        # per entry: its pool's write stalled (§4.5 B3: a victim per pool)
+        stalled_for = [stalls[i // pool_k] if per_channel else stalled for i in range(n)]
         if P > 1:
             # the order of the cycle's allocations (the k-th head before the k+1-th, §4.2.3),
             # held with W: of the entries allocated in one cycle, those of lower rank are older
@@ -517,10 +547,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             w_rank = [Signal(range(P), name=f"w_rank{sx(p)}", reset_less=True) for p in range(P)]
             m.d.sync += [w_rank[p].eq(ranks[p]) for p in range(P)]
         allocate = allocates[0] if P == 1 else Cat(*allocates).any()
-        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}") for i in range(n)]
+        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}")
+                       if p in writers[i] else Const(0, 1) for i in range(n)]
                       for p in range(P)]
         merge_en = merge_en_p[0] if P == 1 else [
-            named(m, Cat(*[merge_en_p[p][i] for p in range(P)]).any(), f"w_merge{i}")
+            named(m, Cat(*[merge_en_p[p][i] for p in writers[i]]).any(), f"w_merge{i}")
             for i in range(n)]
 
         # ---- DP5: flush decisions, from the state at the start of the cycle ----
@@ -544,11 +575,19 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                       == Cat(*probe_match[p]).any(),
                       f"probe_block{sx(p)} differs from the OR of the in-use match vector "
                       "(DP1, W's flag)")
-        pressure_live = named(m, Cat(*[used[i] & pressure[i] for i in range(n)]).any(),
-                              "pressure_live")
-        # the victim: the oldest entry OPEN at the start of the cycle (W's entries are not yet);
-        # one per cycle however many ports stall
-        oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
+        # per pool (one with stack-wide pools): a victim pending, the oldest entry OPEN at
+        # the start of the cycle (W's entries are not yet); one victim per pool and cycle
+        # however many ports stall (§4.5 B3)
+        pools = range(0, n, pool_k)
+        pool_live = [named(m, Cat(*[used[i] & pressure[i] for i in range(b, b + pool_k)]).any(),
+                           "pressure_live" if pool_k == n else f"pressure_live_p{b // pool_k}")
+                     for b in pools]
+        pressure_live = [pool_live[i // pool_k] for i in range(n)]
+        if pool_k == n:
+            oldest_open = [is_open[i] & ~(older[i] & Cat(*is_open)).any() for i in range(n)]
+        else:
+            oldest_open = [is_open[i] & ~(older[i] & own(i) & Cat(*is_open)).any()
+                           for i in range(n)]
         # a decision pending (taken last cycle): the entry is still OPEN, FLUSH from next cycle
         dec = [Signal(len(FLUSH_CAUSES), name=f"flush_dec{i}") for i in range(n)]
         pending = [named(m, dec[i].any(), f"flush_pending{i}") for i in range(n)]
@@ -559,7 +598,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             else:
                 raw = Cat(*[probes[p].valid & probe_match[p][i] for p in range(P)]).any() \
                     & is_open[i]
-            victim = named(m, stalled & ~pressure_live & oldest_open[i], f"victim{i}")
+            victim = named(m, stalled_for[i] & ~pressure_live[i] & oldest_open[i], f"victim{i}")
             victims.append(victim)
             conds = [full[i], raw, victim, remain[i] == 0, self.drain]
             flags, earlier = [], Const(0)
@@ -579,8 +618,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         older_live = [named(m, older_page[i] & used_now, f"older_live{i}") for i in range(n)]
         eligible, serialized, strict_error, mshr_wait, cand, elig_q = [], [], [], [], [], []
         for i in range(n):
-            for p in range(P):
-                with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+            for k, p in enumerate(writers[i]):
+                with (m.If if k == 0 else m.Elif)(w_new_p[p][i]):
                     m.d.sync += [blockers[i].eq(w_blk[p] & pend_now),
                                  older_page[i].eq(w_old[p] & used_now)]
             with m.Else():
@@ -618,6 +657,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                 self.ret_locked if P == 1 else self.ret_locked[p],
                 [(s == WbState.RETURN) & ~drained[i] if P == 1 else
                  (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 if not per_channel else
+                 # §4.5: the pool's entries are the channel's
+                 (s == WbState.RETURN) & ~drained[i] if p in writers[i] else Const(0, 1)
                  for i, s in enumerate(state)],
                 head, tail, target, error, link_rds[p], prefix="" if P == 1 else f"p{p}_")
             pops.append(pop)
@@ -642,8 +684,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         w_mask_all = [named(m, Cat(*[w_mask[p][lo:hi].all() for lo, hi in groups]),
                             f"w_mask_all{sx(p)}") for p in range(P)]
         for i in range(n):
-            for p in range(P):
-                with (m.If if p == 0 else m.Elif)(w_new_p[p][i]):
+            for k, p in enumerate(writers[i]):
+                with (m.If if k == 0 else m.Elif)(w_new_p[p][i]):
                     m.d.sync += [
                         page[i].eq(w_d[p].page),
                         target[i].eq(w_d[p].target),
@@ -654,6 +696,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                         # the entries in use are older; of those allocated in the same cycle,
                         # those of the ports of lower rank (allocated first, §4.2.3)
                         older[i].eq(Cat(*used) if P == 1 else
+                                    # a pool per channel: only its own pool's order is read
+                                    Cat(*used) & own(i) if per_channel else
                                     Cat(*used) | Cat(*[
                                         Cat(*[w_new_p[q][j] & (w_rank[q] < w_rank[p])
                                               for q in range(P) if q != p]).any()
@@ -664,13 +708,13 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                     ]
             with m.Elif(any_w_alloc):
                 m.d.sync += older[i].eq(older[i] & ~w_oh_now)
-            for p in range(P):
+            for p in writers[i]:
                 with m.If(merge_en_p[p][i]):
                     m.d.sync += tail[i].eq(w_d[p].slot)
             cov_next = Signal(sectors, name=f"cov_next{i}")
             full_next = [full_g[i][g] for g in range(len(groups))]
             cov_val = cov[i]
-            for p in reversed(range(P)):
+            for p in reversed(writers[i]):
                 # named: the groups' AND trees below read it once each (an unnamed
                 # expression is rebuilt at every use: 128 copies at byte coverage)
                 merged = named(m, w_mask[p] if "wb-coverage-overwrite" in mut
@@ -678,7 +722,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                 cov_val = Mux(merge_en_p[p][i], merged, cov_val)
                 full_next = [Mux(merge_en_p[p][i], merged[lo:hi].all(), f)
                              for (lo, hi), f in zip(groups, full_next)]
-            for p in reversed(range(P)):
+            for p in reversed(writers[i]):
                 cov_val = Mux(w_new_p[p][i], w_mask[p], cov_val)
                 full_next = [Mux(w_new_p[p][i], w_mask_all[p][g], f)
                              for g, f in enumerate(full_next)]

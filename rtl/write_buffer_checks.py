@@ -247,8 +247,11 @@ class WriteBufferChecks:
                     invariant(m, checks, ~(allocates[p] & allocates[q])
                               | (self.disp_index[p] != self.disp_index[q]),
                               f"ports {q} and {p} allocated one write-buffer entry (DP4)")
-            invariant(m, checks, (tree_sum(victims) <= 1),
-                      "more than one pressure victim in one cycle (DP5)")
+            k = n // P if cfg.pools == "channel" else n        # entries per pool (§4.5)
+            for b in range(0, n, k):
+                invariant(m, checks, (tree_sum(victims[b:b + k]) <= 1),
+                          "more than one pressure victim in one cycle (DP5)" if k == n else
+                          f"more than one pressure victim of pool {b // k} in one cycle (B3)")
             cover(m, checks, Cat(*allocates).all(),
                   "every port allocates a write-buffer entry in one cycle (DP4)")
         return inside, waiters

@@ -11,7 +11,8 @@ namespace hbf {
 
 // Every port's M decides in cycle t by §4.2 from M's view (DP1): the reads first, then the
 // writes (§4.2.4), each kind's ports in order from its pool's pointer (§4.2.3: the k-th
-// allocating port takes the k-th head of the free list).
+// allocating port takes the k-th head of the free list). With a pool per channel (§4.5)
+// each port allocates from its own pool, no pointer, the ports in ascending order (B4).
 bool StackController::dispatch_work(int64_t t, bool /*drain*/) {
     if (P == 1) {
         Port& port = inp[0];
@@ -27,8 +28,12 @@ bool StackController::dispatch_work(int64_t t, bool /*drain*/) {
         bool read = kind == OP_R;
         uint64_t held = read ? reads : writes;
         if (!held) continue;
+        if (cfg.pools > 1) {
+            for (; held; held &= held - 1) changed |= dispatch_one(inp[lowest(held)], t);
+            continue;
+        }
         int64_t ap = read ? ap_r : ap_w;
-        auto& free = read ? mshr_free : wb_free;
+        auto& free = read ? mshr_free[0] : wb_free[0];
         int64_t last = -1;
         // the ports from the pool's pointer on: ap .. P - 1, then 0 .. ap - 1
         uint64_t from_ap = ~uint64_t{0} << ap;
@@ -84,9 +89,11 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
                     && t + W_DELAY < e.ready_at)
                 agg_ready(e, t + W_DELAY);                  // DP2a, reading 11
         } else {
-            if (mshr_free.empty()) return false;
-            Entry& e = mshr[mshr_free.front()];            // DP4: the next head
-            mshr_free.pop_front();
+            int64_t pool = mutant(CTRL_POOL_FIRST) ? 0 : m.ch % cfg.pools;
+            auto& free = mshr_free[pool];                  // the read channel's (§4.5 B2)
+            if (free.empty()) return false;
+            Entry& e = mshr[free.front()];                 // DP4: the next head
+            free.pop_front();
             new_read_entry(e, m, t);
             e.waiters.push_back(port.m);
             if (!pg) pg = &mshr_page.insert(q);
@@ -119,9 +126,11 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
         auto it = wb_open.find(q);
         Entry* ep;
         if (it == wb_open.end()) {
-            if (wb_free.empty()) return pressure(t);
-            Entry& e = wb[wb_free.front()];                // DP4: the next head
-            wb_free.pop_front();
+            int64_t pool = m.ch % cfg.pools;               // the write channel's (§4.5 B2)
+            auto& free = wb_free[pool];
+            if (free.empty()) return pressure(t, pool);
+            Entry& e = wb[free.front()];                   // DP4: the next head
+            free.pop_front();
             new_write_entry(e, m, t);
             e.w_merge = -1;
             e.te = -1;
@@ -176,11 +185,15 @@ void StackController::agg_ready(Entry& e, int64_t ready_at) {
     wake_at(ready_at + 1);
 }
 
-// A write stalls for want of a free entry in t: DP5's pressure victim is the oldest entry
-// OPEN at the start of t (reading 3); one per cycle, and none while a victim is pending.
-bool StackController::pressure(int64_t t) {
-    if (pressure_live || wb_open_order.empty()) return false;
+// A write stalls for want of a free entry of `pool` in t: DP5's pressure victim is the pool's
+// oldest entry OPEN at the start of t (reading 3, §4.5 B3); one per pool and cycle, and none
+// while a victim of the pool is pending.
+bool StackController::pressure(int64_t t, int64_t pool) {
+    if (pressure_live[pool]) return false;
     auto it = wb_open_order.begin();
+    if (cfg.pools > 1 && !mutant(CTRL_POOL_VICTIM_ANY))
+        while (it != wb_open_order.end() && it->second / wb_k != pool) ++it;
+    if (it == wb_open_order.end()) return false;
     if (mutant(CTRL_VICTIM_TIE_REVERSED)) {
         auto nx = std::next(it);
         if (nx != wb_open_order.end() && wb[nx->second].alloc == wb[it->second].alloc) it = nx;
@@ -188,8 +201,8 @@ bool StackController::pressure(int64_t t) {
     Entry& o = wb[it->second];                             // smallest alloc (M's view)
     if (o.alloc > t - W_DELAY) return false;               // still in W
     o.pressure = true;
-    pressure_live = true;
-    if (o.cause == NO_CAUSE) pressure_now = o.idx;         // decided in wb_triggers of t
+    pressure_live[pool] = 1;
+    if (o.cause == NO_CAUSE) pressure_now.push_back(o.idx);   // decided in wb_triggers of t
     return true;
 }
 

@@ -19,17 +19,25 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
     if (C > 64 || P > 64)
         throw std::invalid_argument("the compiled controller takes at most 64 channels, not "
                                     + std::to_string(C));
+    if (cfg.pools < 1 || cfg.mshr_entries % cfg.pools || cfg.write_buffer_entries % cfg.pools)
+        throw std::invalid_argument("the pools must split the MSHR and write-buffer entries "
+                                    "evenly (docs/timing-contract.md §4.5)");
+    mshr_k = cfg.mshr_entries / cfg.pools;
+    wb_k = cfg.write_buffer_entries / cfg.pools;
+    mshr_free.resize(cfg.pools);
+    wb_free.resize(cfg.pools);
+    pressure_live.assign(cfg.pools, 0);
     mshr.resize(cfg.mshr_entries);
     for (int i = 0; i < static_cast<int>(mshr.size()); ++i) {
         mshr[i].kind = 0;
         mshr[i].idx = i;
-        mshr_free.push_back(i);
+        mshr_free[i / mshr_k].push_back(i);
     }
     wb.resize(cfg.write_buffer_entries);
     for (int i = 0; i < static_cast<int>(wb.size()); ++i) {
         wb[i].kind = 1;
         wb[i].idx = i;
-        wb_free.push_back(i);
+        wb_free[i / wb_k].push_back(i);
     }
     offer_q.resize(C);
     offer_r.assign(C, -1);
@@ -60,7 +68,7 @@ void StackController::end_cycle_work(int64_t t) {
     for (int idx : free_r) {
         mshr[idx].state = FREE;
         mshr[idx].waiters.clear();
-        mshr_free.push_back(idx);
+        mshr_free[idx / mshr_k].push_back(idx);
     }
     free_r.clear();
     for (int idx : free_w) {
@@ -71,10 +79,10 @@ void StackController::end_cycle_work(int64_t t) {
         for (size_t i = 0; i < lst.size(); ++i)
             if (lst[i] == idx) { lst.erase(lst.begin() + i); break; }
         if (lst.empty()) wb_page.erase(it);
-        if (e.pressure) pressure_live = false;
+        if (e.pressure) pressure_live[idx / wb_k] = 0;
         e.waiters.clear();
         --wb_used;
-        wb_free.push_back(idx);
+        wb_free[idx / wb_k].push_back(idx);
     }
     free_w.clear();
 }

@@ -50,6 +50,7 @@ enum class Multiplane { Off, Page, Megaplane };
 // What the controller needs of HbfConfig (binding.cpp reads it).
 struct ControllerConfig {
     int64_t channels, ports;                   // C; P = C (channel shape) or 1 (stack)
+    int64_t pools;                             // 1 (pools = stack) or C (pools = channel, §4.5)
     int64_t admission, mshr_entries, write_buffer_entries;
     bool mshr_merge, demand, strict;
     int64_t agg_window, agg_threshold, write_deadline;
@@ -219,7 +220,7 @@ public:
     }
     // ---- write_buffer.cpp (DP5)
     bool wb_triggers(int64_t t, bool drain) {      // decisions to apply or to take
-        if (decided_.empty() && full_pending.empty() && raw_.empty() && pressure_now < 0
+        if (decided_.empty() && full_pending.empty() && raw_.empty() && pressure_now.empty()
                 && (wb_deadlines.empty() || std::get<0>(wb_deadlines.top()) > t)
                 && !(drain && !wb_open.empty()))
             return false;
@@ -284,7 +285,9 @@ public:
 
     // ---- the tables (model/controller/request.py, stack_controller.py)
     std::vector<Entry> mshr, wb;
-    Fifo<int> mshr_free, wb_free;
+    // DP4's free lists, one per pool (§4.5 B1: channel c's entries c*k .. c*k + k - 1)
+    std::vector<Fifo<int>> mshr_free, wb_free;
+    int64_t mshr_k = 0, wb_k = 0;                        // entries per pool
     int64_t ap_r = 0, ap_w = 0;
     // page -> its mergeable MSHR entry (-1: none) and its MSHR entries before completion;
     // a page is held while it has one (one lookup serves the merge and the allocation);
@@ -301,8 +304,8 @@ public:
                         std::greater<>> wb_deadlines;    // (tick, alloc, idx)
     std::vector<int> wb_flush;                           // entries in FLUSH, in order
     std::vector<int> full_pending;
-    int pressure_now = -1;
-    bool pressure_live = false;
+    std::vector<int> pressure_now;                       // this cycle's victims (one per pool)
+    std::vector<char> pressure_live;                     // per pool: a victim pending
     std::vector<int> raw_, decided_;                     // DP5
     // DP2, DP2a, DP3
     std::vector<Fifo<int>> offer_q;
@@ -367,7 +370,7 @@ private:
     bool respond_stages_work(int64_t t);
     void end_cycle_work(int64_t t);
     bool dispatch_one(Port& port, int64_t t);
-    bool pressure(int64_t t);
+    bool pressure(int64_t t, int64_t pool);
     void agg_ready(Entry& e, int64_t ready_at);
     void new_read_entry(Entry& e, const Req& m, int64_t t);
     void new_write_entry(Entry& e, const Req& m, int64_t t);

@@ -18,7 +18,7 @@ bool StackController::wb_triggers_work(int64_t t, bool drain) {
         changed = true;
     }
     bool dl_due = !wb_deadlines.empty() && std::get<0>(wb_deadlines.top()) <= t;
-    if (full_pending.empty() && raw_.empty() && pressure_now < 0 && !dl_due
+    if (full_pending.empty() && raw_.empty() && pressure_now.empty() && !dl_due
             && !(drain && !wb_open.empty()))
         return changed;
     // §4.4's priority: full, raw, pressure, deadline, drain (the first cause found wins)
@@ -45,12 +45,12 @@ bool StackController::wb_triggers_work(int64_t t, bool drain) {
         Entry& e = wb[idx];
         if (e.state == OPEN && e.cause == NO_CAUSE) pend(e, CAUSE_RAW);
     }
-    if (pressure_now >= 0) {
-        Entry& e = wb[pressure_now];
+    for (int idx : pressure_now) {                         // one per pool (§4.5 B3)
+        Entry& e = wb[idx];
         if (e.state == OPEN && e.cause == NO_CAUSE) pend(e, CAUSE_PRESSURE);
     }
     raw_.clear();
-    pressure_now = -1;
+    pressure_now.clear();
     while (!wb_deadlines.empty() && std::get<0>(wb_deadlines.top()) <= t) {
         auto [tick, alloc, idx] = wb_deadlines.top();
         wb_deadlines.pop();

@@ -32,7 +32,9 @@ class Dispatch:
     def dispatch(self, t: int, drain: bool) -> bool:
         """Every port's M decides in cycle ``t`` by §4.2 from M's view (DP1): the reads
         first, then the writes (§4.2.4), each kind's ports in order from its pool's
-        pointer (§4.2.3: the k-th allocating port takes the k-th head of the free list)."""
+        pointer (§4.2.3: the k-th allocating port takes the k-th head of the free list).
+        With a pool per channel (§4.5) each port allocates from its own pool, no pointer,
+        and the ports go in ascending order (B4)."""
         ports = self.ports
         if self.P == 1:
             port = ports[0]
@@ -45,9 +47,13 @@ class Dispatch:
             mine = [p for p, op in held if op == kind]
             if not mine:
                 continue
+            if self.pools > 1:
+                for p in mine:
+                    changed |= self._dispatch_one(ports[p], t)
+                continue
             read = kind == "R"
             ap = self.ap_r if read else self.ap_w
-            free = self.mshr_free if read else self.wb_free
+            free = (self.mshr_free if read else self.wb_free)[0]
             last = -1
             for p in [p for p in mine if p >= ap] + [p for p in mine if p < ap]:
                 n_free = len(free)
@@ -89,9 +95,10 @@ class Dispatch:
                         and t + W_DELAY < e.ready_at:
                     self._agg_ready(e, t + W_DELAY)        # DP2a, reading 11
             else:
-                if not self.mshr_free:
+                free = self.mshr_free[m.ch % self.pools]    # the read channel's (§4.5 B2)
+                if not free:
                     return False
-                e = self.mshr[self.mshr_free.popleft()]     # DP4: the next head
+                e = self.mshr[free.popleft()]               # DP4: the next head
                 self._new_read_entry(e, m, q, t)
                 if self.merge:
                     self.mshr_open[q] = e
@@ -118,9 +125,11 @@ class Dispatch:
         else:
             e = self.wb_open.get(q)
             if e is None:
-                if not self.wb_free:
-                    return self._pressure(t)
-                e = self.wb[self.wb_free.popleft()]         # DP4: the next head
+                pool = m.ch % self.pools                    # the write channel's (§4.5 B2)
+                free = self.wb_free[pool]
+                if not free:
+                    return self._pressure(t, pool)
+                e = self.wb[free.popleft()]                 # DP4: the next head
                 self._new_write_entry(e, m, q, t)
                 self.wb_open[q] = e
                 self.wb_page.setdefault(q, []).append(e)

@@ -73,12 +73,18 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
         Admission slots in use (§4.1).
     mshr, wb : list of Entry
         The MSHR pool and the write buffer.
-    mshr_free, wb_free : deque of int
-        DP4's free lists, ``0 .. N-1`` at reset; the k-th allocating port from the pool's
-        pointer takes the k-th head; an entry freed in ``t`` joins the tail at the end of
-        ``t``, entries freed in one cycle in ascending response port.
+    pools : int
+        Pools of each kind: 1 (``pools = "stack"``), or ``C`` (``pools = "channel"``, §4.5:
+        channel ``c``'s entries ``c*k .. c*k + k - 1``); an entry of channel ``c`` is in pool
+        ``c mod pools``.
+    mshr_free, wb_free : list of deque of int
+        DP4's free lists, one per pool, the pool's indices in order at reset; with one pool
+        the k-th allocating port from the pool's pointer takes the k-th head (§4.2.3), with
+        a pool per channel its port takes the head (§4.5 B2); an entry freed in ``t`` joins
+        its pool's tail at the end of ``t``, entries freed in one cycle in ascending
+        response port.
     ap_r, ap_w : int
-        The allocation pointers of the MSHR pool and of the write buffer (§4.2.3).
+        The allocation pointers of the stack-wide MSHR pool and write buffer (§4.2.3).
     offer_q : list of deque
         DP2 (demand reads): per channel the MSHR entries in WAIT in allocation order; the
         head is the channel's MSHR candidate from its ``alloc + 2``.
@@ -114,6 +120,8 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
        OPEN entries if its ``alloc <= tm - 2``; if M's oldest OPEN entry is still in W no
        victim is chosen in ``tm`` (the write retries in ``tm + 1``). A pending victim
        (decision already pending) is marked as the victim (``pressure_live``) until FREE.
+       With a pool per channel (§4.5 B3) all of this holds per pool: the oldest OPEN entry
+       of the write's pool, one pending victim per pool.
     4. DP5 / §4.4 strict errors: an entry with a merge in W in ``t`` is not errored in
        ``t`` (only possible in its first FLUSH cycle); it is errored in the first later
        cycle, as §4.4 (RETURN from the cycle after).
@@ -157,7 +165,11 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
         self._released = 0
         # §4.2 dispatch, §4.3 MSHR entries; DP4 free lists and allocation pointers
         self.mshr = [Entry(0, i) for i in range(cfg.mshr_entries)]
-        self.mshr_free = deque(range(cfg.mshr_entries))
+        self.pools = C if cfg.pools == "channel" else 1        # §4.5 B1
+        self.mshr_k = cfg.mshr_entries // self.pools            # entries per pool
+        self.wb_k = cfg.write_buffer_entries // self.pools
+        self.mshr_free = [deque(range(c * self.mshr_k, (c + 1) * self.mshr_k))
+                          for c in range(self.pools)]
         self.mshr_open: dict[int, Entry] = {}       # page -> mergeable entry
         self.mshr_pend: dict[int, int] = {}         # page -> entries before completion
         self.merge = cfg.mshr_merge
@@ -167,15 +179,17 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
         self.agg_thr = cfg.read_agg_threshold_bytes
         # §4.4 write buffer
         self.wb = [Entry(1, i) for i in range(cfg.write_buffer_entries)]
-        self.wb_free = deque(range(cfg.write_buffer_entries))
+        self.wb_free = [deque(range(c * self.wb_k, (c + 1) * self.wb_k))
+                        for c in range(self.pools)]
         self.wb_open: OrderedDict[int, Entry] = OrderedDict()  # page -> OPEN entry, by age
         self.wb_page: dict[int, list[Entry]] = {}   # page -> non-FREE entries by age
         self.wb_used = 0
         self.wb_deadlines: list[tuple[int, int, int]] = []  # (deadline, alloc, idx)
         self.wb_flush: list[Entry] = []              # entries in FLUSH
         self.full_pending: list[Entry] = []
-        self.pressure_now: Entry | None = None
-        self.pressure_live = False
+        # DP5's pressure victims of this cycle, and per pool whether one is pending (B3)
+        self.pressure_now: list[Entry] = []
+        self.pressure_live = [False] * self.pools
         self.strict = cfg.write_timeout_policy == "strict"
         # DP5: reads' raw decisions of this cycle; decisions of the previous cycle
         self._raw: list = []
@@ -264,7 +278,7 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
         for idx in self._free_r:
             self.mshr[idx].state = FREE
             self.mshr[idx].waiters = None
-            self.mshr_free.append(idx)
+            self.mshr_free[idx // self.mshr_k].append(idx)
         self._free_r.clear()
         for e in self._free_w:
             e.state = FREE
@@ -273,11 +287,11 @@ class StackController(Ingress, Dispatch, WriteBuffer, Enqueue, Issue, Completion
             if not lst:
                 del self.wb_page[e.q]
             if e.pressure:
-                self.pressure_live = False
+                self.pressure_live[e.idx // self.wb_k] = False
             e.waiters = None
             e.data = None
             self.wb_used -= 1
-            self.wb_free.append(e.idx)
+            self.wb_free[e.idx // self.wb_k].append(e.idx)
         self._free_w.clear()
 
     def next_timer(self, t: int) -> int | None:

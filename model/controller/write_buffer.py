@@ -27,7 +27,7 @@ class WriteBuffer:
             self._decided = []
             changed = True
         dl = self.wb_deadlines
-        if (not self.full_pending and not self._raw and self.pressure_now is None
+        if (not self.full_pending and not self._raw and not self.pressure_now
                 and not (dl and dl[0][0] <= t) and not (drain and self.wb_open)):
             return changed
         dec: dict = {}
@@ -45,11 +45,11 @@ class WriteBuffer:
         for e in self._raw:
             if e.state == OPEN and e.cause is None:
                 dec.setdefault(e, "raw")
-        e = self.pressure_now
-        if e is not None and e.state == OPEN and e.cause is None:
-            dec.setdefault(e, "pressure")
+        for e in self.pressure_now:                      # one per pool (§4.5 B3)
+            if e.state == OPEN and e.cause is None:
+                dec.setdefault(e, "pressure")
         self._raw = []
-        self.pressure_now = None
+        self.pressure_now = []
         while dl and dl[0][0] <= t:
             _, alloc, idx = heapq.heappop(dl)
             e = self.wb[idx]
@@ -75,19 +75,21 @@ class WriteBuffer:
         self.wb_flush.append(e)
         self.st["flush_" + cause] += 1
 
-    def _pressure(self, t: int) -> bool:
-        """A write stalls for want of a free entry in ``t``: DP5's pressure victim is the
-        oldest entry OPEN at the start of ``t`` (reading 3); one per cycle, and none while
-        a victim is pending."""
-        if self.pressure_live or not self.wb_open:
+    def _pressure(self, t: int, pool: int) -> bool:
+        """A write stalls for want of a free entry of ``pool`` in ``t``: DP5's pressure
+        victim is the pool's oldest entry OPEN at the start of ``t`` (reading 3, §4.5 B3);
+        one per pool and cycle, and none while a victim of the pool is pending."""
+        if self.pressure_live[pool]:
             return False
-        o = next(iter(self.wb_open.values()))          # smallest alloc (M's view)
-        if o.alloc > t - W_DELAY:
-            return False                                 # still in W: not OPEN for DP5
+        k = self.wb_k
+        # smallest alloc in M's view (wb_open is in allocation order)
+        o = next((e for e in self.wb_open.values() if e.idx // k == pool), None)
+        if o is None or o.alloc > t - W_DELAY:
+            return False                                 # none, or still in W: not OPEN
         o.pressure = True
-        self.pressure_live = True
+        self.pressure_live[pool] = True
         if o.cause is None:
-            self.pressure_now = o                        # decided in wb_triggers of t
+            self.pressure_now.append(o)                  # decided in wb_triggers of t
         return True
 
     def _drain_fsm(self, t: int) -> bool:

@@ -70,6 +70,12 @@ CONFIG_BAD = [
     ("link_burst_bytes = 4096", r"configuration key 'link_burst_bytes' in .* is retired "
                                 r"\(contract 1's link-credit bucket\)"),
     ("host_ports = 'bank'", r"host_ports must be stack or channel, not 'bank'"),
+    ("pools = 'bank'", r"pools must be stack or channel, not 'bank'"),
+    ("pools = 'channel'\nhost_ports = 'stack'", r"pools = 'channel' needs host_ports = 'channel'"),
+    ("pools = 'channel'\nmshr_entries = 9",
+     r"mshr_entries must be a multiple of channels \(2\) under pools = 'channel', not 9"),
+    ("pools = 'channel'\nwrite_buffer_entries = 5",
+     r"write_buffer_entries must be a multiple of channels \(2\)"),
     # docs/timing-contract.md §7a, Configuration
     ("multiplane = 1", r"multiplane must be a string, not 1"),
     ("multiplane = 'hyper'", r"multiplane must be off, page or megaplane"),

@@ -159,6 +159,12 @@ CASES = [
          config=dict(host_ports="channel", mshr_entries=1),
          accept={0: "0", 1: "0"}, tags=(("m", 0), ("m", 0), ("m", 0)),
          commands=("6", "c0 + tR + 11", "c1 + tR + 11")),
+    Case("channel-pools", "§4.5 B2: a read waits for its own channel's pool",
+         (("R", 0, 0, 32, 0), ("R", 2, 0, 32, 1), ("R", 1, 0, 32, 1)),
+         config=dict(host_ports="channel", pools="channel", mshr_entries=2),
+         # channel 0 owns entry 0 and channel 1 entry 1: page 2 (channel 0) waits for entry
+         # 0's free while entry 1 is free (stack-wide pools would give it entry 1 at once)
+         tags=(("m", 0), ("m", 1), ("m", 0)), commands=("6", "7", "c0 + tR + 11")),
     Case("channel-admission-every-port-or-none", "§4.1: every port ready while free >= P",
          tuple(("R", p, 0, 32, 0) for p in range(4)),
          config=dict(host_ports="channel", admission=3),

@@ -24,7 +24,9 @@ SEED = 1
 #: deadline flushes the entry incomplete and 33 responses carry the strict error, no PROGRAM
 #: (golden model and RTL alike, measured 2026-12-03: every event equal).
 FAST_CHANNEL = ["ports-same-cycle-ports", "pool-fairness-ports", "admission-full-ports",
-                "pressure-raw", "mix-ports", "gpu-ports"] + \
+                "pressure-raw", "mix-ports", "gpu-ports",
+                # pools per channel (docs/timing-contract.md §4.5): one build
+                "pool-fairness-ports-pools", "mix-ports-pools", "gpu-ports-pools"] + \
     [f"{k}-ch" for k in ("conservation", "coverage", "strict", "saturation", "sched-fcfs",
                          "mix-backpressure", "gpu-backpressure", "mix-tiny", "mix-2stacks",
                          "mp-mix-megaplane")]
@@ -57,7 +59,9 @@ FULL_STACK = FAST_STACK + [
 FULL_CHANNEL = FAST_CHANNEL + [
     "ports-same-cycle-ports-partition", "pool-fairness-ports-partition",
     "admission-full-ports-partition", "partition-same-page", "mix-ports-partition",
-    "mix-ports-fcfs"] + [f"{k}-ch" for k in (
+    "mix-ports-fcfs", "ports-same-cycle-ports-pools", "admission-full-ports-pools",
+    "ports-same-cycle-ports-pools-partition", "pool-fairness-ports-pools-partition",
+    "admission-full-ports-pools-partition", "mix-ports-pools-partition"] + [f"{k}-ch" for k in (
         "conservation-1ch", "conservation-16ch", "partial", "sched-read-priority",
         "sched-write-drain", "sched-partition-1r3w", "sched-partition-2r2w",
         "sched-partition-3r1w", "mix-aggregation", "mix-merge-off", "mix-link", "mix-1ch",

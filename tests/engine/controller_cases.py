@@ -57,13 +57,19 @@ def controller_configs(draw, multiplane=None):
         kw.update(page_cache_pages=pc, cache_hit_ticks=draw(st.integers(1, 20)))
     t_read, t_prog, t_erase = draw(st.sampled_from([(0.05, 0.1, 0.2), (0.02, 0.2, 0.05),
                                                     (0.2, 0.05, 0.1)]))
+    mshrs = draw(st.sampled_from([1, 2, 3, 16]))
+    wbs = draw(st.sampled_from([1, 2, 3, 8]))
+    if shape == "channel" and channels > 1 and draw(st.sampled_from([0, 0, 1])):
+        # §4.5: a pool per channel, 1-4 MSHR and 1-2 write-buffer entries each
+        kw.update(pools="channel")
+        mshrs = channels * draw(st.sampled_from([1, 2, 4]))
+        wbs = channels * draw(st.sampled_from([1, 2]))
     return contract_config(
         host_ports=shape, stacks=stacks, channels=channels, subarrays_per_channel=subs,
         active_per_channel=draw(st.integers(1, subs)),
         active_total=draw(st.sampled_from([0, 0, 1, 3])),
         admission=draw(st.sampled_from([1, 2, 3, 8, 256])),
-        mshr_entries=draw(st.sampled_from([1, 2, 3, 16])),
-        write_buffer_entries=draw(st.sampled_from([1, 2, 3, 8])),
+        mshr_entries=mshrs, write_buffer_entries=wbs,
         queue_depth=draw(st.sampled_from([1, 2, 64])),
         mshr_merge=draw(st.booleans()), read_mode=read_mode, scheduler=sched,
         placement=draw(st.sampled_from(["interleave", "grouped", "contiguous"])),
@@ -207,11 +213,14 @@ def port_race_cases(draw, max_requests=32):
     sched = draw(st.sampled_from(["fcfs", "read-priority"] + (
         ["partition-2r2w", "partition-1r3w"] if channels == 4 else [])))
     read_mode = draw(st.sampled_from(["demand", "aggregation"]))
+    pools = draw(st.sampled_from(["stack", "stack", "channel"]))     # §4.5
+    per = channels if pools == "channel" else 1
     cfg = contract_config(
-        host_ports="channel", stacks=1, channels=channels,
+        host_ports="channel", stacks=1, channels=channels, pools=pools,
         subarrays_per_channel=draw(st.sampled_from([1, 2])), active_per_channel=2,
-        admission=256, mshr_entries=draw(st.integers(1, 3)),
-        write_buffer_entries=draw(st.integers(1, 3)), scheduler=sched, read_mode=read_mode,
+        admission=256, mshr_entries=per * draw(st.integers(1, 3)),
+        write_buffer_entries=per * draw(st.integers(1, 3)), scheduler=sched,
+        read_mode=read_mode,
         read_agg_window_ticks=draw(st.sampled_from([0, 3, 10])),
         read_agg_threshold_bytes=draw(st.sampled_from([64, 4096])),
         mshr_merge=draw(st.booleans()), page_buffers=draw(st.integers(0, 1)),
@@ -263,6 +272,16 @@ DIRECTED = [
           mshr_entries=16, mshr_merge=False, queue_depth=1, page_buffers=0,
           channel_bw_gbps=2.0, t_read_us=0.05),
      (("R", 0, 0, 1024, 0),) + (("R", 0, 0, 32, 0),) * 6),
+    ("a-channel-waits-for-its-own-pool", "§4.5 B2: a pool per channel, one head each",
+     dict(host_ports="channel", channels=4, pools="channel", mshr_entries=4,
+          write_buffer_entries=4, t_read_us=0.02, t_prog_us=0.05),
+     (("R", 0, 0, 32, 0), ("R", 4, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 8, 0, 32, 1),
+      ("W", 12, 0, 32, 1), ("W", 5, 0, 32, 2))),
+    ("victims-of-two-pools-in-one-cycle", "§4.5 B3: one pressure victim per pool and cycle",
+     dict(host_ports="channel", channels=4, pools="channel", write_buffer_entries=4,
+          t_prog_us=0.05),
+     (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 4, 0, 32, 3), ("W", 5, 0, 32, 3),
+      ("W", 8, 0, 32, 3), ("W", 2, 0, 32, 3))),
     ("victim-among-entries-of-one-cycle", "DP5: the entry allocated first is the older",
      dict(host_ports="channel", channels=4, write_buffer_entries=2, t_prog_us=0.05),
      (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 2, 0, 32, 0), ("W", 3, 0, 32, 0))),

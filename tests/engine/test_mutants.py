@@ -56,6 +56,8 @@ MUTANTS = {
     24: ("§4.2.4 writes dispatch before reads", CONTROLLER),
     25: ("DP7 C1 takes the highest-index entry in RETURN", CONTROLLER),
     26: ("§4.4 strict error taken while a merge is in W", CONTROLLER),
+    29: ("§4.5 B3 the victim from any pool", CONTROLLER),
+    30: ("§4.5 B2 every read allocates from channel 0's pool", CONTROLLER),
     27: ("window: the next request arrives a tick after the response", WINDOW),
     28: ("window: the input closes with the last submission", WINDOW),
 }

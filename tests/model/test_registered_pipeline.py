@@ -42,14 +42,15 @@ def run(cfg, spec, resp_ready=None):
 
         def dispatch_one(port, t, orig=s._dispatch_one, s=s):
             m = port.m
-            free_r, free_w = list(s.mshr_free), list(s.wb_free)
+            pool = m.ch % s.pools if m is not None else 0
+            free_r, free_w = list(s.mshr_free[pool]), list(s.wb_free[pool])
             changed = orig(port, t)
             if port.m is None:
-                if m.op == "R" and len(s.mshr_free) < len(free_r):
+                if m.op == "R" and len(s.mshr_free[pool]) < len(free_r):
                     log.append((t, "alloc", m.id, "m", free_r[0]))
                     if s.merge:
                         assert s.mshr_open[m.q].idx == free_r[0]
-                elif m.op == "W" and len(s.wb_free) < len(free_w):
+                elif m.op == "W" and len(s.wb_free[pool]) < len(free_w):
                     log.append((t, "alloc", m.id, "b", s.wb_open[m.q].idx))
                     assert s.wb_open[m.q].idx == free_w[0]
             return changed

@@ -390,7 +390,15 @@ def test_channel_shape_partition_same_page_same_cycle():
 CHANNEL_CASES = {k: v for k, v in CASES.items()
                  if k in ("mixed", "writes-partial", "tiny-tables", "4x32", "wide-tables")} | {
     "partition-2r2w": (dict(channels=4, scheduler="partition-2r2w"),
-                       dict(pages=6, reads=0.5, gap=1))}
+                       dict(pages=6, reads=0.5, gap=1)),
+    # §4.5: a pool per channel (one entry each in pools-tiny: a victim per pool)
+    "pools-mixed": (dict(pools="channel"), dict(pages=8, reads=0.6)),
+    "pools-tiny": (dict(pools="channel", mshr_entries=2, write_buffer_entries=2, admission=4,
+                        queue_depth=2, active_per_channel=1), dict(pages=6, reads=0.5)),
+    "pools-4x32": (dict(pools="channel", channels=4, mshr_entries=32),
+                   dict(pages=40, reads=0.7, gap=1)),
+    "pools-partition-2r2w": (dict(pools="channel", channels=4, scheduler="partition-2r2w",
+                                  mshr_entries=8), dict(pages=6, reads=0.5, gap=1))}
 
 
 @pytest.mark.parametrize("name", sorted(CHANNEL_CASES))
