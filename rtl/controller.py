@@ -248,6 +248,18 @@ class Controller(wiring.Component):
         def others(p):
             return [s for s in range(P) if (s < R) != (p < R)] if partition else []
 
+        # §4.5: with a pool per channel port p's reads and writes hold entries of its own
+        # pools only, so its hits read only those; without a partition scheduler a page's
+        # requests enter one port (§1), so no other pool can hold its page and L compares
+        # the port's page with its own pools' entries only (``local``)
+        per_channel = P > 1 and cfg.pools == "channel"
+        local = per_channel and not partition
+        k_mshr = n_mshr // P if per_channel else n_mshr
+        k_wb = n_wb // P if per_channel else n_wb
+
+        def own(p, n, k):   # port p's pool as a mask over a table's n entries
+            return Const(((1 << k) - 1) << (p * k), n)
+
         xflag = {(s, p): Signal(name=f"w_xfwd{s}_{p}") for p in range(P) for s in others(p)}
         qs, m_valids, ports = [], [], []
         for p in range(P):
@@ -424,10 +436,14 @@ class Controller(wiring.Component):
             wb_w_eq = [named(m, head.page == wp, f"l_wb_w_eq{s}{sfx}")
                        for s, wp in enumerate(per_port(wb.w_page))]
             for i in range(n_mshr):
+                if local and i // k_mshr != p:
+                    continue                # another pool's: never this port's page
                 eq = self._l_page_eq(m, head.page, mshr.stored_tags[i], mshr_w_eq,
                                      per_port(mshr.w_entry), i, f"l_mshr_eq{i}{sfx}")
                 m.d.comb += l_mshr[i].eq(mshr_pending[i] & eq)
             for j in range(n_wb):
+                if local and j // k_wb != p:
+                    continue
                 page_eq = self._l_page_eq(m, head.page, wb.stored_tags[j], wb_w_eq,
                                           per_port(wb.w_entry), j, f"l_page_eq{j}{sfx}")
                 m.d.comb += [l_used[j].eq(wb_in_use[j] & page_eq),
@@ -461,20 +477,31 @@ class Controller(wiring.Component):
             # entries that do not leave the state in this cycle, and the Ws'), and their ORs
             # registered with them: the tables' hits and RAW block then read flip-flops only,
             # not the entries' states (issue 23; §13: the same values in other registers)
+            # the entries a vector can hold (every entry, or with ``local`` the port's pool)
+            # and those its hit flag reads (with a pool per channel the port's pool for the
+            # MSHR hit and the write buffer's OPEN hit; the RAW block as the vector)
+            mask_mshr = own(p, n_mshr, k_mshr) if per_channel else None
+            mask_wb = own(p, n_wb, k_wb) if per_channel else None
             vectors = [(m_mshr, l_mshr, v_mshr & mshr_pending,
-                        disp_any[p] if mshr_reg else None, "m_match_mshr"),
+                        disp_any[p] if mshr_reg else None, "m_match_mshr",
+                        mask_mshr if local else None, mask_mshr),
                        (m_used, l_used, v_used & wb_in_use,
-                        used_any[p] if wb_reg else None, "m_match_used"),
+                        used_any[p] if wb_reg else None, "m_match_used",
+                        mask_wb if local else None, mask_wb if local else None),
                        (m_open, l_open, v_open & wb_is_open,
-                        open_any[p] if wb_reg else None, "m_match_open")]
-            for vec, looked_up, qualified, anyf, what in vectors:
+                        open_any[p] if wb_reg else None, "m_match_open",
+                        mask_wb if local else None, mask_wb)]
+            for vec, looked_up, qualified, anyf, what, held_mask, hit_mask in vectors:
                 new = Signal.like(vec, name=f"{what}{sx(p)}_new")
                 old = Signal.like(vec, name=f"{what}{sx(p)}_old")
                 m.d.sync += [new.eq(looked_up), old.eq(qualified)]
-                m.d.comb += vec.eq(Mux(m_took, new, old))
+                chosen = Mux(m_took, new, old)
+                m.d.comb += vec.eq(chosen if held_mask is None else chosen & held_mask)
                 if anyf is not None:
                     any_new = Signal(name=f"{what}{sx(p)}_any_new")
                     any_old = Signal(name=f"{what}{sx(p)}_any_old")
+                    if hit_mask is not None:
+                        looked_up, qualified = looked_up & hit_mask, qualified & hit_mask
                     m.d.sync += [any_new.eq(looked_up.any()), any_old.eq(qualified.any())]
                     m.d.comb += anyf.eq(Mux(m_took, any_new, any_old))
             if self._checks:
