@@ -1,7 +1,8 @@
 """Emission cost of the controller RTL per configuration: time, memory, Verilog size, lint.
 
     python bench/rtl_emit.py [--profile NAME ...] [--channels N ...] [--mshrs N ...]
-                             [--no-default] [--no-profiles] [--no-lint] [--timeout S]
+                             [--set KEY=VALUE ...] [--no-default] [--no-profiles]
+                             [--no-lint] [--timeout S]
 
 For each configuration it runs ``hbfsim rtl emit`` in a fresh process (wall time and the
 child's peak RSS from ``wait4``), then Verilator's lint on the result with the flags the
@@ -12,6 +13,8 @@ entries), the default at 16 channels, and the ``ocp-grade3`` and ``flashaccel`` 
 (issue 23 step 3: each under 5 minutes and 4 GB). ``--mshrs`` adds the default at other
 MSHR counts, to show how the generator's cost grows with a table's size. Each step has a
 ``--timeout`` (default 900 s); a step past it is reported as such, not as a figure.
+``--set`` applies a configuration key to every configuration (e.g. ``--set pools=channel``,
+docs/timing-contract.md §4.5).
 """
 
 from __future__ import annotations
@@ -43,20 +46,28 @@ def main(argv=None) -> int:
                     help="leave out the default configuration itself")
     ap.add_argument("--no-lint", action="store_true", help="emit only")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per step")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration key for every configuration (repeatable)")
     a = ap.parse_args(argv)
+    sets = ""
+    for kv in a.set:
+        key, eq, value = kv.partition("=")
+        if not eq or not key.strip():
+            ap.error(f"--set {kv!r}: expected KEY=VALUE")
+        sets += f"{key.strip()} = {_toml_value(value.strip())}\n"
     if a.timeout <= 0 or any(n < 1 for n in (a.channels or []) + a.mshrs):
         ap.error("--timeout, --channels and --mshrs must be positive")
     hbfsim = [str(Path(sys.executable).with_name("hbfsim"))]
-    runs: list[tuple[str, list[str], str | None]] = []
+    runs: list[tuple[str, list[str], str]] = []
     if not a.no_default:
-        runs.append(("default", [], None))
+        runs.append(("default", [], ""))
     for c in (a.channels if a.channels is not None else [16]):
         runs.append((f"default, {c} channels", [], f"channels = {c}\n"))
     for n in a.mshrs:
         runs.append((f"default, {n} MSHRs", [], f"mshr_entries = {n}\n"))
     profiles = a.profile if a.profile is not None else ["ocp-grade3", "flashaccel"]
     for prof in ([] if a.no_profiles else profiles):
-        runs.append((prof, ["--profile", prof], None))
+        runs.append((prof, ["--profile", prof], ""))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}; timeout {a.timeout:.0f} s per step")
     print("| configuration | emit s | emit peak RSS MiB | Verilog MB | lint s | lint peak RSS MiB "
@@ -67,9 +78,9 @@ def main(argv=None) -> int:
         for k, (label, extra, toml) in enumerate(runs):
             out = Path(tmp) / f"c{k}.v"
             args = list(extra)
-            if toml is not None:
+            if toml + sets:
                 f = Path(tmp) / f"c{k}.toml"
-                f.write_text(toml)
+                f.write_text(toml + sets)
                 args += ["--config", str(f)]
             print(f"# {label}: emitting ({k + 1} of {len(runs)}; up to {a.timeout:.0f} s)",
                   file=sys.stderr, flush=True)
@@ -93,6 +104,19 @@ def main(argv=None) -> int:
             print(f"| {label} | {wall:.1f} | {rss:,.0f} | {size:.1f} | {lw:.1f} | {lrss:,.0f} "
                   f"| {verdict} |", flush=True)
     return 1 if failed else 0
+
+
+def _toml_value(text: str) -> str:
+    """``text`` as a TOML value: an integer, a float or a boolean as written, else a string."""
+    if text in ("true", "false"):
+        return text
+    for kind in (int, float):
+        try:
+            kind(text)
+            return text
+        except ValueError:
+            pass
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _cpu_note() -> str:

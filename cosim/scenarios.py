@@ -76,14 +76,15 @@ RTL_SETS = {
     # small shared pools and fewer admission slots than a burst needs (the CI build, kept
     # small); four ports under a partition scheduler, where a page's reads enter a read port
     # and its writes a write port; four interleaved fcfs ports on larger tables
-    "ports": dict(host_ports="channel", channels=2, admission=5, mshr_entries=3,
+    # (these three share their pools across the ports: pools = "stack", §4.2.3)
+    "ports": dict(host_ports="channel", pools="stack", channels=2, admission=5, mshr_entries=3,
                   write_buffer_entries=2, queue_depth=2, active_per_channel=2,
                   write_deadline_ticks=25),
-    "ports-partition": dict(host_ports="channel", channels=4,
+    "ports-partition": dict(host_ports="channel", pools="stack", channels=4,
                             scheduler="partition-2r2w", subarrays_per_channel=2,
                             active_per_channel=2, admission=6, mshr_entries=3,
                             write_buffer_entries=2, queue_depth=2, write_deadline_ticks=25),
-    "ports-fcfs": dict(host_ports="channel", channels=4, admission=12,
+    "ports-fcfs": dict(host_ports="channel", pools="stack", channels=4, admission=12,
                        mshr_entries=4, write_buffer_entries=3, active_per_channel=2),
     # a pool per channel (docs/timing-contract.md §4.5): two MSHR entries and one
     # write-buffer entry per channel (a victim per pool); and under a partition scheduler
@@ -648,7 +649,8 @@ def soak_configs() -> list[HbfConfig]:
     multi-plane sets ``mp-rich`` and ``mp-m4`` (megaplane commands; their runs use megapage
     traffic, :func:`soak_traffic`) and ``mp-tiny-page`` (the page stream); and the same
     nine in the channel shape (``host_ports = "channel"``, §1, §2; the two-stack row with
-    ``S * C`` ports).
+    ``S * C`` ports), there with a pool per channel (the shape's default, §4.5) where the
+    tables split evenly over the channels (1, 2 and 4 channels) and shared pools at 8 and 16.
     """
     rows = [
         dict(channels=1, scheduler="fcfs", read_mode="demand", write_timeout_policy="strict"),
@@ -666,8 +668,17 @@ def soak_configs() -> list[HbfConfig]:
     ]
     mp = ("mp-rich", "mp-m4", "mp-tiny-page")
     return [config(**r) for r in rows] + [config(k) for k in mp] + \
-        [config(**r, host_ports="channel") for r in rows] + \
-        [config(k, host_ports="channel") for k in mp]
+        [config(**r, host_ports="channel", **_pools(r)) for r in rows] + \
+        [config(k, host_ports="channel", **_pools(RTL_SETS[k])) for k in mp]
+
+
+def _pools(over: dict) -> dict:
+    """``pools = "stack"`` where the channel shape's default, a pool per channel (§4.5),
+    would not split the tables of ``over`` (on :data:`BASE`) evenly; else nothing."""
+    v = BASE | over
+    even = v["mshr_entries"] % v["channels"] == 0 \
+        and v["write_buffer_entries"] % v["channels"] == 0
+    return {} if even else {"pools": "stack"}
 
 
 def soak_traffic(rng: random.Random, cfg: HbfConfig, n: int) -> list[tuple]:
@@ -753,7 +764,9 @@ def make(name: str, seed: int = 1, n: int | None = None,
     The scenario runs in the shape of its RTL set (the stack shape, or the channel shape of
     a ``ports`` set); ``host_ports = "channel"`` runs the same requests, media and
     ``resp.ready`` pattern in the channel shape (§1: a request port and a response port per
-    channel), named ``<name>-ch`` (its own RTL build: the Verilog differs).
+    channel) with its default pools where the tables split evenly over the channels (a pool
+    per channel, §4.5; else shared), named ``<name>-ch`` (its own RTL build: the Verilog
+    differs).
 
     Raises
     ------
@@ -771,6 +784,10 @@ def make(name: str, seed: int = 1, n: int | None = None,
         raise ValueError(f"--requests must be at least 1, not {n}")
     sc = f(seed) if n is None else f(seed, n)
     if host_ports == "channel":
-        sc.config = dict(sc.config, host_ports="channel")
+        # the shape's default pools, a pool per channel (§4.5), where the tables split evenly
+        c = sc.config
+        even = c["mshr_entries"] % c["channels"] == 0 \
+            and c["write_buffer_entries"] % c["channels"] == 0
+        sc.config = dict(c, host_ports="channel", pools="channel" if even else "stack")
         sc.name = f"{sc.name}-ch"
     return sc

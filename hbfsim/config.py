@@ -137,9 +137,10 @@ class HbfConfig:
         Request and response ports of a stack (docs/timing-contract.md §1): ``channel``
         (one per host channel, the default) or ``stack`` (one of each).
     pools : str
-        The MSHR pool and the write buffer (docs/timing-contract.md §4.5): ``stack`` (shared
-        by every port, the default) or ``channel`` (``1 / channels`` of each per channel;
-        channel shape only).
+        The MSHR pool and the write buffer (docs/timing-contract.md §4.5): ``channel``
+        (``1 / channels`` of each per channel; channel shape only) or ``stack`` (shared by
+        every port). Unless set, it follows ``host_ports``: ``channel`` in the channel shape,
+        ``stack`` in the stack shape.
     multiplane : str
         Hyperpage commands (docs/timing-contract.md §7a): ``off``
         (every subarray has its own command logic), ``page`` (megaplanes share command
@@ -204,7 +205,7 @@ class HbfConfig:
     write_drain_window_ticks: int = 20000
     channel_bw_gbps: float = 192.0
     host_ports: str = "channel"
-    pools: str = "stack"
+    pools: str = "channel"
     multiplane: str = "off"
     hyperpage_window_ticks: int = -1
     memory_clock_mhz: float = 850.0
@@ -330,6 +331,8 @@ class HbfConfig:
         if "capacity_bytes" not in changes and self.capacity_bytes == geometry_capacity(
                 self.capacity_unit, _profile_capacity(self.profile)):
             values["capacity_bytes"] = _derived_capacity(values, values["profile"])
+        if "pools" not in changes and self.pools == shape_pools(self.host_ports):
+            values["pools"] = shape_pools(values["host_ports"])   # follows the shape
         return build_config(values)
 
     def as_dict(self) -> dict:
@@ -598,7 +601,8 @@ def _validate(c: HbfConfig) -> None:
              "(the stack shape has one port and one pool)")
         for key in ("mshr_entries", "write_buffer_entries"):
             need(getattr(c, key) % c.channels == 0, f"{key} must be a multiple of channels "
-                 f"({c.channels}) under pools = 'channel', not {getattr(c, key)!r}")
+                 f"({c.channels}) under pools = 'channel' (the channel shape's default), not "
+                 f"{getattr(c, key)!r}; set pools = 'stack' for one pool shared by every port")
     # docs/timing-contract.md §7a, Configuration: hyperpage commands
     need(c.multiplane in MULTIPLANE,
          f"multiplane must be off, page or megaplane, not {c.multiplane!r}")
@@ -642,6 +646,12 @@ def _validate(c: HbfConfig) -> None:
         need(ticks > 0, f"{key} {getattr(c, key)!r} rounds to 0 ticks")
         need(ticks <= MAX_TICK, f"{key} {getattr(c, key)!r} is {ticks} ticks at "
              f"memory_clock_mhz {c.memory_clock_mhz!r}, more than {MAX_TICK}")
+
+
+def shape_pools(host_ports: str) -> str:
+    """The pools a host-port shape takes unless ``pools`` is set (docs/timing-contract.md
+    §4.5): a pool per channel in the channel shape, one in the stack shape."""
+    return "channel" if host_ports == "channel" else "stack"
 
 
 def _profile_capacity(profile: str) -> int:
@@ -716,4 +726,7 @@ def load_config(path: str | Path | None = None, profile: str | None = None,
             and "capacity_bytes" not in base_values:
         # not set by the user: the capacity follows the geometry (docs/flashaccel.md)
         values["capacity_bytes"] = _derived_capacity(values, name)
+    if not any("pools" in v for v in (base_values, PROFILES[name], file_values, over)):
+        # not set by the user: the pools follow the host-port shape (§4.5)
+        values["pools"] = shape_pools(values.get("host_ports", HbfConfig.host_ports))
     return build_config(values)

@@ -75,7 +75,7 @@ def _build(block: str, cfg, mutations):
     from hbfsim.rtl.write_buffer import WriteBuffer
 
     opts = dict(checks="formal", mutations=mutations)
-    if block in ("controller", "controller_channel"):
+    if block in ("controller", "controller_channel", "controller_channel_shared"):
         from hbfsim.rtl.controller import Controller
 
         return Controller(cfg, id_bits=2, source_bits=1, sector_bytes=PAGE_BYTES // 2, **opts)
@@ -194,8 +194,9 @@ BLOCKS = {b.name: b for b in (
     # answered at step 15, a write and an error response at 12).
     FormalBlock("controller", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
                                    channel_bw_gbps=1.0), 12, 8, False, 16),
-    # The channel shape, two ports: per-port Q / L / X / M and W over the shared pools
-    # (free lists with a head per port, one pressure victim), the admission term, a
+    # The channel shape, two ports: per-port Q / L / X / M and W over the pools (since
+    # 2026-12-04 the shape's default, a pool per channel, §4.5: one entry of each per
+    # port; a pressure victim per pool), the admission term, a
     # response port and a credit per channel; host and media assumed as above. admission 3:
     # with free >= P (§4.1) two slots would admit a second request only after a response.
     # Not in the CI set: its BMC at depth 8 took 8 minutes on the shared 2-core machine
@@ -203,6 +204,13 @@ BLOCKS = {b.name: b for b in (
     FormalBlock("controller_channel", dict(admission=3, queue_depth=2,
                                            subarrays_per_channel=2, channels=2,
                                            host_ports="channel", channel_bw_gbps=1.0),
+                11, 8, False, 16, ci=False),
+    # The same with the pools shared by the two ports (pools = "stack", §4.2.3; the block
+    # above takes the channel shape's default, a pool per channel, §4.5).
+    FormalBlock("controller_channel_shared", dict(admission=3, queue_depth=2,
+                                                  subarrays_per_channel=2, channels=2,
+                                                  host_ports="channel", pools="stack",
+                                                  channel_bw_gbps=1.0),
                 11, 8, False, 16, ci=False),
     # The pipeline's stages (§2, §4.1, §8).
     FormalBlock("stage_queue", dict(), 12, 8, True),

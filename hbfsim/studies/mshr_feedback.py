@@ -23,7 +23,11 @@ PUBLISHED = {
 def _mf_kwargs(task, merge: bool) -> dict:
     from hbfsim.model.workloads import mshr_grid
 
-    kw = dict(mshr_grid().config, t_read_us=task["t_read_us"], mshr_merge=merge)
+    # the source's slots are one stack-wide count (HBF-Sim's MSHR table): the pools shared
+    # by the ports, not the channel shape's default of a pool per channel
+    # (docs/timing-contract.md §4.5; docs/results.md "Pools per channel")
+    kw = dict(mshr_grid().config, t_read_us=task["t_read_us"], mshr_merge=merge,
+              pools="stack")
     if task["slot_kind"] == "mshr":      # the source's admission slots (docs/model.md)
         kw.update(mshr_entries=task["slots"], admission=4096)
     else:                                # our request-counting admission (L1, docs/sources.md)

@@ -73,7 +73,8 @@ CONFIG_BAD = [
     ("pools = 'bank'", r"pools must be stack or channel, not 'bank'"),
     ("pools = 'channel'\nhost_ports = 'stack'", r"pools = 'channel' needs host_ports = 'channel'"),
     ("pools = 'channel'\nmshr_entries = 9",
-     r"mshr_entries must be a multiple of channels \(2\) under pools = 'channel', not 9"),
+     r"mshr_entries must be a multiple of channels \(2\) under pools = 'channel' \(the channel "
+     r"shape's default\), not 9; set pools = 'stack'"),
     ("pools = 'channel'\nwrite_buffer_entries = 5",
      r"write_buffer_entries must be a multiple of channels \(2\)"),
     # docs/timing-contract.md §7a, Configuration

@@ -156,7 +156,7 @@ CASES = [
          done={0: "a0 + 13 + tR", 1: "a1 + 16 + tPROG"}),
     Case("channel-pointer-order", "§4.2.3, DP4: several heads from the pointer",
          (("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 1)),
-         config=dict(host_ports="channel", mshr_entries=1),
+         config=dict(host_ports="channel", pools="stack", mshr_entries=1),
          accept={0: "0", 1: "0"}, tags=(("m", 0), ("m", 0), ("m", 0)),
          commands=("6", "c0 + tR + 11", "c1 + tR + 11")),
     Case("channel-pools", "§4.5 B2: a read waits for its own channel's pool",

@@ -59,8 +59,10 @@ def controller_configs(draw, multiplane=None):
                                                     (0.2, 0.05, 0.1)]))
     mshrs = draw(st.sampled_from([1, 2, 3, 16]))
     wbs = draw(st.sampled_from([1, 2, 3, 8]))
-    if shape == "channel" and channels > 1 and draw(st.sampled_from([0, 0, 1])):
-        # §4.5: a pool per channel, 1-4 MSHR and 1-2 write-buffer entries each
+    kw.update(pools="stack")
+    if shape == "channel" and channels > 1 and draw(st.sampled_from([0, 1, 1])):
+        # §4.5: a pool per channel (the channel shape's default), 1-4 MSHR and 1-2
+        # write-buffer entries each
         kw.update(pools="channel")
         mshrs = channels * draw(st.sampled_from([1, 2, 4]))
         wbs = channels * draw(st.sampled_from([1, 2]))
@@ -259,7 +261,8 @@ def _stream(cfg, requests):
 #: requests as (op, logical page, offset, bytes, arrival)).
 DIRECTED = [
     ("frees-of-one-cycle-in-port-order", "DP4: ascending response port; DP2a: OR_c lowest index",
-     dict(host_ports="channel", channels=2, subarrays_per_channel=1, mshr_entries=2,
+     dict(host_ports="channel", pools="stack", channels=2, subarrays_per_channel=1,
+          mshr_entries=2,
           read_mode="aggregation", read_agg_window_ticks=3, read_agg_threshold_bytes=4096,
           t_read_us=0.02),
      (("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 200), ("R", 4, 0, 4096, 201))),
@@ -283,7 +286,8 @@ DIRECTED = [
      (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 4, 0, 32, 3), ("W", 5, 0, 32, 3),
       ("W", 8, 0, 32, 3), ("W", 2, 0, 32, 3))),
     ("victim-among-entries-of-one-cycle", "DP5: the entry allocated first is the older",
-     dict(host_ports="channel", channels=4, write_buffer_entries=2, t_prog_us=0.05),
+     dict(host_ports="channel", pools="stack", channels=4, write_buffer_entries=2,
+          t_prog_us=0.05),
      (("W", 0, 0, 32, 0), ("W", 1, 0, 32, 0), ("W", 2, 0, 32, 0), ("W", 3, 0, 32, 0))),
 ]
 
@@ -331,6 +335,11 @@ def closed_loop_cases(draw):
               read_mode=draw(st.sampled_from(["demand", "aggregation"])),
               read_agg_window_ticks=draw(st.sampled_from([0, 5])),
               t_read_us=0.05, t_prog_us=0.1, t_erase_us=0.2)
+    # §4.5: a pool per channel (the channel shape's default) where the counts split evenly
+    C = kw["channels"]
+    split = kw["mshr_entries"] % C == 0 and kw["write_buffer_entries"] % C == 0
+    kw.update(pools="channel" if kw["host_ports"] == "channel" and C > 1 and split
+              and draw(st.booleans()) else "stack")
     kw.pop("pipeline", None)
     return contract_config(**kw), gpu, make
 

@@ -141,7 +141,7 @@ def test_diagram_11_6_one_free_entry_two_ports():
     """11.6: ports 0 and 1 miss in one cycle with one free MSHR entry and ``ap = 0``: port 0
     allocates it, port 1 stalls and takes the next entry freed (the pointer moved to 1),
     although port 0 then misses again."""
-    cfg = v2(host_ports="channel", channels=2, mshr_entries=1, t_read_us=0.05)
+    cfg = v2(host_ports="channel", pools="stack", channels=2, mshr_entries=1, t_read_us=0.05)
     # pages 0, 2 map to channel 0, pages 1, 3 to channel 1 (interleave)
     system, cmds = run(cfg, [("R", 0, 0, 32, 0), ("R", 1, 0, 32, 0), ("R", 2, 0, 32, 1)])
     a, b, c = system.completed
@@ -152,7 +152,7 @@ def test_diagram_11_6_one_free_entry_two_ports():
 def test_k_th_free_entry_to_k_th_port_from_the_pointer():
     """§4.2.3: in one cycle the k-th allocating port, in order from the pointer, takes the
     k-th lowest free entry; the pointer then moves past the last port that allocated."""
-    cfg = v2(host_ports="channel", channels=4, mshr_entries=8)
+    cfg = v2(host_ports="channel", pools="stack", channels=4, mshr_entries=8)
     # cycle 2: ports 1, 2 allocate entries 0, 1 (ap 0 -> 3); cycle 3: ports 3, 0 in that
     # order from ap = 3 allocate entries 2, 3 (ap -> 1)
     spec = [("R", 1, 0, 32, 0), ("R", 2, 0, 32, 0), ("R", 4, 0, 32, 1), ("R", 3, 0, 32, 1)]
@@ -169,7 +169,7 @@ def test_pool_exhaustion_no_port_waits_more_than_P_frees(entries, n, demand):
     read that waits in M to allocate is passed by at most ``P`` entry frees (the pointer
     moves past each port that allocated, so every other port is ahead of it at most once)."""
     P = 4
-    cfg = v2(host_ports="channel", channels=P, mshr_entries=entries, t_read_us=0.05,
+    cfg = v2(host_ports="channel", pools="stack", channels=P, mshr_entries=entries, t_read_us=0.05,
              subarrays_per_channel=4)
     spec = [("R", k * P + p, 0, 32, 0) for k in range(n) for p in range(P)]
     if demand == 2:     # port 0 twice as busy: a fixed priority would starve the others

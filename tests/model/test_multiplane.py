@@ -164,6 +164,8 @@ def test_one_plane_megaplanes_equal_off(kw, ops, mode):
     for op, page, off, n, gap in ops:
         t += gap
         spec.append((op, page, min(off, PAGE_BYTES - n), n, t))
+    if kw["host_ports"] == "channel" and kw["write_buffer_entries"] % kw["channels"]:
+        kw = kw | {"pools": "stack"}     # a pool per channel needs multiples of channels
     base = dict(capacity_bytes=2 * kw["channels"] * 4 * 8 * PAGE_BYTES, pages_per_block=8,
                 subarrays_per_channel=4, t_read_us=0.1, t_prog_us=0.5, t_erase_us=1.0,
                 write_deadline_ticks=40, **kw)

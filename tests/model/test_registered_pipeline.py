@@ -139,6 +139,25 @@ def test_dp7_first_waiters_of_consecutive_entries_back_to_back():
 
 
 # ------------------------------------------------------------------ the channel shape
+#: The shapes of the random tests: the stack shape, the channel shape with the pools shared
+#: by its ports (``pools = "stack"``, §4.2.3) and with a pool per channel (its default, §4.5)
+SHAPES = ["stack", "channel", "channel-pools"]
+
+
+def shaped(shape: str, channels: int, mshr_entries: int, write_buffer_entries: int) -> dict:
+    """The keys of one of :data:`SHAPES`; with a pool per channel each pool takes the
+    tables' counts split over the channels, at least one entry each."""
+    if shape == "stack":
+        return dict(host_ports="stack", mshr_entries=mshr_entries,
+                    write_buffer_entries=write_buffer_entries)
+    if shape == "channel":
+        return dict(host_ports="channel", pools="stack", mshr_entries=mshr_entries,
+                    write_buffer_entries=write_buffer_entries)
+    return dict(host_ports="channel", pools="channel",
+                mshr_entries=channels * max(1, round(mshr_entries / channels)),
+                write_buffer_entries=channels * max(1, round(write_buffer_entries / channels)))
+
+
 def chan(**kw):
     """The one contract in the channel shape: one request and one response port per
     channel (timing-contract.md §1, §14)."""
@@ -149,7 +168,7 @@ def test_dp4_frees_of_one_cycle_join_in_port_order():
     """Two entries freed in one cycle join the free list in ascending response port, not in
     index order: port 1 took entry 1 and port 0 entry 2 (pointer at 1), both free in the same
     cycle, so the next allocations on one port take 3, 0, 2, 1 (§4.2.3)."""
-    cfg = chan(channels=2, mshr_entries=4)
+    cfg = chan(channels=2, mshr_entries=4, pools="stack")
     spec = [("R", 0, 0, 32, 0),                               # entry 0, pointer -> 1
             ("R", 2, 0, 32, 20_000), ("R", 1, 0, 32, 20_000),  # port 0: entry 2, port 1: 1
             *[("R", 2 * k, 0, 32, 40_000) for k in range(2, 6)]]
@@ -243,7 +262,7 @@ ops = st.lists(st.tuples(st.sampled_from("RRW"), st.integers(0, 7), st.integers(
 @given(ops=ops, sched=st.sampled_from(SCHEDULERS),
        placement=st.sampled_from(["interleave", "grouped", "contiguous"]),
        tot=st.sampled_from([0, 2]), pc=st.sampled_from([0, 2]),
-       shape=st.sampled_from(["stack", "channel"]),
+       shape=st.sampled_from(SHAPES),
        read_mode=st.sampled_from(["demand", "aggregation"]), merge=st.booleans())
 def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc, shape,
                                                 read_mode, merge):
@@ -251,10 +270,10 @@ def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc, 
     one response per cycle on every port, and every read returns the last whole-page write
     of its page dispatched before it (in one cycle the reads first, §4.2.4)."""
     cfg = stack_shape(channels=4, subarrays_per_channel=2, active_per_channel=1, active_total=tot,
-               admission=6, mshr_entries=3, write_buffer_entries=2, queue_depth=2,
+               admission=6, **shaped(shape, 4, 3, 2), queue_depth=2,
                scheduler=sched, placement=placement, page_cache_pages=pc, cache_hit_ticks=1,
                write_drain_high_water=1, write_deadline_ticks=30, t_read_us=0.1,
-               t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4, host_ports=shape,
+               t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
                read_mode=read_mode, read_agg_window_ticks=9, read_agg_threshold_bytes=64,
                mshr_merge=merge, capacity_bytes=4 * 2 * 4 * PAGE_BYTES * 4)
     reqs, t = [], 0
@@ -271,7 +290,7 @@ def test_random_sequential_consistency_per_page(ops, sched, placement, tot, pc, 
     done = system.completed
     assert sorted(r.id for r in done) == list(range(len(reqs)))
     assert not any(r.error for r in done)
-    port = (lambda r: r.ch) if shape == "channel" else (lambda r: 0)
+    port = (lambda r: r.ch) if shape != "stack" else (lambda r: 0)
     ticks = [(port(r), r.t_done) for r in done]
     assert len(set(ticks)) == len(ticks)
     for k in {port(r) for r in done}:
@@ -295,16 +314,16 @@ wops = st.lists(st.tuples(st.sampled_from("RWW"), st.integers(0, 5), st.integers
 @settings(max_examples=40, deadline=None)
 @given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
        deadline_ticks=st.integers(1, 300), wb=st.integers(1, 3),
-       stacks=st.sampled_from([1, 2]), shape=st.sampled_from(["stack", "channel"]))
+       stacks=st.sampled_from([1, 2]), shape=st.sampled_from(SHAPES))
 def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks, shape):
     """Partial writes under both policies, tiny write buffers (pressure), short deadlines
     (decisions next to merges): every request answered once, no read errors, none at all
     under ``partial``, flushes counted once per programmed or errored entry."""
     cfg = stack_shape(stacks=stacks, channels=2, subarrays_per_channel=2, admission=8,
-               mshr_entries=2, write_buffer_entries=wb, queue_depth=2,
+               **shaped(shape, 2, 2, wb), queue_depth=2,
                write_timeout_policy=policy, write_deadline_ticks=deadline_ticks,
                t_read_us=0.2, t_prog_us=1.0, t_erase_us=2.0, pages_per_block=4,
-               host_ports=shape, capacity_bytes=stacks * 2 * 2 * 4 * PAGE_BYTES * 4)
+               capacity_bytes=stacks * 2 * 2 * 4 * PAGE_BYTES * 4)
     reqs, t = [], 0
     for i, (op, page, off, n, gap) in enumerate(ops):
         t += gap
@@ -318,7 +337,7 @@ def test_random_partial_writes_conserve(ops, policy, deadline_ticks, wb, stacks,
     assert not any(r.error for r in done if r.op == "R")
     if policy == "partial":
         assert not any(r.error for r in done)
-    port = (lambda r: (r.stack, r.ch)) if shape == "channel" else (lambda r: 0)
+    port = (lambda r: (r.stack, r.ch)) if shape != "stack" else (lambda r: 0)
     ticks = [(port(r), r.t_done) for r in done]
     assert len(set(ticks)) == len(ticks)      # one response per cycle per port
     st_ = system.stats
@@ -334,18 +353,18 @@ def _outcome(system):
 @settings(max_examples=40, deadline=None)
 @given(ops=wops, policy=st.sampled_from(["strict", "partial"]),
        deadline_ticks=st.integers(1, 60), wb=st.integers(1, 3), pc=st.sampled_from([0, 2]),
-       shape=st.sampled_from(["stack", "channel"]),
+       shape=st.sampled_from(SHAPES),
        read_mode=st.sampled_from(["demand", "aggregation"]), merge=st.booleans(),
        multiplane=st.sampled_from(["off", "page", "megaplane"]))
 def test_random_event_skipping_changes_nothing(ops, policy, deadline_ticks, wb, pc, shape,
                                                read_mode, merge, multiplane):
     """C3: the run with cycle skipping equals a run that evaluates every cycle, request
     for request, so every delayed effect of DP1-DP7 has its wake-up (``next_timer``)."""
-    cfg = stack_shape(channels=2, subarrays_per_channel=2, admission=8, mshr_entries=2,
-               write_buffer_entries=wb, queue_depth=2, write_timeout_policy=policy,
+    cfg = stack_shape(channels=2, subarrays_per_channel=2, admission=8,
+               **shaped(shape, 2, 2, wb), queue_depth=2, write_timeout_policy=policy,
                write_deadline_ticks=deadline_ticks, page_cache_pages=pc, cache_hit_ticks=3,
                t_read_us=0.2, t_prog_us=0.5, t_erase_us=1.0, pages_per_block=4,
-               host_ports=shape, read_mode=read_mode, read_agg_window_ticks=11,
+               read_mode=read_mode, read_agg_window_ticks=11,
                read_agg_threshold_bytes=256, mshr_merge=merge, multiplane=multiplane,
                planes_per_die=2, megaplane_planes=2,
                capacity_bytes=2 * 2 * 4 * PAGE_BYTES * 4)

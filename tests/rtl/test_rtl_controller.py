@@ -36,8 +36,10 @@ def stack_config(**overrides):
 
 def channel_config(**overrides):
     """:func:`stack_config` in the channel shape (``host_ports = "channel"``, one request and
-    one response port per channel)."""
-    return mode_config("channel", **overrides)
+    one response port per channel), with the pools shared by the ports (``pools =
+    "stack"``, §4.2.3: the directed cases below are about that sharing) unless ``overrides``
+    sets ``pools`` (the ``pools-*`` cases: a pool per channel, the shape's default, §4.5)."""
+    return mode_config("channel", **({"pools": "stack"} | overrides))
 
 
 def mode_config(shape, **overrides):
