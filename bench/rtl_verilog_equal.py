@@ -3,7 +3,11 @@ such sets: the check that a refactoring of rtl/ changes no emitted design (docs/
 "Verification").
 
     python bench/rtl_verilog_equal.py emit DIR        # ten configurations x checks off / on
+    python bench/rtl_verilog_equal.py emit DIR --set pools=stack   # a key on every one
     python bench/rtl_verilog_equal.py compare OLD NEW
+
+``--set`` pins a key that a commit added or whose default it changed (the channel shape's
+pools since 2026-12-04: ``--set pools=stack`` against a checkout from before).
 
 ``compare`` strips Amaranth's ``(* src = "file:line" *)`` attributes (they move with every
 edit) and reports each file as ``identical`` (byte for byte) or ``DIFFERENT`` with the first
@@ -38,13 +42,13 @@ CONFIGS = {
 }
 
 
-def emit(out: Path) -> None:
+def emit(out: Path, sets: dict | None = None) -> None:
     from hbfsim.config import load_config
     from hbfsim.rtl.emit import emit_verilog
 
     out.mkdir(parents=True, exist_ok=True)
     for name, over in CONFIGS.items():
-        v = BASE | over
+        v = BASE | over | (sets or {})
         v["capacity_bytes"] = v.get("stacks", 1) * v["channels"] * 4 * 256 * 4096 * 8
         cfg = load_config(**v)
         t0 = time.perf_counter()
@@ -85,12 +89,20 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("emit")
     e.add_argument("dir", type=Path)
+    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a configuration key for every configuration (a string value)")
     c = sub.add_parser("compare")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "emit":
-        emit(a.dir)
+        sets = {}
+        for kv in a.set:
+            key, eq, value = kv.partition("=")
+            if not eq or not key:
+                ap.error(f"--set {kv!r}: expected KEY=VALUE")
+            sets[key] = value
+        emit(a.dir, sets)
         return 0
     for d in (a.old, a.new):
         if not d.is_dir():

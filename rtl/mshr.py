@@ -216,6 +216,11 @@ class Mshr(wiring.Component):
         # answers them)
         pool_k = n // P if per_channel else n
         writers = [[i // pool_k] if per_channel else list(range(P)) for i in range(n)]
+        # per entry the channels whose queue, command and completion ports can name it: its
+        # pool's, or every channel (``lanes`` event ports per channel, channel-major)
+        lanes = len(self.issue) // channels
+        chans = [[i // pool_k] if per_channel else list(range(channels)) for i in range(n)]
+        lanes_of = [[c * lanes + k for c in chans[i] for k in range(lanes)] for i in range(n)]
 
         def sx(p):   # a per-port name's suffix: none in the stack shape (its Verilog unchanged)
             return "" if P == 1 else f"_p{p}"
@@ -482,30 +487,33 @@ class Mshr(wiring.Component):
                     m.d.sync += [nbytes[i].eq(nbytes[i] + w_d[p].bytes), tail[i].eq(w_d[p].slot)]
             # DP6: the issue and completion events decoded per entry into flip-flops and
             # applied a cycle later (ISSUED from td + 2, RETURN with its flags from tc + 2)
-            issue_i = Cat(*[e.valid & (e.index == i) for e in self.issue]).any()
-            done_i = Cat(*[e.valid & (e.index == i) for e in self.done]).any()
+            issues = [self.issue[j] for j in lanes_of[i]]
+            dones = [self.done[j] for j in lanes_of[i]]
+            issue_i = Cat(*[e.valid & (e.index == i) for e in issues]).any()
+            done_i = Cat(*[e.valid & (e.index == i) for e in dones]).any()
             issue_q, done_q = Signal(name=f"issue_q{i}"), Signal(name=f"done_q{i}")
             done_bh, done_err = Signal(name=f"done_bh_q{i}"), Signal(name=f"done_err_q{i}")
             m.d.sync += [issue_q.eq(issue_i), done_q.eq(done_i)]
             with m.If(done_i):
                 m.d.sync += [
                     done_bh.eq(Cat(*[e.valid & (e.index == i) & e.buffer_hit
-                                     for e in self.done]).any()),
+                                     for e in dones]).any()),
                     done_err.eq(Cat(*[e.valid & (e.index == i) & e.error
-                                      for e in self.done]).any())]
+                                      for e in dones]).any())]
             with m.If(done_q):
                 m.d.sync += [buffer_hit[i].eq(done_bh), error[i].eq(done_err)]
-            for p in range(P):
+            for p in writers[i]:
                 with m.If(pops[p] & (curs[p] == i) & lasts[p]):
                     m.d.sync += drained[i].eq(1)
             ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
-                    Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+                    Cat(*[launched[p].valid & (launched[p].index == i)
+                          for p in writers[i]]).any())
             with m.If(ev_f):
                 m.d.sync += drained[i].eq(0)
             # The state's events exclude each other (each needs a different state), so the next
             # state is an AND-OR of the events, not a priority chain (docs/rtl.md part C, (i)).
             ev_w = w_new[i]
-            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(channels)]).any()
+            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in chans[i]]).any()
             ev_s, ev_r = issue_q, done_q
             hold = named(m, ~(ev_w | ev_q | ev_s | ev_r | ev_f), f"state_hold{i}")
             sv = state[i].as_value()

@@ -318,6 +318,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
 
         # per entry the ports whose W can write it: every port, or its pool's (§4.5 B2)
         writers = [[i // pool_k] if per_channel else list(range(P)) for i in range(n)]
+        # per entry the channels whose queue, command and completion ports can name it: its
+        # pool's, or every channel (``lanes`` event ports per channel, channel-major)
+        lanes = len(self.issue) // cfg.channels
+        chans = [[i // pool_k] if per_channel else list(range(cfg.channels)) for i in range(n)]
+        lanes_of = [[c * lanes + k for c in chans[i] for k in range(lanes)] for i in range(n)]
 
         def own(i):   # entry i's pool as a mask over the entries
             b = i - i % pool_k
@@ -750,21 +755,24 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                         m.d.sync += cause[i].eq(why)
             with m.If(strict_error[i]):
                 m.d.sync += error[i].eq(1)
-            done_i = Cat(*[e.valid & (e.index == i) for e in self.done]).any()
+            dones = [self.done[j] for j in lanes_of[i]]
+            done_i = Cat(*[e.valid & (e.index == i) for e in dones]).any()
             with m.If(done_i):
                 m.d.sync += error[i].eq(Cat(*[e.valid & (e.index == i) & e.error
-                                              for e in self.done]).any())
-            for p in range(P):
+                                              for e in dones]).any())
+            for p in writers[i]:
                 with m.If(pops[p] & (curs[p] == i) & lasts[p]):
                     m.d.sync += drained[i].eq(1)
             ev_f = (launched[0].valid & (launched[0].index == i) if P == 1 else
-                    Cat(*[ev.valid & (ev.index == i) for ev in launched]).any())
+                    Cat(*[launched[p].valid & (launched[p].index == i)
+                          for p in writers[i]]).any())
             with m.If(ev_f):
                 m.d.sync += drained[i].eq(0)
             # exclusive events, AND-OR next state (part C, (i))
             ev_o = w_new[i]
-            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in range(cfg.channels)]).any()
-            m.d.sync += issue_q[i].eq(Cat(*[e.valid & (e.index == i) for e in self.issue]).any())
+            ev_q = Cat(*[enq_fire[c] & (enq_index[c] == i) for c in chans[i]]).any()
+            m.d.sync += issue_q[i].eq(Cat(*[self.issue[j].valid & (self.issue[j].index == i)
+                                            for j in lanes_of[i]]).any())
             ev_p = issue_q[i]
             ev_r = done_i | strict_error[i]
             hold = named(m, ~(ev_o | ev_l | ev_q | ev_p | ev_r | ev_f), f"state_hold{i}")
