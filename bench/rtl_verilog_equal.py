@@ -10,8 +10,10 @@ such sets: the check that a refactoring of rtl/ changes no emitted design (docs/
 pools since 2026-12-04: ``--set pools=stack`` against a checkout from before).
 
 ``compare`` strips Amaranth's ``(* src = "file:line" *)`` attributes (they move with every
-edit) and reports each file as ``identical`` (byte for byte) or ``DIFFERENT`` with the first
-differing lines; exit status 1 if any differs. Run ``emit`` on a checkout of each commit.
+edit) and numbers its automatic inter-module ports alike (``\\port$N$0``: they follow the
+order in which elaboration creates values), and reports each file as ``identical`` (byte
+for byte otherwise) or ``DIFFERENT`` with the first differing lines; exit status 1 if any
+differs. Run ``emit`` on a checkout of each commit.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def emit(out: Path, sets: dict | None = None) -> None:
 
 def _lines(path: Path) -> list[str]:
     text = re.sub(r'\(\* src = "[^"]*" \*\) ?', "", path.read_text())
+    # Amaranth numbers the ports it adds between modules (``\port$5865$0``) in the order
+    # elaboration creates values; the same netlist read in another order renumbers them
+    text = re.sub(r"port\$\d+\$0", "port$N$0", text)
     return [line for line in text.split("\n") if line.strip()]
 
 
