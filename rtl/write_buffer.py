@@ -657,24 +657,16 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         # its channel ----
         pops, curs, lasts, regss = [], [], [], []
         for p in range(P):
-            if per_channel:
-                # §4.5: response port p answers its own pool's entries, the channel's
-                mine = slice(p * pool_k, (p + 1) * pool_k)
-                pop, cur, last, regs = drain_cursor(
-                    m, self.ret[p], self.ret_locked[p],
-                    [(s == WbState.RETURN) & ~drained[i]
-                     for i, s in enumerate(state) if i // pool_k == p],
-                    head[mine], tail[mine], target[mine], error[mine], link_rds[p],
-                    prefix=f"p{p}_", base=p * pool_k)
-            else:
-                pop, cur, last, regs = drain_cursor(
-                    m, self.ret if P == 1 else self.ret[p],
-                    self.ret_locked if P == 1 else self.ret_locked[p],
-                    [(s == WbState.RETURN) & ~drained[i] if P == 1 else
-                     (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
-                     for i, s in enumerate(state)],
-                    head, tail, target, error, link_rds[p],
-                    prefix="" if P == 1 else f"p{p}_")
+            pop, cur, last, regs = drain_cursor(
+                m, self.ret if P == 1 else self.ret[p],
+                self.ret_locked if P == 1 else self.ret_locked[p],
+                [(s == WbState.RETURN) & ~drained[i] if P == 1 else
+                 (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
+                 if not per_channel else
+                 # §4.5: the pool's entries are the channel's
+                 (s == WbState.RETURN) & ~drained[i] if p in writers[i] else Const(0, 1)
+                 for i, s in enumerate(state)],
+                head, tail, target, error, link_rds[p], prefix="" if P == 1 else f"p{p}_")
             pops.append(pop)
             curs.append(cur)
             lasts.append(last)
