@@ -417,6 +417,8 @@ def load_workload(a, cfg):
 def _clocks(cfg) -> str:
     """The controller's ports, then the clocks: what every tick figure means."""
     shape = "a port per channel" if cfg.host_ports == "channel" else "one port per stack"
+    if cfg.host_ports == "channel":   # docs/timing-contract.md §4.5
+        shape += ", a pool per channel" if cfg.pools == "channel" else ", shared pools"
     return (f"registered pipeline ({shape}), memory clock {cfg.memory_clock_mhz:g} MHz, "
             f"GPU clock {cfg.gpu_clock_mhz:g} MHz")
 

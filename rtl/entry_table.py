@@ -173,6 +173,15 @@ def free_list_pools(m, n: int, pushes, push_indexes, want, name: str, checks=Fal
     return granted, indexes, onehots, pops, tree_sum(counts)
 
 
+def port_pools(m, n: int, disps, hits, launched, member, checks=False):
+    """A table's allocation with a pool per channel (docs/timing-contract.md §4.5): per
+    port ``want`` (its M's request valid and not a hit) and :func:`free_list_pools` over the
+    ``launched`` events; the MSHR table and the write buffer build it alike."""
+    want = [named(m, d.valid & ~hits[p], f"want_p{p}") for p, d in enumerate(disps)]
+    return free_list_pools(m, n, [ev.valid for ev in launched], [ev.index for ev in launched],
+                           want, "free_list", checks=checks, member=member)
+
+
 def _rank_from_pointer(m, want, ap, name):
     """Per port ``p`` the number of wanting ports before it in the order ``ap, ap + 1, ...
     mod P`` (docs/timing-contract.md §4.2.3): a chain over the pointer's values, not an

@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    free_list_pools, offer_fifo, offer_registered,
+                                    offer_fifo, offer_registered, port_pools,
                                     registered_lookup, stage_lemmas, waiter_list_lemmas)
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
@@ -338,10 +338,8 @@ class Mshr(wiring.Component):
             free_indexes, free_ohs = [free_index], [free_oh]
         elif per_channel:
             # §4.5: a pool per channel, each the one-port free list over its own entries
-            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
-            granted, free_indexes, free_ohs, pool_pops, free_count = free_list_pools(
-                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list", checks=checks,
+            granted, free_indexes, free_ohs, pool_pops, free_count = port_pools(
+                m, n, disps, hits, launched, checks=checks,
                 member=[(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)])
             ready = [hits[p] | granted[p] for p in range(P)]
             any_free = Cat(*[g for g in granted]).any()

@@ -25,8 +25,8 @@ from hbfsim.rtl.checks import check_mode, invariant, protocol
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
-from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, free_list_pools,
-                                    offer_registered, registered_lookup)
+from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, offer_registered,
+                                    port_pools, registered_lookup)
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.write_buffer_checks import WriteBufferChecks
@@ -470,10 +470,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
         elif per_channel:
             # §4.5: a pool per channel, each the one-port free list over its own entries; the
             # entries allocated in one cycle are of different pools, so their order is unused
-            want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
-            granted, free_indexes, free_ohs, pool_pops, free_count = free_list_pools(
-                m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list", checks=checks,
+            granted, free_indexes, free_ohs, pool_pops, free_count = port_pools(
+                m, n, disps, hits, launched, checks=checks,
                 member=[(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)])
             ranks = [Const(0, range(P))] * P
             any_free, free_index = Cat(*granted).any(), free_indexes[0]

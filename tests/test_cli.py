@@ -23,11 +23,18 @@ def test_default_run_shows_the_mechanisms():
 
 def test_header_names_the_pipeline_and_its_ports(tmp_path):
     """Every tick figure depends on the controller and its ports, so the header names them:
-    the default (a port per channel) and the stack shape; a retired controller's key is
-    refused with one line pointing to docs/history.md, and nothing is written."""
+    the default (a port per channel, a pool per channel), shared pools and the stack shape;
+    a retired controller's key is refused with one line pointing to docs/history.md, and
+    nothing is written."""
     p = hbfsim("run")
     assert p.returncode == 0, p.stderr
-    assert "registered pipeline (a port per channel), memory clock" in p.stdout
+    assert "registered pipeline (a port per channel, a pool per channel), memory clock" \
+        in p.stdout
+    shared = tmp_path / "shared.toml"
+    shared.write_text('pools = "stack"\n')
+    p = hbfsim("run", "--config", str(shared))
+    assert p.returncode == 0, p.stderr
+    assert "registered pipeline (a port per channel, shared pools), memory clock" in p.stdout
     cfg = tmp_path / "stack.toml"
     cfg.write_text('host_ports = "stack"\n')
     p = hbfsim("run", "--config", str(cfg))
