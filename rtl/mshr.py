@@ -21,9 +21,9 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
-from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, free_list, free_list_heads,
-                                    offer_fifo, offer_registered, port_pools,
+from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, offer_fifo, offer_registered,
                                     registered_lookup, stage_lemmas, waiter_list_lemmas)
+from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
 from hbfsim.rtl.logic import named, onehot_index, onehot_select, tree_sum

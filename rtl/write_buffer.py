@@ -25,8 +25,8 @@ from hbfsim.rtl.checks import check_mode, invariant, protocol
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
-from hbfsim.rtl.entry_table import (drain_cursor, free_list, free_list_heads, offer_registered,
-                                    port_pools, registered_lookup)
+from hbfsim.rtl.entry_table import drain_cursor, offer_registered, registered_lookup
+from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
 from hbfsim.rtl.write_buffer_checks import WriteBufferChecks
