@@ -17,7 +17,7 @@ from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
 from hbfsim.rtl.free_list import ring_lemmas, ring_next
-from hbfsim.rtl.logic import lowest_set, named, select
+from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 
 
 #: Tables of more entries than this register their lookup's hit flags and keep their

@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["free_list", "free_list_heads", "free_list_pools", "port_pools", "ring_lemmas",
            "ring_next"]
 
-from amaranth.hdl import Cat, Const, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import memory
 
 from hbfsim.rtl.checks import lemma
