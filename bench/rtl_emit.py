@@ -55,6 +55,14 @@ def main(argv=None) -> int:
         if not eq or not key.strip():
             ap.error(f"--set {kv!r}: expected KEY=VALUE")
         sets += f"{key.strip()} = {_toml_value(value.strip())}\n"
+    if sets:   # every key and value checked before any emission
+        import tomllib
+
+        from hbfsim.config import ConfigError, load_config
+        try:
+            load_config(**tomllib.loads(sets))
+        except (ConfigError, tomllib.TOMLDecodeError) as e:
+            ap.error(f"--set: {e}")
     if a.timeout <= 0 or any(n < 1 for n in (a.channels or []) + a.mshrs):
         ap.error("--timeout, --channels and --mshrs must be positive")
     hbfsim = [str(Path(sys.executable).with_name("hbfsim"))]

@@ -107,6 +107,12 @@ def main(argv=None) -> int:
             if not eq or not key:
                 ap.error(f"--set {kv!r}: expected KEY=VALUE")
             sets[key] = value
+        from hbfsim.config import ConfigError, load_config
+        try:   # every configuration checked before the folder or any file is written
+            for over in CONFIGS.values():
+                load_config(**(BASE | over | sets))
+        except ConfigError as e:
+            ap.error(f"--set: {e}")
         emit(a.dir, sets)
         return 0
     for d in (a.old, a.new):
