@@ -2,7 +2,7 @@
 
     hbfsim cosim run  [--scenario NAME] [--seed S] [--requests N] [--sim verilator|icarus]
                       [--waves [--window A:B]] [--csv F.csv [--config F.toml] [--profile P]]
-    hbfsim cosim soak [--requests N] [--seed S] [--sim verilator|icarus] [--no-checks]
+    hbfsim cosim soak [--requests N] [--seed S] [--shape stack|channel] [--sim verilator|icarus] [--no-checks]
     hbfsim waves list F.vcd
     hbfsim waves request F.vcd --id N
     hbfsim waves check F.vcd --trace T.csv
@@ -71,6 +71,8 @@ def register(subparsers, parser_class=None) -> None:
                       help="requests in total (default 20000)")
     soak.add_argument("--seed", type=int, default=1)
     soak.add_argument("--sim", default="verilator", help="verilator (default) or icarus")
+    soak.add_argument("--shape", choices=("stack", "channel"), default=None,
+                      help="only the configurations of one host-port shape (default both)")
     soak.add_argument("--no-checks", action="store_true",
                       help="build without the RTL's assertions (on by default with Verilator)")
     soak.add_argument("--no-progress", action="store_true",
@@ -249,7 +251,7 @@ def _cmd_soak(a) -> int:
 
     _check_counts(a)
     sim = _sim(a.sim)
-    cfgs = scenarios.soak_configs()
+    cfgs = [c for c in scenarios.soak_configs() if a.shape in (None, c.host_ports)]
     rng = random.Random(a.seed)
     per = 400  # requests per run: several seeds per configuration, each run short
     total = a.requests
@@ -305,6 +307,7 @@ def _cmd_soak(a) -> int:
             line = (f"  {cfg.stacks} x {cfg.channels:2d} ch {cfg.host_ports:7s} "
                     f"{cfg.scheduler:15s} {cfg.read_mode:11s} "
                     f"{cfg.write_timeout_policy:7s} merge={str(cfg.mshr_merge):5s}"
+                    f" pools={cfg.pools:7s}"
                     + (f" multiplane={cfg.multiplane}" if cfg.multiplane != "off" else "")
                     + f": {sum(r['events_compared'] for r in mine):,} events, "
                     f"{sum(1 for r in mine if not r['passed'])} failing of {len(mine)} runs "

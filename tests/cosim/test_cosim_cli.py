@@ -71,14 +71,17 @@ def test_usage_errors_go_through_the_parser_class():
 def test_soak_reports_events_mismatches_and_time(capsys, monkeypatch):
     verilator_or_skip()
     # one configuration (an RTL set the scenario suite builds anyway) keeps this test short;
-    # the real soak uses scenarios.soak_configs(): every policy, 1 to 16 channels
+    # the real soak uses scenarios.soak_configs(): every policy, 1 to 16 channels; --shape
+    # leaves the channel-shape one out (it is never built)
     monkeypatch.setattr(scenarios, "soak_configs",
-                        lambda: [scenarios.config()])
-    assert cli("cosim", "soak", "--requests", 700, "--seed", 5) == 0
+                        lambda: [scenarios.config(host_ports="channel"), scenarios.config()])
+    assert cli("cosim", "soak", "--requests", 700, "--seed", 5, "--shape", "stack") == 0
     lines = capsys.readouterr().out.strip().splitlines()
+    assert "2 runs over 1 configurations" in lines[0], lines[0]
     last = lines[-1]
     # the configuration's line, printed as its runs finished (before the totals)
-    assert re.fullmatch(r"  1 x +\d+ ch .*: [\d,]+ events, 0 failing of 2 runs "
+    assert re.fullmatch(r"  1 x +\d+ ch stack .* pools=stack .*: [\d,]+ events, "
+                        r"0 failing of 2 runs "
                         r"\(1 closed-loop GPU\)", lines[-2]), lines[-2]
     assert re.fullmatch(r"cosim soak: [\d,]+ events compared, 0 mismatches, [\d.]+ s "
                         r"\(2 runs, 1 of them closed-loop GPU, 700 requests, seed 5\)", last)
