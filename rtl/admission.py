@@ -17,7 +17,7 @@ and the count stay stack-wide).
 
 from __future__ import annotations
 
-__all__ = ["Admission", "slot_layout"]
+__all__ = ["SLOT_LIST_ABOVE", "Admission", "slot_free_list", "slot_layout"]
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
@@ -25,9 +25,36 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.free_list import free_list_heads
 from hbfsim.rtl.layouts import ReqOp, Widths
 from hbfsim.rtl.logic import lowest_onehot, lowest_set, named, onehot_index, select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
+
+
+#: Above this many request slots the channel shape's slots come from a free list
+#: (:func:`slot_free_list`).
+SLOT_LIST_ABOVE = 32
+
+
+def slot_free_list(admission: int, ports: int) -> bool:
+    """Whether the channel shape's admission (``ports > 1``) of ``admission`` slots takes its
+    slots from a free list of slot numbers and keeps each slot's ``mshr_hit`` flag in its
+    port's bank (§13: the same cycles, other structures; slot numbers are internal, §4.1).
+
+    * **Candidates from both ends** (at most :data:`SLOT_LIST_ABOVE` slots): port ``p``'s
+      candidate is a one-hot of the free slots, alternately the lowest and the highest,
+      from a prefix network over every slot, with a flip-flop per slot for "in use" and
+      for ``mshr_hit``: ``P`` networks and ``3 P`` comparators per slot, so the cost grows
+      as ``P x admission`` (at 16 ports x 4,096 slots, ``ocp-grade3``, the block alone
+      took 343 s and 6.7 GB to elaborate). Its paths are short, and both of issue 23's
+      timing points (16 slots) keep it.
+    * **A free list** (above :data:`SLOT_LIST_ABOVE`): :func:`free_list_heads` over slot
+      numbers (a RAM of ``admission`` words read at the heads, the accepting ports ranked,
+      the releases pushed in port order) and the ``mshr_hit`` flags in a one-bit RAM per
+      port beside its bank of the slot store (cleared when the store is written, a cycle
+      after the accept; set by the port's hit): logic of ``P x P`` and RAM words per slot.
+    """
+    return ports > 1 and admission >= ports and admission > SLOT_LIST_ABOVE
 
 
 def _rank(p: int, ports: int, phase):
@@ -64,6 +91,8 @@ class Admission(wiring.Component):
         protocol: one response per request slot).
     mutations : set of str
         Injected faults (:mod:`hbfsim.rtl.mutations`); empty for the real design.
+    slot_list : bool or None
+        The channel shape's structures (:func:`slot_free_list`; None: by the slot count).
     ports : int
         Request ports sharing the count: 1 (stack shape), or ``channels`` in the channel
         shape (§4.1). With ``P > 1`` every member below except ``inflight``
@@ -99,8 +128,11 @@ class Admission(wiring.Component):
     """
 
     def __init__(self, cfg: HbfConfig, *, id_bits: int = 32, source_bits: int = 8,
-                 checks: bool | str = True, mutations=(), ports: int = 1):
+                 checks: bool | str = True, mutations=(), ports: int = 1,
+                 slot_list: bool | None = None):
         self._cfg = cfg
+        self._slot_list = (slot_free_list(cfg.admission, ports) if slot_list is None
+                           else slot_list and ports > 1 and cfg.admission >= ports)
         self._checks = check_mode(checks)
         self._mutations = check_mutations(mutations)
         self._w = w = Widths.of(cfg, id_bits=id_bits, source_bits=source_bits)
@@ -210,8 +242,11 @@ class Admission(wiring.Component):
         m = Module()
         n, P, w = self._cfg.admission, self._ports, self._w
         checks = self._checks
-        used = [Signal(name=f"used{i}") for i in range(n)]
-        mshr_hit = [Signal(name=f"mshr_hit{i}") for i in range(n)]
+        slot_list = self._slot_list
+        # a flip-flop per slot for "in use" (with the free list only for the checks) and for
+        # ``mshr_hit`` (with the free list in the ports' RAMs instead, below)
+        used = [Signal(name=f"used{i}") for i in range(n)] if not slot_list or checks else None
+        mshr_hit = None if slot_list else [Signal(name=f"mshr_hit{i}") for i in range(n)]
         wrs, rds = [], []
         for p in range(P):
             store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
@@ -219,9 +254,21 @@ class Admission(wiring.Component):
             wrs.append(store.write_port())
             rds.append(store.read_port())
 
-        avail = [~u for u in used]
         takes = [named(m, self.alloc[p], f"take_p{p}") for p in range(P)]
-        if n >= P:
+        taken = None
+        if slot_list:
+            # The free slots as a free list of slot numbers (slot_free_list): the accepting
+            # ports ranked, the k-th takes the k-th slot from the list's head (all of them
+            # get one: a port accepts only while free >= P, §4.1); a release joins the tail
+            # at the end of its cycle, usable from the next, as in ``used``
+            granted, slots, list_count, _ap, _ranks = free_list_heads(
+                m, n, [r.valid for r in self.release], [r.slot for r in self.release], takes,
+                "free_slots")
+            for p in range(P):
+                invariant(m, checks, granted[p] == takes[p],
+                          f"port {p}: an accept without a slot from the free list (§4.1)")
+        elif n >= P:
+            avail = [~u for u in used]
             # A port accepts only while free >= P (§4.1), so P distinct free slots exist
             # whenever any port accepts: port p takes a slot of its own candidate, without
             # waiting for the lower ports' accepts. The candidates alternate from both ends
@@ -246,6 +293,7 @@ class Admission(wiring.Component):
             taken = [[named(m, takes[p] & grants[p][i], f"take_p{p}_slot{i}")
                       for i in range(n)] for p in range(P)]
         else:
+            avail = [~u for u in used]
             # The k-th accepting port (in port order) takes the k-th lowest free slot: at
             # most the free count of ports accept (below P slots the accepted ports have
             # distinct ranks below the free count, §4.1).
@@ -276,8 +324,12 @@ class Admission(wiring.Component):
         after = Signal(range(n + P + 1), name="inflight_next")
         m.d.comb += after.eq(now + tree_sum(takes) - tree_sum([r.valid for r in self.release]))
         m.d.sync += now.eq(after)
-        invariant(m, checks, now == tree_sum(used),
-                  "the registered admission count differs from the used slots")
+        if used is not None:
+            invariant(m, checks, now == tree_sum(used),
+                      "the registered admission count differs from the used slots")
+        if slot_list:
+            invariant(m, checks, list_count + now == n,
+                      "the slots in the free list and in use differ from the admission")
         if n >= P:
             room_all = Signal(init=1, name="room_all")
             m.d.sync += room_all.eq(after + P <= n)
@@ -320,17 +372,41 @@ class Admission(wiring.Component):
             protocol(m, checks, ~(wr_en & self.rd_used[p]) | (self.rd_slot[p] != wr_slot),
                      f"port {p}: the response stages read a request slot in the cycle after "
                      "its accept (the slot store is written a cycle after the accept)")
-            m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p], f"rd_hit_p{p}"))
-        for i in range(n):
+            if not slot_list:
+                m.d.sync += self.rd_hit[p].eq(select(m, mshr_hit, self.rd_slot[p],
+                                                     f"rd_hit_p{p}"))
+                continue
+            # the port's mshr_hit flags: a one-bit RAM beside its bank of the store, cleared
+            # with the store's write (a cycle after the accept), set by the port's hit (a
+            # read's merge, at least three cycles after its accept: Q, X, M, then the
+            # registered hit), read with the store (the flag as it was in the cycle of the
+            # read, like the flip-flops'); a port's hits name its own slots (§1)
+            flags = memory.Memory(shape=1, depth=n, init=[])
+            m.submodules[f"mshr_hit{p}"] = flags
+            clear, mark, look = flags.write_port(), flags.write_port(), flags.read_port()
+            hit = self.hit[p]
+            m.d.comb += [clear.addr.eq(wr_slot), clear.data.eq(0), clear.en.eq(wr_en),
+                         mark.addr.eq(hit.slot), mark.data.eq(1), mark.en.eq(hit.valid),
+                         look.addr.eq(self.rd_slot[p]), self.rd_hit[p].eq(look.data)]
+            protocol(m, checks, ~(wr_en & hit.valid) | (hit.slot != wr_slot),
+                     f"port {p}: mshr_hit recorded for a request slot in the cycle after its "
+                     "accept (its flag is cleared then)")
+        for i in range(n) if used is not None else ():
             for p in range(P):
-                with m.If(taken[p][i]):
+                with m.If(taken[p][i] if taken is not None else
+                          takes[p] & (slots[p] == i)):
                     if "admission-slot-reuse" in self._mutations:
-                        m.d.sync += mshr_hit[i].eq(0)
-                    else:
+                        if mshr_hit is not None:
+                            m.d.sync += mshr_hit[i].eq(0)
+                    elif mshr_hit is not None:
                         m.d.sync += [used[i].eq(1), mshr_hit[i].eq(0)]
+                    else:
+                        m.d.sync += used[i].eq(1)
             for p in range(P):
                 with m.If(self.release[p].valid & (self.release[p].slot == i)):
                     m.d.sync += used[i].eq(0)
+                if mshr_hit is None:
+                    continue
                 with m.If(self.hit[p].valid & (self.hit[p].slot == i)):
                     m.d.sync += mshr_hit[i].eq(1)
         if checks:
@@ -349,6 +425,9 @@ class Admission(wiring.Component):
                          f"port {p}: response for a request slot another port took")
                 protocol(m, checks, ~hit.valid | select(m, used, hit.slot, f"hit_used_p{p}"),
                          f"port {p}: mshr_hit recorded for a request slot that holds no request")
+                if slot_list:   # the flag is kept in the port's own RAM
+                    protocol(m, checks, ~hit.valid | (Array(owner)[hit.slot] == p),
+                             f"port {p}: mshr_hit recorded for a request slot another port took")
                 # the controller accepts on a port only while it is ready (§4.1), and
                 # a request slot is answered on one port (its channel's, §8)
                 protocol(m, checks, ~self.alloc[p] | self.alloc_ready[p],

@@ -93,8 +93,10 @@ def _build(block: str, cfg, mutations):
     if block in ("write_buffer", "write_buffer_registered"):
         return WriteBuffer(cfg, sector_bytes=PAGE_BYTES // 4, registered=registered, **opts,
                            **shape)
-    if block in ("admission", "admission_channel"):
-        ports = dict(ports=cfg.channels) if block == "admission_channel" else {}
+    if block in ("admission", "admission_channel", "admission_slot_list"):
+        ports = dict(ports=cfg.channels) if block != "admission" else {}
+        if block == "admission_slot_list":
+            ports["slot_list"] = True
         return Admission(cfg, id_bits=2, source_bits=1, **opts, **ports)
     if block == "stage_queue":
         from amaranth.lib import data
@@ -185,6 +187,12 @@ BLOCKS = {b.name: b for b in (
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
     # (registered), distinct slots per cycle.
     FormalBlock("admission_channel", dict(admission=4, channels=2), 16, 10, True),
+    # The same with the structures of more than 32 slots (admission.slot_free_list): the
+    # slots from a free list of slot numbers, the mshr_hit flags in the ports' RAMs. BMC
+    # only (the free list of several heads has no lemmas for an induction step yet), to 6
+    # steps: slots reused from the list's RAM from step 4 (7.6 s; 9 steps did not finish in
+    # 15 minutes on the loaded machine).
+    FormalBlock("admission_slot_list", dict(admission=4, channels=2), 6, 6, False),
     FormalBlock("response", dict(channels=2, channel_bw_gbps=1.0), 16, 10, True),
     # The whole stack in the stack shape: every block's protocol is asserted (its neighbour
     # is real); only the host and the media are assumed (_controller_environment). W and

@@ -18,15 +18,17 @@ from hbfsim.rtl.controller import check_supported
 from hbfsim.rtl.emit import emit_verilog
 
 
-@pytest.mark.parametrize("admission,ports", [(3, 4), (6, 4), (16, 2)])
-def test_admission_ready_follows_the_admission_term(admission, ports):
+@pytest.mark.parametrize("admission,ports,slot_list", [
+    (3, 4, None), (6, 4, None), (16, 2, None), (6, 4, True), (16, 2, True), (40, 4, None)])
+def test_admission_ready_follows_the_admission_term(admission, ports, slot_list):
     """§4.1: ``ready_p(t)`` is ``admission - inflight(t) >= P`` when ``admission >= P`` and
     ``(p - t) mod P < admission - inflight(t)`` below ``P`` slots, a register; an accept
     takes a slot, a release frees it from the next cycle; accepted ports get distinct
     slots, and a slot is released by the port that took it (§1: a response leaves on the
-    port its request entered; the slot store is banked per port)."""
+    port its request entered; the slot store is banked per port). Both structures
+    (``slot_list``: forced, or by the slot count: 40 slots take the free list)."""
     cfg = small_config(host_ports="channel", channels=ports, admission=admission)
-    dut = Admission(cfg, ports=ports)
+    dut = Admission(cfg, ports=ports, slot_list=slot_list)
     rng = random.Random(admission * 10 + ports)
     stats = {"held": 0, "all": 0}
 
