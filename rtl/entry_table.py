@@ -10,7 +10,8 @@ checks of the waiter lists.
 from __future__ import annotations
 
 __all__ = ["REGISTERED_LOOKUP_ABOVE", "check_waiters", "drain_cursor", "offer_fifo",
-           "offer_registered", "registered_lookup", "stage_lemmas", "waiter_list_lemmas"]
+           "offer_registered", "registered_lookup", "sliced_pools", "stage_lemmas",
+           "waiter_list_lemmas"]
 
 from amaranth.hdl import Array, Mux, Signal
 from amaranth.lib import data, memory
@@ -44,6 +45,19 @@ def registered_lookup(entries: int) -> bool:
     :data:`REGISTERED_LOOKUP_ABOVE` entries keep the plain structures.
     """
     return entries > REGISTERED_LOOKUP_ABOVE
+
+
+def sliced_pools(pool_entries: int) -> bool:
+    """Whether a table with a pool per channel (docs/timing-contract.md §4.5) of
+    ``pool_entries`` entries per pool builds each response port's DP7 stages over its own
+    pool's entries only (:func:`drain_cursor`'s ``base``), instead of over the whole table
+    with the other pools' terms constant (§13: logically the same; synthesis folds the
+    constants, Amaranth's lowering, Yosys and Verilator do not). Pools of at most
+    :data:`REGISTERED_LOOKUP_ABOVE` entries (both of issue 23's timing points) keep the
+    unsliced form: the sliced netlist placed one channel-queue path late at the base point
+    (docs/rtl.md "Issue 23: pools per channel"); at ``ocp-grade3`` (64 entries per pool) the
+    unsliced stages are ``16 x 1,024`` per table."""
+    return pool_entries > REGISTERED_LOOKUP_ABOVE
 
 
 def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str,
@@ -135,7 +149,7 @@ def offer_registered(m, enq_ports, cand, target, kind):
 
 
 def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_rd,
-                 buffer_hit=None, prefix=""):
+                 buffer_hit=None, prefix="", base=0):
     """The response choice of one table in registered stages (docs/timing-contract.md
     DP7): ``C1`` chooses, ``C2`` reads the entry, a cursor drains its further waiters.
 
@@ -151,6 +165,10 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
 
     ``prefix`` names the registers of one response port of several (the channel shape,
     where response port ``p`` has its own ``C1``, ``C2`` and cursor per table, DP7).
+    ``base``: the lists hold the table's entries ``base, base + 1, ...`` only (a pool per
+    channel, docs/timing-contract.md §4.5: a response port answers its own pool's entries);
+    the stages hold indices within them, and the entry offered and the returned indices are
+    the table's.
 
     Returns
     -------
@@ -183,7 +201,7 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     last = named(m, Mux(locked, lk_head == lk_tail, h2 == t2), f"{prefix}last")
     m.d.comb += [
         ret.valid.eq(locked | v2),
-        ret.payload.index.eq(cur),
+        ret.payload.index.eq(cur + base if base else cur),
         ret.payload.slot.eq(cur_head),
         ret.payload.channel.eq(Mux(locked, lk_ch, ch2)),
         ret.payload.last.eq(last),
@@ -195,13 +213,18 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     pop = named(m, ret.valid & ret.ready, f"{prefix}pop")
     # C2 is free when empty or when its first waiter is taken (the cursor is empty then)
     c2_free = named(m, ~v2 | (pop & ~locked), f"{prefix}c2_free")
+    def at(values, name):   # the value of C1's entry (a pool of one entry: that entry's)
+        if n == 1:
+            return values[0]
+        return select(m, values, i1, name) if name else Array(values)[i1]
+
     with m.If(c2_free):
         m.d.sync += [v2.eq(v1), i2.eq(i1),
-                     h2.eq(select(m, head, i1, f"{prefix}c1_head")),
-                     t2.eq(select(m, tail, i1, f"{prefix}c1_tail")),
-                     ch2.eq(select(m, target, i1, f"{prefix}c1_target").channel),
-                     bh2.eq(Array(buffer_hit)[i1] if buffer_hit is not None else 0),
-                     er2.eq(Array(error)[i1])]
+                     h2.eq(at(head, f"{prefix}c1_head")),
+                     t2.eq(at(tail, f"{prefix}c1_tail")),
+                     ch2.eq(at(target, f"{prefix}c1_target").channel),
+                     bh2.eq(at(buffer_hit, None) if buffer_hit is not None else 0),
+                     er2.eq(at(error, None))]
     with m.If(~v1 | c2_free):
         m.d.sync += [v1.eq(nv), i1.eq(ni)]
     with m.If(pop):
@@ -211,6 +234,9 @@ def drain_cursor(m, ret, ret_locked, in_return, head, tail, target, error, link_
     regs = dict(v1=v1, i1=i1, v2=v2, i2=i2, locked=locked, lock_index=lock_index,
                 lk_head=lk_head, h2=h2, t2=t2, ch2=ch2, bh2=bh2, er2=er2, lk_tail=lk_tail,
                 lk_ch=lk_ch, lk_bh=lk_bh, lk_er=lk_er)
+    if base:   # the table's indices
+        cur = named(m, cur + base, f"{prefix}cur_entry")
+        regs.update(i1=i1 + base, i2=i2 + base, lock_index=lock_index + base)
     return pop, cur, last, regs
 
 

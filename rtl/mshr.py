@@ -22,7 +22,8 @@ from amaranth.lib.wiring import In, Out
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
 from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, offer_fifo, offer_registered,
-                                    registered_lookup, stage_lemmas, waiter_list_lemmas)
+                                    registered_lookup, sliced_pools, stage_lemmas,
+                                    waiter_list_lemmas)
 from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
@@ -215,6 +216,10 @@ class Mshr(wiring.Component):
         # p allocates and merges only entries of its own pool, and only response port p
         # answers them)
         pool_k = n // P if per_channel else n
+        # each port's structures over its own pool's entries only (entry_table.sliced_pools):
+        # its W's one-hot, match vector, hit index and tail, and its DP7 stages
+        sliced = per_channel and sliced_pools(pool_k)
+        own = [range(p * pool_k, (p + 1) * pool_k) if sliced else range(n) for p in range(P)]
         writers = [[i // pool_k] if per_channel else list(range(P)) for i in range(n)]
         # per entry the channels whose queue, command and completion ports can name it: its
         # pool's, or every channel (``lanes`` event ports per channel, channel-major)
@@ -265,7 +270,7 @@ class Mshr(wiring.Component):
         # entry ----
         w_alloc = [Signal(name=f"w_alloc{sx(p)}") for p in range(P)]
         w_merge = [Signal(name=f"w_merge{sx(p)}") for p in range(P)]
-        w_oh = [Signal(n, name=f"w_onehot{sx(p)}") for p in range(P)]
+        w_oh = [Signal(len(own[p]), name=f"w_onehot{sx(p)}") for p in range(P)]
         w_d = [Signal(disp_layout(w), name=f"w_payload{sx(p)}", reset_less=True)
                for p in range(P)]
         w_tail = [Signal(w.slot, name=f"w_tail{sx(p)}", reset_less=True) for p in range(P)]
@@ -274,7 +279,7 @@ class Mshr(wiring.Component):
             w_new = w_new_p[0]
             m.d.comb += self.w_entry.eq(Cat(*w_new))
         else:
-            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i], f"w_new{i}{sx(p)}")
+            w_new_p = [[named(m, w_alloc[p] & w_oh[p][i - own[p][0]], f"w_new{i}{sx(p)}")
                         if p in writers[i] else Const(0, 1) for i in range(n)]
                        for p in range(P)]
             w_new = [named(m, Cat(*[w_new_p[p][i] for p in writers[i]]).any(), f"w_new{i}")
@@ -288,14 +293,14 @@ class Mshr(wiring.Component):
         matches, hits, hit_indexes = [], [], []
         for p in range(P):
             if not merge_on:   # every read allocates its own entry (§4.2 read step 3)
-                matches.append([Const(0, 1)] * n)
+                matches.append([Const(0, 1)] * len(own[p]))
                 hits.append(Const(0, 1))
                 hit_indexes.append(Const(0, 1))
                 continue
-            vec = [named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]), f"disp_vec{i}{sx(p)}")
-                   for i in range(n)]
+            vec = {i: named(m, disp_match[p][i] | (w_match[p] & w_new_p[p][i]),
+                            f"disp_vec{i}{sx(p)}") for i in own[p]}
             match = [named(m, (joinable[i] | w_new_p[p][i]) & vec[i], f"match{i}{sx(p)}")
-                     if p in writers[i] else Const(0, 1) for i in range(n)]
+                     if p in writers[i] else Const(0, 1) for i in own[p]]
             # at most one mergeable entry per page: the hit is an OR, its index an OR encoding.
             # W's term of the hit is the flag alone, ORed after the entries' tree: W's entry is
             # FREE (not joinable) and off M's registered vector (it left the free list, which
@@ -313,6 +318,8 @@ class Mshr(wiring.Component):
                 entries_hit = Cat(*[joinable[i] & disp_match[p][i] for i in range(n)]).any()
             hit = named(m, entries_hit | w_match[p], f"hit{sx(p)}")
             hit_index = onehot_index(m, match, f"hit_index{sx(p)}")
+            if sliced:   # the table's index
+                hit_index = named(m, hit_index + own[p][0], f"hit_entry{sx(p)}")
             same = hit == Cat(*match).any()
             if per_channel:
                 # only a read's: a write's M compares too, and under a partition scheduler
@@ -382,9 +389,11 @@ class Mshr(wiring.Component):
             # written)
             same_w = named(m, (w_alloc[p] | w_merge[p]) & (w_oh[p] & Cat(*match)).any(),
                            f"w_same{sx(p)}")
-            hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, tail, match, f"hit_tail{sx(p)}"))
+            hit_tail = Mux(same_w, w_d[p].slot, onehot_select(m, [tail[i] for i in own[p]],
+                                                              match, f"hit_tail{sx(p)}"))
             m.d.sync += [w_alloc[p].eq(allocate), w_merge[p].eq(merge),
-                         w_oh[p].eq(Mux(allocate, Cat(*free_ohs[p]), Cat(*match))),
+                         w_oh[p].eq(Mux(allocate, Cat(*[free_ohs[p][i] for i in own[p]]),
+                                        Cat(*match))),
                          w_d[p].eq(d.payload), w_tail[p].eq(hit_tail)]
             m.d.comb += [
                 link_wrs[p].addr.eq(w_tail[p]),
@@ -400,7 +409,7 @@ class Mshr(wiring.Component):
                          self.pending[i].eq(mergeable[i] | w_new[i])]
         for p in range(P):
             m.d.comb += (self.w_page if P == 1 else self.w_page[p]).eq(w_d[p].page)
-        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i], f"w_merge{i}{sx(p)}")
+        merge_en_p = [[named(m, w_merge[p] & w_oh[p][i - own[p][0]], f"w_merge{i}{sx(p)}")
                        if p in writers[i] else Const(0, 1) for i in range(n)]
                       for p in range(P)]
         merge_en = merge_en_p[0] if P == 1 else [
@@ -409,8 +418,10 @@ class Mshr(wiring.Component):
 
         # ---- DP2: per channel, the WAIT entries in allocation order; a channel's reads enter
         # one port (its own in the channel shape), so one W pushes its FIFO ----
-        w_index = [onehot_index(m, [w_oh[p][i] for i in range(n)], f"w_index{sx(p)}")
+        w_index = [onehot_index(m, [w_oh[p][j] for j in range(len(own[p]))], f"w_index{sx(p)}")
                    for p in range(P)]
+        if sliced:   # the table's indices
+            w_index = [named(m, w_index[p] + own[p][0], f"w_entry{sx(p)}") for p in range(P)]
         enq_fire, enq_index, fifo_count = [], [], []
         held = []
         if aggregation:
@@ -456,6 +467,20 @@ class Mshr(wiring.Component):
         # its channel ----
         pops, curs, lasts, regss = [], [], [], []
         for p in range(P):
+            if sliced:
+                # §4.5: response port p answers its own pool's entries, the channel's
+                mine = slice(p * pool_k, (p + 1) * pool_k)
+                pop, cur, last, regs = drain_cursor(
+                    m, self.ret[p], self.ret_locked[p],
+                    [(s == MshrState.RETURN) & ~drained[i]
+                     for i, s in enumerate(state) if i // pool_k == p],
+                    head[mine], tail[mine], target[mine], error[mine], link_rds[p],
+                    buffer_hit=buffer_hit[mine], prefix=f"p{p}_", base=p * pool_k)
+                pops.append(pop)
+                curs.append(cur)
+                lasts.append(last)
+                regss.append(regs)
+                continue
             pop, cur, last, regs = drain_cursor(
                 m, self.ret if P == 1 else self.ret[p],
                 self.ret_locked if P == 1 else self.ret_locked[p],
@@ -580,11 +605,18 @@ class Mshr(wiring.Component):
                      f"port {p}: M's MSHR vector holds W's entry (DP1)")
             if disp_any is not None:
                 # the vector was qualified with ``pending_next`` of the cycle before, and the
-                # flag is its OR (registered with it)
+                # flag is its OR (registered with it); with a pool per channel the OR of the
+                # port's pool's part (§4.5: a read merges only there; under a partition
+                # scheduler a write port's vector also holds the read ports' entries of its
+                # page, for its blockers, §4.2.4)
                 pn_q = Signal(n, name=f"pending_next_q{p}")
                 m.d.sync += pn_q.eq(self.pending_next)
+                mine = disp_match[p]
+                if len(disps) > 1 and self._cfg.pools == "channel":
+                    k = n // len(disps)
+                    mine = mine & Const(((1 << k) - 1) << (p * k), n)
                 protocol(m, checks, ((disp_match[p] & ~pn_q) == 0)
-                         & (disp_any[p] == disp_match[p].any()),
+                         & (disp_any[p] == mine.any()),
                          f"port {p}: M's MSHR vector holds an entry that was not pending_next, "
                          "or its flag is not its OR (DP1)")
             if not self._cfg.mshr_merge:

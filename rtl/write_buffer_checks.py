@@ -44,7 +44,15 @@ class WriteBufferChecks:
                                          if open_any is not None else ()):
                 nxt_q = Signal.like(nxt, name=f"chk_{what}_next_q{p}")
                 m.d.sync += nxt_q.eq(nxt)
-                protocol(m, checks, ((vec & ~nxt_q) == 0) & (anyf == vec.any()),
+                # with a pool per channel the OPEN flag is the OR of the port's pool's part
+                # (§4.5: a write merges only there; under a partition scheduler a read port's
+                # vector holds the write ports' entries of its page); the RAW block (in use)
+                # reads the whole vector
+                mine = vec
+                if what == "open" and len(disps) > 1 and self._cfg.pools == "channel":
+                    k = n // len(disps)
+                    mine = vec & Const(((1 << k) - 1) << (p * k), n)
+                protocol(m, checks, ((vec & ~nxt_q) == 0) & (anyf == mine.any()),
                          f"port {p}: M's {what} vector holds an entry that was not "
                          f"{what}_next, or its flag is not its OR (DP1)")
             for valid, pg, vec, live, what in (

@@ -400,7 +400,21 @@ CHANNEL_CASES = {k: v for k, v in CASES.items()
     "pools-4x32": (dict(pools="channel", channels=4, mshr_entries=32),
                    dict(pages=40, reads=0.7, gap=1)),
     "pools-partition-2r2w": (dict(pools="channel", channels=4, scheduler="partition-2r2w",
-                                  mshr_entries=8), dict(pages=6, reads=0.5, gap=1))}
+                                  mshr_entries=8), dict(pages=6, reads=0.5, gap=1)),
+    # more request slots than admission.SLOT_LIST_ABOVE: the slots from a free list, the
+    # mshr_hit flags in the ports' RAMs; with few pages, so that reads merge (the flag)
+    "slot-list": (dict(pools="channel", channels=4, admission=40),
+                  dict(pages=6, reads=0.8, gap=1)),
+    "slot-list-shared": (dict(channels=2, admission=36), dict(pages=4, reads=0.8)),
+    # pools of more than entry_table.REGISTERED_LOOKUP_ABOVE entries: each response port's
+    # DP7 stages over its own pool only (entry_table.sliced_pools)
+    "pools-sliced": (dict(pools="channel", mshr_entries=20, write_buffer_entries=18),
+                     dict(pages=8, reads=0.8, gap=1)),
+    # the same under a partition scheduler: a write's blocker set takes the entry a read of
+    # its page on another port merged into (§4.2.4, the MSHR's hit index)
+    "pools-sliced-partition": (dict(pools="channel", channels=4, scheduler="partition-2r2w",
+                                    mshr_entries=40, write_buffer_entries=36),
+                               dict(pages=6, reads=0.6, gap=1))}
 
 
 @pytest.mark.parametrize("name", sorted(CHANNEL_CASES))
