@@ -95,7 +95,8 @@ def main(argv=None) -> int:
     e = sub.add_parser("emit")
     e.add_argument("dir", type=Path)
     e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a configuration key for every configuration (a string value)")
+                   help="a configuration key for every configuration (an integer, a float, "
+                        "true or false as written, else a string)")
     c = sub.add_parser("compare")
     c.add_argument("old", type=Path)
     c.add_argument("new", type=Path)
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
             key, eq, value = kv.partition("=")
             if not eq or not key:
                 ap.error(f"--set {kv!r}: expected KEY=VALUE")
-            sets[key] = value
+            sets[key] = _value(value)
         from hbfsim.config import ConfigError, load_config
         try:   # every configuration checked before the folder or any file is written
             for over in CONFIGS.values():
@@ -120,6 +121,18 @@ def main(argv=None) -> int:
             print(f"rtl_verilog_equal: {d} is not a folder", file=sys.stderr)
             return 2
     return compare(a.old, a.new)
+
+
+def _value(text: str):
+    """``--set``'s value: an integer, a float or a boolean as written, else the string."""
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ checks of the waiter lists.
 from __future__ import annotations
 
 __all__ = ["REGISTERED_LOOKUP_ABOVE", "check_waiters", "drain_cursor", "offer_fifo",
-           "offer_registered", "registered_lookup", "sliced_pools", "stage_lemmas",
-           "waiter_list_lemmas"]
+           "offer_registered", "registered_lookup", "response_stages", "sliced_pools",
+           "stage_lemmas", "waiter_list_lemmas"]
 
-from amaranth.hdl import Array, Mux, Signal
+from amaranth.hdl import Array, Const, Mux, Signal
 from amaranth.lib import data, memory
 
 from hbfsim.rtl.checks import invariant, lemma, protocol
@@ -45,6 +45,45 @@ def registered_lookup(entries: int) -> bool:
     :data:`REGISTERED_LOOKUP_ABOVE` entries keep the plain structures.
     """
     return entries > REGISTERED_LOOKUP_ABOVE
+
+
+def response_stages(m, ret, ret_locked, is_return, drained, head, tail, target, error,
+                    link_rds, *, ports: int, pool_k: int, per_channel: bool, buffer_hit=None):
+    """A table's DP7 stages (:func:`drain_cursor`) for each of its ``ports`` response ports:
+    in the stack shape over every entry; with shared pools port ``p``'s over the entries of
+    its channel; with a pool per channel (§4.5) over its own pool's ``pool_k`` entries,
+    sliced to them above eight (:func:`sliced_pools`), else the other pools' terms constant.
+
+    ``ret`` / ``ret_locked`` are the table's ports (arrays of ``ports`` when several);
+    ``is_return(i)`` builds entry ``i``'s "in RETURN" (a new expression per call); the lists
+    are the table's per entry. Returns the lists ``(pops, curs, lasts, regss)`` per port.
+    """
+    n = len(drained)
+    sliced = per_channel and sliced_pools(pool_k)
+    out = ([], [], [], [])
+    for p in range(ports):
+        if sliced:
+            # §4.5: response port p answers its own pool's entries, the channel's
+            mine = slice(p * pool_k, (p + 1) * pool_k)
+            got = drain_cursor(
+                m, ret[p], ret_locked[p],
+                [is_return(i) & ~drained[i] for i in range(n) if i // pool_k == p],
+                head[mine], tail[mine], target[mine], error[mine], link_rds[p],
+                buffer_hit=None if buffer_hit is None else buffer_hit[mine],
+                prefix=f"p{p}_", base=p * pool_k)
+        else:
+            got = drain_cursor(
+                m, ret if ports == 1 else ret[p], ret_locked if ports == 1 else ret_locked[p],
+                [is_return(i) & ~drained[i] if ports == 1 else
+                 is_return(i) & ~drained[i] & (target[i].channel == p) if not per_channel else
+                 # §4.5: the pool's entries are the channel's
+                 is_return(i) & ~drained[i] if i // pool_k == p else Const(0, 1)
+                 for i in range(n)],
+                head, tail, target, error, link_rds[p], buffer_hit=buffer_hit,
+                prefix="" if ports == 1 else f"p{p}_")
+        for lst, v in zip(out, got):
+            lst.append(v)
+    return out
 
 
 def sliced_pools(pool_entries: int) -> bool:

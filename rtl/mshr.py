@@ -21,9 +21,9 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
-from hbfsim.rtl.entry_table import (check_waiters, drain_cursor, offer_fifo, offer_registered,
-                                    registered_lookup, sliced_pools, stage_lemmas,
-                                    waiter_list_lemmas)
+from hbfsim.rtl.entry_table import (check_waiters, offer_fifo, offer_registered,
+                                    registered_lookup, response_stages, sliced_pools,
+                                    stage_lemmas, waiter_list_lemmas)
 from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
@@ -465,37 +465,10 @@ class Mshr(wiring.Component):
 
         # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
         # its channel ----
-        pops, curs, lasts, regss = [], [], [], []
-        for p in range(P):
-            if sliced:
-                # §4.5: response port p answers its own pool's entries, the channel's
-                mine = slice(p * pool_k, (p + 1) * pool_k)
-                pop, cur, last, regs = drain_cursor(
-                    m, self.ret[p], self.ret_locked[p],
-                    [(s == MshrState.RETURN) & ~drained[i]
-                     for i, s in enumerate(state) if i // pool_k == p],
-                    head[mine], tail[mine], target[mine], error[mine], link_rds[p],
-                    buffer_hit=buffer_hit[mine], prefix=f"p{p}_", base=p * pool_k)
-                pops.append(pop)
-                curs.append(cur)
-                lasts.append(last)
-                regss.append(regs)
-                continue
-            pop, cur, last, regs = drain_cursor(
-                m, self.ret if P == 1 else self.ret[p],
-                self.ret_locked if P == 1 else self.ret_locked[p],
-                [(s == MshrState.RETURN) & ~drained[i] if P == 1 else
-                 (s == MshrState.RETURN) & ~drained[i] & (target[i].channel == p)
-                 if not per_channel else
-                 # §4.5: the pool's entries are the channel's
-                 (s == MshrState.RETURN) & ~drained[i] if p in writers[i] else Const(0, 1)
-                 for i, s in enumerate(state)],
-                head, tail, target, error, link_rds[p], buffer_hit=buffer_hit,
-                prefix="" if P == 1 else f"p{p}_")
-            pops.append(pop)
-            curs.append(cur)
-            lasts.append(last)
-            regss.append(regs)
+        pops, curs, lasts, regss = response_stages(
+            m, self.ret, self.ret_locked, lambda i: state[i] == MshrState.RETURN, drained, head,
+            tail, target, error, link_rds, ports=P, pool_k=pool_k, per_channel=per_channel,
+            buffer_hit=buffer_hit)
 
         # ---- per-entry next state ----
         issue_qs, done_qs = [], []

@@ -25,8 +25,7 @@ from hbfsim.rtl.checks import check_mode, invariant, protocol
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
-from hbfsim.rtl.entry_table import (drain_cursor, offer_registered, registered_lookup,
-                                    sliced_pools)
+from hbfsim.rtl.entry_table import offer_registered, registered_lookup, response_stages
 from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.logic import at_least, named, onehot_index, onehot_select, tree_sum
 from hbfsim.rtl.mutations import check_mutations
@@ -654,37 +653,9 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
 
         # ---- DP7: the response choice C1 / C2 / cursor, per response port over the entries of
         # its channel ----
-        pops, curs, lasts, regss = [], [], [], []
-        sliced = per_channel and sliced_pools(pool_k)
-        for p in range(P):
-            if sliced:
-                # §4.5: response port p answers its own pool's entries, the channel's
-                mine = slice(p * pool_k, (p + 1) * pool_k)
-                pop, cur, last, regs = drain_cursor(
-                    m, self.ret[p], self.ret_locked[p],
-                    [(s == WbState.RETURN) & ~drained[i]
-                     for i, s in enumerate(state) if i // pool_k == p],
-                    head[mine], tail[mine], target[mine], error[mine], link_rds[p],
-                    prefix=f"p{p}_", base=p * pool_k)
-                pops.append(pop)
-                curs.append(cur)
-                lasts.append(last)
-                regss.append(regs)
-                continue
-            pop, cur, last, regs = drain_cursor(
-                m, self.ret if P == 1 else self.ret[p],
-                self.ret_locked if P == 1 else self.ret_locked[p],
-                [(s == WbState.RETURN) & ~drained[i] if P == 1 else
-                 (s == WbState.RETURN) & ~drained[i] & (target[i].channel == p)
-                 if not per_channel else
-                 # §4.5: the pool's entries are the channel's
-                 (s == WbState.RETURN) & ~drained[i] if p in writers[i] else Const(0, 1)
-                 for i, s in enumerate(state)],
-                head, tail, target, error, link_rds[p], prefix="" if P == 1 else f"p{p}_")
-            pops.append(pop)
-            curs.append(cur)
-            lasts.append(last)
-            regss.append(regs)
+        pops, curs, lasts, regss = response_stages(
+            m, self.ret, self.ret_locked, lambda i: state[i] == WbState.RETURN, drained, head,
+            tail, target, error, link_rds, ports=P, pool_k=pool_k, per_channel=per_channel)
 
         m.d.comb += [
             self.occupied.eq(tree_sum(used)),
