@@ -102,12 +102,14 @@ def main(argv=None) -> int:
     c.add_argument("new", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "emit":
+        from hbfsim.cli import _param_value
+
         sets = {}
         for kv in a.set:
             key, eq, value = kv.partition("=")
             if not eq or not key:
                 ap.error(f"--set {kv!r}: expected KEY=VALUE")
-            sets[key] = _value(value)
+            sets[key] = _param_value(value)   # the CLI's --param reading of a value
         from hbfsim.config import ConfigError, load_config
         try:   # every configuration checked before the folder or any file is written
             for over in CONFIGS.values():
@@ -121,18 +123,6 @@ def main(argv=None) -> int:
             print(f"rtl_verilog_equal: {d} is not a folder", file=sys.stderr)
             return 2
     return compare(a.old, a.new)
-
-
-def _value(text: str):
-    """``--set``'s value: an integer, a float or a boolean as written, else the string."""
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 if __name__ == "__main__":
