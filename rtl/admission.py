@@ -23,8 +23,8 @@ from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from hbfsim.config import HbfConfig
-from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.config import PAGE_BYTES, HbfConfig
+from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol, proving
 from hbfsim.rtl.free_list import free_list_heads
 from hbfsim.rtl.layouts import ReqOp, Widths
 from hbfsim.rtl.logic import lowest_onehot, lowest_set, named, onehot_index, select, tree_sum
@@ -226,7 +226,19 @@ class Admission(wiring.Component):
                 m.d.sync += mshr_hit[i].eq(1)
         if self._checks:
             self._add_checks(m, used, take, free)
+        if proving(self._checks):   # the slots in use (rtl/controller_lemmas.py)
+            self.proof = dict(used=used)
+            self._size_lemmas(m, used, store)
         return m
+
+    def _size_lemmas(self, m, used, store):
+        """A proof's lemmas: a slot in use holds a request of 1..4096 bytes (what the
+        controller accepted, §1), so the response's read of it does too."""
+        for i, u in enumerate(used):
+            rp = store.read_port(domain="comb")
+            m.d.comb += rp.addr.eq(i)
+            lemma(m, self._checks, ~u | ((rp.data.bytes >= 1) & (rp.data.bytes <= PAGE_BYTES)),
+                  f"request slot {i}: in use with a size outside 1..4096 bytes")
 
     def _elaborate_ports(self):
         """The channel shape (§4.1): ``P`` ports over one count, every port or none
@@ -247,10 +259,11 @@ class Admission(wiring.Component):
         # ``mshr_hit`` (with the free list in the ports' RAMs instead, below)
         used = [Signal(name=f"used{i}") for i in range(n)] if not slot_list or checks else None
         mshr_hit = None if slot_list else [Signal(name=f"mshr_hit{i}") for i in range(n)]
-        wrs, rds = [], []
+        wrs, rds, stores = [], [], []
         for p in range(P):
             store = memory.Memory(shape=slot_layout(w), depth=n, init=[])
             m.submodules[f"store{p}"] = store
+            stores.append(store)
             wrs.append(store.write_port())
             rds.append(store.read_port())
 
@@ -352,6 +365,7 @@ class Admission(wiring.Component):
                               f"port {p}: the registered admission room differs from the "
                               "rank rule (§4.1, admission < P)")
         m.d.comb += self.inflight.eq(now)
+        pending = []   # per port: the store's write a cycle after the accept
         for p in range(P):
             # the store is written a cycle after the accept, from registers (slot, data and
             # enable of the accept): the k-th free slot reaches no RAM write address. A slot
@@ -363,6 +377,7 @@ class Admission(wiring.Component):
             wr_data = Signal(slot_layout(w), name=f"store_wr_data_p{p}", reset_less=True)
             m.d.sync += [wr_en.eq(takes[p]), wr_slot.eq(slots[p]),
                          wr_data.eq(self.alloc_data[p])]
+            pending.append((wr_en, wr_slot, wr_data))
             m.d.comb += [self.alloc_slot[p].eq(slots[p]),
                          wrs[p].addr.eq(wr_slot),
                          wrs[p].data.eq(wr_data),
@@ -438,11 +453,31 @@ class Admission(wiring.Component):
                              f"ports {q} and {p} released one request slot")
                 invariant(m, checks, ~takes[p] | ~select(m, used, slots[p], f"take_used_p{p}"),
                           f"port {p}: a request slot handed out while it still holds a request")
+                if proving(checks):   # what the size lemmas rest on (the host's promise, §1)
+                    data_p = self.alloc_data[p]
+                    protocol(m, checks, ~takes[p] | ((data_p.bytes >= 1)
+                                                     & (data_p.bytes <= PAGE_BYTES)),
+                             f"port {p}: a request of a size outside 1..4096 bytes accepted")
                 for q in range(p):
                     invariant(m, checks, ~(takes[p] & takes[q]) | (slots[p] != slots[q]),
                               f"ports {q} and {p} took one request slot")
             cover(m, checks, self.alloc.all(), "every port accepts in one cycle")
             cover(m, checks, ~self.alloc_ready.any(), "admission full")
+        if proving(checks):   # the slots in use and their ports (rtl/controller_lemmas.py)
+            self.proof = dict(used=used, owner=owner)
+            for p, (store, (wr_en, wr_slot, wr_data)) in enumerate(zip(stores, pending)):
+                lemma(m, checks, ~wr_en | ((wr_data.bytes >= 1) & (wr_data.bytes <= PAGE_BYTES)
+                                           & Array(used)[wr_slot] & (Array(owner)[wr_slot] == p)),
+                      f"port {p}: the store's pending write holds a size outside 1..4096 "
+                      "bytes, or a slot not the port's")
+                for i in range(n):
+                    rp = store.read_port(domain="comb")
+                    m.d.comb += rp.addr.eq(i)
+                    mine = used[i] & (owner[i] == p) & ~(wr_en & (wr_slot == i))
+                    lemma(m, checks, ~mine | ((rp.data.bytes >= 1)
+                                              & (rp.data.bytes <= PAGE_BYTES)),
+                          f"port {p}, request slot {i}: in use with a size outside 1..4096 "
+                          "bytes")
         return m
 
     def _check_sync_read(self, m, used, mshr_hit, store):
@@ -463,6 +498,10 @@ class Admission(wiring.Component):
 
     def _add_checks(self, m, used, take, free):
         checks, n = self._checks, self._cfg.admission
+        if proving(checks):   # what the size lemmas rest on (the host's promise, §1)
+            protocol(m, checks, ~take | ((self.alloc_data.bytes >= 1)
+                                         & (self.alloc_data.bytes <= PAGE_BYTES)),
+                     "a request of a size outside 1..4096 bytes accepted")
         # exactly one response per request: a response releases a slot in use
         protocol(m, checks, ~self.release.valid | select(m, used, self.release.slot,
                                                          "release_used"),

@@ -14,7 +14,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
-from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol, proving
 from hbfsim.rtl.layouts import (CmdOp, EntryKind, Widths, cmd_layout, cpl_layout,
                                 lane_done_layout, lane_layout, queue_op_layout, tag_layout)
 from hbfsim.rtl.logic import (divmod_const, lowest_onehot, lowest_set, named,
@@ -242,6 +242,8 @@ class ChannelQueue(wiring.Component):
             invariant(m, checks, (issue == ref_issue) & (~issue | (
                 op.as_value() == ref_op.as_value())),
                 "the one-hot issue decision differs from the policy's choice (§7, §13)")
+        if proving(checks):   # for the controller's proof (rtl/controller_lemmas.py)
+            self.proof = dict(busy=busy_reg, held=[(count > k, slots[k]) for k in range(depth)])
         return m
 
     def _choose_binary(self, m, cand, is_program, prefix=""):

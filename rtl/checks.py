@@ -9,7 +9,10 @@ and the solver. Every block that owns a table takes ``checks``:
   invariants of the neighbours, so a broken neighbour fails them;
 * ``"formal"``: the block is the top of a proof (:mod:`hbfsim.rtl.formal`): properties about
   its inputs become :class:`~amaranth.hdl.Assume` (the solver may only drive the ports as the
-  neighbours would), the others stay ``Assert``, and ``Cover`` goals are added.
+  neighbours would), the others stay ``Assert``, and ``Cover`` goals are added;
+* ``"proof"``: the block sits inside a proof's top (the controller's blocks when the
+  controller is proved): as ``True`` (its inputs' protocol asserted, its neighbours being
+  real), plus its :func:`lemma` statements, so that the top's induction step can use them.
 
 All properties are clocked (``m.d.sync``): checked at the clock edge on the values of the
 cycle that ends there.
@@ -17,26 +20,37 @@ cycle that ends there.
 
 from __future__ import annotations
 
-__all__ = ["CHECK_MODES", "check_mode", "cover", "invariant", "lemma", "protocol",
-           "stream_protocol"]
+__all__ = ["CHECK_MODES", "check_mode", "cover", "inner", "invariant", "lemma", "protocol",
+           "proving", "stream_protocol"]
 
 from amaranth.hdl import Assert, Assume, Cover, Signal, Value
 
 #: The accepted values of a block's ``checks`` argument.
-CHECK_MODES = (False, True, "formal")
+CHECK_MODES = (False, True, "formal", "proof")
 
 
 def check_mode(checks) -> bool | str:
-    """Return ``checks`` validated (``False``, ``True`` or ``"formal"``).
+    """Return ``checks`` validated (``False``, ``True``, ``"formal"`` or ``"proof"``).
 
     Raises
     ------
     ValueError
         For any other value.
     """
-    if checks is False or checks is True or checks == "formal":
+    if checks is False or checks is True or checks in ("formal", "proof"):
         return checks
-    raise ValueError(f"checks must be False, True or 'formal', not {checks!r}")
+    raise ValueError(f"checks must be False, True, 'formal' or 'proof', not {checks!r}")
+
+
+def proving(checks) -> bool:
+    """Whether a block is part of a proof (its lemmas and their ghost state are built)."""
+    return checks in ("formal", "proof")
+
+
+def inner(checks):
+    """The ``checks`` a block passes to the blocks it instantiates: their protocol is its own
+    invariant; inside a proof they keep their lemmas (``"proof"``)."""
+    return "proof" if proving(checks) else bool(checks)
 
 
 def invariant(m, checks, cond, msg: str) -> None:
@@ -53,7 +67,7 @@ def lemma(m, checks, cond, msg: str) -> None:
     block's properties become inductive (docs/formal.md "Induction"); some need extra read
     ports or ghost registers, which the design proper and its simulation do not carry.
     """
-    if checks == "formal":
+    if proving(checks):
         m.d.sync += Assert(cond, msg, src_loc_at=1)
 
 

@@ -23,7 +23,7 @@ from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
 from hbfsim.rtl.admission import Admission
-from hbfsim.rtl.checks import check_mode, protocol
+from hbfsim.rtl.checks import check_mode, inner, protocol
 from hbfsim.rtl.layouts import (EntryKind, ReqOp, Widths, cmd_layout, cpl_layout, req_layout,
                                 resp_layout, target_layout)
 from hbfsim.rtl.logic import named
@@ -189,7 +189,7 @@ class Controller(wiring.Component):
         cfg, w = self._cfg, self._w
         P = self.ports
         ids = dict(id_bits=w.id, source_bits=w.source)
-        opts = dict(checks=bool(self._checks), mutations=self._mutations)
+        opts = dict(checks=inner(self._checks), mutations=self._mutations)
         shape = {} if P == 1 else dict(ports=P)
         m.submodules.admission = adm = Admission(cfg, **ids, **opts, **shape)
         mappers = []
@@ -201,6 +201,9 @@ class Controller(wiring.Component):
                                                      sectors_in=True, **opts, **shape)
         m.submodules.scheduler = sched = Scheduler(cfg, **opts)
         arbs = []
+        # the blocks, for the controller's proof (rtl/controller_lemmas.py)
+        self.blocks = dict(admission=adm, mshr=mshr, write_buffer=wb, scheduler=sched,
+                           response=arbs, ingress=[], dispatch=[])
         if P == 1:
             m.submodules.response = arb = ResponseArbiter(cfg, **ids, **opts)
             arbs.append(arb)
@@ -264,9 +267,10 @@ class Controller(wiring.Component):
         qs, m_valids, ports = [], [], []
         for p in range(P):
             # the ingress queue as a ring: a pop moves no item (part C, (k))
-            q = StageQueue(q_layout, checks=bool(self._checks), ring=True)
+            q = StageQueue(q_layout, checks=inner(self._checks), ring=True)
             m.submodules[f"ingress{sx(p)}"] = q
             qs.append(q)
+            self.blocks["ingress"].append(q)
             if P > 1:
                 mp = Mapper(cfg)
                 m.submodules[f"mapper{p}"] = mp
@@ -324,6 +328,7 @@ class Controller(wiring.Component):
                 m.d.sync += [new.eq(loaded), old.eq(held)]
                 m.d.comb += held.eq(Mux(m_took, new, old))
             m.d.comb += disp_sectors[p].eq(m_sectors)
+            self.blocks["dispatch"].append(dict(valid=m_valid, req=m_req, target=m_target))
             is_read = m_valid & (m_op == ReqOp.READ)
             is_write = m_valid & (m_op == ReqOp.WRITE)
             m_mshr = Signal(n_mshr, name=f"m_match_mshr{sx(p)}")

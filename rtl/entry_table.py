@@ -10,13 +10,13 @@ checks of the waiter lists.
 from __future__ import annotations
 
 __all__ = ["REGISTERED_LOOKUP_ABOVE", "check_waiters", "drain_cursor", "offer_fifo",
-           "offer_registered", "registered_lookup", "response_stages", "sliced_pools",
-           "stage_lemmas", "waiter_list_lemmas"]
+           "offer_registered", "pool_lemmas", "registered_lookup", "response_stages",
+           "sliced_pools", "stage_lemmas", "waiter_list_lemmas"]
 
 from amaranth.hdl import Array, Const, Mux, Signal
 from amaranth.lib import data, memory
 
-from hbfsim.rtl.checks import invariant, lemma, protocol
+from hbfsim.rtl.checks import invariant, lemma, protocol, proving
 from hbfsim.rtl.free_list import ring_lemmas, ring_next
 from hbfsim.rtl.logic import lowest_set, named, select, tree_sum
 
@@ -142,7 +142,7 @@ def offer_fifo(m, port, push, push_index, push_target, kind, n: int, name: str,
         m.d.sync += wr.eq(ring_next(wr, n))
     with m.If(fire):
         m.d.sync += rd.eq(ring_next(rd, n))
-    if checks == "formal" and member is not None:
+    if proving(checks) and member is not None:
         lemma(m, checks, nonempty == (count != 0), f"{name}: nonempty differs from the count")
         ring_lemmas(m, checks, fifo, rd, wr, count, n, lambda d: d.index, member, name)
     return fire, rp.data.index, count
@@ -325,18 +325,24 @@ def _or(values):
     return out
 
 
-def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str) -> None:
+def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str,
+                 pools: bool = False) -> None:
     """A proof's lemmas of DP7's stages (:func:`drain_cursor`; docs/formal.md "Induction"):
     per response port, C1, C2 and the cursor hold entries of ``in_return`` (RETURN with
     waiters left), no entry in two stages, and each copy a stage keeps equals the entry's
     (``copies``: a stage register's key -> the per-entry values it copies, None for a copy
-    the table does not keep; an entry's head, tail and flags do not change in RETURN)."""
-    if checks != "formal":
+    the table does not keep; an entry's head, tail and flags do not change in RETURN).
+    With a pool per port (``pools``, §4.5) a port's stages hold its own pool's entries."""
+    if not proving(checks):
         return
+    n, P = len(in_return), len(regss)
     for p, r in enumerate(regss):
-        for i in range(len(in_return)):
+        for i in range(n):
             held = [r["v1"] & (r["i1"] == i), r["v2"] & (r["i2"] == i),
                     r["locked"] & (r["lock_index"] == i)]
+            if pools and not (p * (n // P) <= i < (p + 1) * (n // P)):
+                lemma(m, checks, ~(held[0] | held[1] | held[2]),
+                      f"port {p}: a response stage holds {table} entry {i} of another pool")
             lemma(m, checks, ~(held[0] | held[1] | held[2]) | in_return[i],
                   f"port {p}: a response stage holds {table} entry {i} outside RETURN")
             lemma(m, checks, ~(held[0] & held[1]) & ~(held[0] & held[2]) & ~(held[1] & held[2]),
@@ -351,7 +357,7 @@ def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str) -> None:
 
 def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, tail, regs,
                        inside, waiters, next_slot, w_alloc, w_merge, w_oh, w_slot, w_tail,
-                       pop, ret_slot, table: str):
+                       pop, ret_slot, table: str, base: int = 0):
     """A proof's lemmas of a table's waiter lists (one port; docs/formal.md "Induction").
 
     Ghost registers follow every request slot in a list: ``own`` (the slot is in an entry's
@@ -364,7 +370,13 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
     per slot) the slot of the next position of its list; W's merge names its entry's tail
     and an entry no response stage has read (``joinable``, or ``in_return`` and in neither
     C2 nor the cursor: a completion in the merge's lookup cycle), whose first waiter is at
-    position 0. Returns that per-entry condition ("no response stage has read it").
+    position 0. Returns that per-entry condition ("no response stage has read it") and the
+    listed slots with W's.
+
+    With a pool per port (§4.5) it is stated per pool: the lists are the pool's entries
+    (``busy`` to ``waiters`` their slices, ``w_oh`` over the whole table, ``base`` the pool's
+    first entry, which the response stages' registers name), ``inside`` None (the caller
+    compares the pools' listed slots with the table's set).
     """
     n = len(busy)
     an = "an" if table == "MSHR" else "a"
@@ -374,6 +386,7 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
     seqs = Array(seq)
     w_pend = w_alloc | w_merge
     w_index = Signal(range(max(2, n)), name="lemma_w_index")
+    w_oh = w_oh[base:base + n]
     for i in range(n):
         with m.If(w_oh[i]):
             m.d.comb += w_index.eq(i)
@@ -385,17 +398,21 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
             m.d.sync += own[s].eq(0)
     undrawn = []
     for i in range(n):
-        read = (regs["v2"] & (regs["i2"] == i)) | (regs["locked"] & (regs["lock_index"] == i))
+        read = ((regs["v2"] & (regs["i2"] == base + i))
+                | (regs["locked"] & (regs["lock_index"] == base + i)))
         undrawn.append(named(m, joinable[i] | (in_return[i] & ~read), f"lemma_undrawn{i}"))
     lemma(m, checks, ~w_pend | ((w_oh != 0) & ((w_oh & (w_oh - 1)) == 0)),
           f"W names one {table} entry")
     lemma(m, checks, ~w_merge | (Array(undrawn)[w_index] & (w_tail == Array(tail)[w_index])),
           f"W's merge names {an} {table} entry no response stage has read, and its tail")
-    lemma(m, checks, inside == (own | Mux(w_pend, 1 << w_slot, 0)),
-          f"the {table}'s waiting slots are its listed slots and W's")
+    listed = own | Mux(w_pend, 1 << w_slot, 0)
+    if inside is not None:
+        lemma(m, checks, inside == listed,
+              f"the {table}'s waiting slots are its listed slots and W's")
     lemma(m, checks, ~w_pend | ~(own >> w_slot)[0], "W's slot is already listed")
     for i in range(n):
-        first = Mux(regs["locked"] & (regs["lock_index"] == i), regs["lk_head"], head[i])
+        first = Mux(regs["locked"] & (regs["lock_index"] == base + i), regs["lk_head"],
+                    head[i])
         mine = [own[s] & (owner[s] == i) for s in range(slots)]
         lemma(m, checks, tree_sum(mine) == waiters[i],
               f"{table} entry {i}: its listed slots are not its waiters")
@@ -414,11 +431,40 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
         lemma(m, checks, ~own[s] | (Array(tail)[o] == s)
               | ((own >> nxt)[0] & (Array(owner)[nxt] == o) & (seqs[nxt] == seq[s] + 1)),
               f"slot {s}: its successor is not the next waiter of its list")
-        first_o = Mux(regs["locked"] & (regs["lock_index"] == o), regs["lk_head"],
+        first_o = Mux(regs["locked"] & (regs["lock_index"] == base + o), regs["lk_head"],
                       Array(head)[o])
         lemma(m, checks, ~own[s] | ((seq[s] >= seqs[first_o]) & (seq[s] <= seqs[Array(tail)[o]])),
               f"slot {s}: its position lies outside its list's")
         for t in range(s + 1, slots):
             lemma(m, checks, ~(own[s] & own[t] & (owner[s] == owner[t])) | (seq[s] != seq[t]),
                   f"slots {s} and {t}: one position in one list")
-    return undrawn
+    return undrawn, listed
+
+
+def pool_lemmas(m, checks, slots: int, busy, joinable, in_return, head, tail, regss, inside,
+                waiters, next_slot, w_alloc, w_merge, w_oh, w_slot, w_tail, pops, ret_slot,
+                table: str):
+    """:func:`waiter_list_lemmas` per pool: one pool of the whole table with one port, else
+    a pool per port (§4.5; every per-port argument a list), each port's W writing and its
+    response stages reading its own pool's entries only; the pools' listed slots are apart
+    and together the table's ``inside``. Returns the per-entry "no response stage has read
+    it" condition over the whole table and each pool's listed slots (with its W's)."""
+    P, n = len(regss), len(busy)
+    k = n // P
+    undrawn, listed = [], []
+    for p in range(P):
+        part = slice(p * k, (p + 1) * k)
+        u, mine = waiter_list_lemmas(
+            m, checks, slots, busy[part], joinable[part], in_return[part], head[part],
+            tail[part], regss[p], inside if P == 1 else None, waiters[part], next_slot,
+            w_alloc[p], w_merge[p], w_oh[p], w_slot[p], w_tail[p], pops[p], ret_slot[p], table,
+            base=p * k)
+        undrawn += u
+        for q, other in enumerate(listed):
+            lemma(m, checks, (mine & other) == 0,
+                  f"the {table}'s pools {q} and {p} list one slot")
+        listed.append(mine)
+    if P > 1:
+        lemma(m, checks, inside == _or(listed),
+              f"the {table}'s waiting slots are its pools' listed slots and their Ws'")
+    return undrawn, listed

@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amaranth.hdl import Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import (Assume, Cover, Elaboratable, Fragment, Module, Mux, ResetSignal,
+                          Signal, Value)
 
 from hbfsim.config import PAGE_BYTES, load_config
 
@@ -200,19 +201,23 @@ BLOCKS = {b.name: b for b in (
     # registered flush decisions, the MSHR's late events, C1 / C2 / cursor and R for every
     # waiter, with their invariants. The covers lie deeper than the BMC (a merged read
     # answered at step 15, a write and an error response at 12).
+    # Proved by induction at k = 3 with the blocks' lemmas (checks="proof") and the lemmas
+    # across them (rtl/controller_lemmas.py: the media's commands, the channel queues, the
+    # responses' drained entries, the request slots' holders, M's requests).
     FormalBlock("controller", dict(admission=2, queue_depth=2, subarrays_per_channel=2,
-                                   channel_bw_gbps=1.0), 12, 8, False, 16),
+                                   channel_bw_gbps=1.0), 12, 8, True, 16, k=3),
     # The channel shape, two ports: per-port Q / L / X / M and W over the pools (since
     # 2026-12-04 the shape's default, a pool per channel, §4.5: one entry of each per
     # port; a pressure victim per pool), the admission term, a
     # response port and a credit per channel; host and media assumed as above. admission 3:
     # with free >= P (§4.1) two slots would admit a second request only after a response.
-    # Not in the CI set: its BMC at depth 8 took 8 minutes on the shared 2-core machine
-    # (2026-12-03), its covers longer.
+    # Proved by induction at k = 3 with the lemmas of the stack shape's proof, stated per
+    # pool (entry_table.pool_lemmas) and per port (rtl/controller_lemmas.py). Not in the CI
+    # set: its step takes minutes.
     FormalBlock("controller_channel", dict(admission=3, queue_depth=2,
                                            subarrays_per_channel=2, channels=2,
                                            host_ports="channel", channel_bw_gbps=1.0),
-                11, 8, False, 16, ci=False),
+                11, 8, True, 16, ci=False, k=3),
     # The same with the pools shared by the two ports (pools = "stack", §4.2.3; the block
     # above takes the channel shape's default, a pool per channel, §4.5).
     FormalBlock("controller_channel_shared", dict(admission=3, queue_depth=2,
@@ -235,11 +240,28 @@ class _Harness(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = self.dut
         m.d.comb += Assume(~ResetSignal())
-        if hasattr(self.dut, "cpl") and hasattr(self.dut, "req"):
-            _controller_environment(m, self.dut)
+        if not (hasattr(self.dut, "cpl") and hasattr(self.dut, "req")):
+            m.submodules.dut = self.dut
+            return m
+        # the controller: elaborated here, so that the proof's lemmas across its blocks
+        # (rtl/controller_lemmas.py) can name the blocks' registers
+        m.submodules.dut = _Built(Fragment.get(self.dut, platform))
+        media = _controller_environment(m, self.dut)
+        from hbfsim.rtl.controller_lemmas import controller_lemmas
+
+        controller_lemmas(m, self.dut, media)
         return m
+
+
+class _Built(Elaboratable):
+    """An elaborated design as a submodule."""
+
+    def __init__(self, fragment):
+        self.fragment = fragment
+
+    def elaborate(self, platform):
+        return self.fragment
 
 
 def _controller_environment(m, dut) -> None:
@@ -267,6 +289,7 @@ def _controller_environment(m, dut) -> None:
                                           & (req.addr[:12] + req.bytes <= PAGE_BYTES)),
                            f"{name}: a request's byte range lies inside its page")
     subarrays = dut.cfg.subarrays_per_channel
+    media = []   # per channel: the subarrays with a command outstanding, and their tags
     for c, (cmd, cpl) in enumerate(zip(dut.cmd, dut.cpl)):
         busy = Signal(subarrays, name=f"env_busy{c}")
         tags = [Signal.like(cmd.tag.as_value(), name=f"env_tag{c}_{s}")
@@ -282,6 +305,7 @@ def _controller_environment(m, dut) -> None:
         m.d.comb += tag.eq(_select(tags, cpl.subarray))
         m.d.comb += Assume(~cpl.valid | (outstanding & (tag == cpl.tag.as_value())),
                            f"media: cpl[{c}] answers the command outstanding on its subarray")
+        media.append((busy, tags))
     from hbfsim.rtl.layouts import ReqOp
 
     for p, resp in enumerate(resps):
@@ -291,6 +315,7 @@ def _controller_environment(m, dut) -> None:
                      Cover(answered & (resp.payload.op == ReqOp.WRITE),
                            f"a write is answered{at}"),
                      Cover(answered & resp.payload.error, f"an error response{at}")]
+    return media
 
 
 def _select(items, index):

@@ -12,7 +12,7 @@ __all__ = ["free_list", "free_list_heads", "free_list_pools", "port_pools", "rin
 from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import memory
 
-from hbfsim.rtl.checks import lemma
+from hbfsim.rtl.checks import lemma, proving
 from hbfsim.rtl.logic import named, tree_sum
 
 
@@ -33,9 +33,9 @@ def ring_lemmas(m, checks, fifo, rd, wr, ram_count, n: int, index_of, member, na
     entries it holds (``ahead``: (valid, index) pairs logically before the ring's, then the
     ring's ``ram_count`` words from ``rd``) are pairwise distinct and each ``member``
     (a list of ``n`` 1-bit values: the entries the FIFO may hold)."""
-    if checks != "formal":
+    if not proving(checks):
         return
-    lemma(m, checks, (ram_count <= n) & (wr == _wrap(rd + ram_count, n)),
+    lemma(m, checks, (ram_count <= n) & (rd < n) & (wr == _wrap(rd + ram_count, n)),
           f"{name}: the write pointer is not the read pointer plus the count")
     items = list(ahead)
     for k in range(n):
@@ -96,12 +96,13 @@ def free_list(m, n: int, push, push_index, name: str, checks=False, member=None)
                 m.d.sync += [fresh.eq(fresh + 1), fresh_left.eq(fresh != n - 1)]
             with m.Else():
                 m.d.sync += rd.eq(ring_next(rd, n))
-    if checks == "formal" and member is not None:
+    if proving(checks) and member is not None:
         # the counter's entries ``fresh .. n - 1`` come first, then the ring's
         fresh_part = Mux(fresh_left, n - fresh, 0)
         lemma(m, checks, nonempty == (count != 0), f"{name}: nonempty differs from the count")
         lemma(m, checks, (count >= fresh_part) & (count <= n),
               f"{name}: the count is below the counter's entries")
+        lemma(m, checks, ~fresh_left | (fresh < n), f"{name}: the counter is past the entries")
         ring_lemmas(m, checks, fifo, rd, wr, count - fresh_part, n, lambda d: d, member,
                      name, ahead=[(fresh_left & (fresh <= j), Const(j, ib)) for j in range(n)])
     return nonempty, index, onehot, pop, count

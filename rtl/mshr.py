@@ -20,10 +20,10 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol
+from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol, proving
 from hbfsim.rtl.entry_table import (check_waiters, offer_fifo, offer_registered,
                                     registered_lookup, response_stages, sliced_pools,
-                                    stage_lemmas, waiter_list_lemmas)
+                                    pool_lemmas, stage_lemmas)
 from hbfsim.rtl.free_list import free_list, free_list_heads, port_pools
 from hbfsim.rtl.layouts import (EntryKind, Widths, done_layout, event_layout, queue_op_layout,
                                 ret_layout, target_layout)
@@ -534,10 +534,14 @@ class Mshr(wiring.Component):
                 pops, curs, regss, nbytes, drained, any_free, free_index, free_count,
                 fifo_count, enq_index, issue_qs, done_qs, merge_en_p, w_new_p, free_indexes,
                 disps, held)
-        if checks == "formal":
+        if proving(checks):
             self._add_lemmas(m, state, mergeable, head, tail, target, buffer_hit, error,
                              drained, regss, inside, waiters, next_slot, w_alloc, w_merge, w_oh,
                              w_d, w_tail, pops, nbytes)
+            # what the controller's proof states about this table (rtl/controller_lemmas.py)
+            self.proof = dict(state=state, issue_q=issue_qs, done_q=done_qs, inside=inside,
+                              drained=drained, target=target, page=page,
+                              pools=self._pools_listed)
         return m
 
     def _add_lemmas(self, m, state, mergeable, head, tail, target, buffer_hit, error,
@@ -548,18 +552,21 @@ class Mshr(wiring.Component):
         (``waiter_list_lemmas``, one port) and, before any response, at most a page of bytes
         per waiter."""
         checks, n, P = self._checks, self._cfg.mshr_entries, self._ports
+        self._pools_listed = None   # each pool's listed slots (one list per pool)
         in_return = [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
         channel = [t.channel for t in target]
         stage_lemmas(m, checks, regss, in_return, dict(
             h2=head, t2=tail, ch2=channel, bh2=buffer_hit, er2=error,
-            lk_tail=tail, lk_ch=channel, lk_bh=buffer_hit, lk_er=error), "MSHR")
-        if P != 1:
-            return
+            lk_tail=tail, lk_ch=channel, lk_bh=buffer_hit, lk_er=error), "MSHR",
+            pools=len(regss) > 1 and self._cfg.pools == "channel")
+        if P != 1 and self._cfg.pools != "channel":
+            return   # shared pools: no lemmas of several writers per list yet
         busy = [(s != MshrState.FREE) & ~drained[i] for i, s in enumerate(state)]
-        undrawn = waiter_list_lemmas(
-            m, checks, self._cfg.admission, busy, mergeable, in_return, head, tail, regss[0],
-            inside, waiters, next_slot, w_alloc[0], w_merge[0], w_oh[0], w_d[0].slot,
-            w_tail[0], pops[0], self.ret.payload.slot, "MSHR")
+        rets = [self.ret] if P == 1 else list(self.ret)
+        undrawn, self._pools_listed = pool_lemmas(
+            m, checks, self._cfg.admission, busy, mergeable, in_return, head, tail, regss,
+            inside, waiters, next_slot, w_alloc, w_merge, w_oh, [d.slot for d in w_d], w_tail,
+            pops, [r.payload.slot for r in rets], "MSHR")
         for i in range(n):
             lemma(m, checks, ~undrawn[i] | (nbytes[i] <= waiters[i] * PAGE_BYTES),
                   f"MSHR entry {i}: more bytes than a page per waiter")

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
 from hbfsim.rtl.admission import slot_layout
-from hbfsim.rtl.checks import check_mode, cover, invariant, protocol
+from hbfsim.rtl.checks import check_mode, cover, invariant, protocol, proving
 from hbfsim.rtl.layouts import EntryKind, Widths, event_layout, resp_layout, ret_layout
 from hbfsim.rtl.link_credit import LinkCredit
 from hbfsim.rtl.mutations import check_mutations
@@ -239,4 +239,6 @@ class ResponseArbiter(wiring.Component):
         cover(m, checks, k_valid & ~positive, "a launch waits for link credit")
         cover(m, checks, k_valid & positive & ~egress.inp.ready, "a launch waits: E full")
         cover(m, checks, r_valid, "R holds a waiter behind K")
+        if proving(checks):   # the waiters R and K hold (rtl/controller_lemmas.py)
+            self.proof = dict(r=(r_valid, r), k=(k_valid, k), egress=egress)
         return m

@@ -107,7 +107,7 @@ class Scheduler(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg, checks = self._cfg, self._checks
-        queues = []
+        queues = self.queues = []   # (the list for the controller's proof, controller_lemmas.py)
         for c in range(cfg.channels):
             q = ChannelQueue(cfg, checks=checks, mutations=self._mutations)
             m.submodules[f"queue{c}"] = q

@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hbfsim.rtl.checks import check_mode, cover, invariant
+from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, proving
 
 
 class StageQueue(wiring.Component):
@@ -102,6 +102,17 @@ class StageQueue(wiring.Component):
                 if k + 1 < depth:
                     m.d.sync += items[k].eq(items[k + 1])
         checks = self._checks
+        if proving(checks):   # the items held, oldest first (rtl/controller_lemmas.py)
+            first = self._rd if self._ring else 0
+            held = []
+            for j in range(depth):
+                at = Array(items)[(first + j) % depth] if self._ring else items[j]
+                held.append((occ > j, at))
+            self.proof = dict(held=held)
+            if self._ring:
+                lemma(m, checks, self._wr == (self._rd + occ) % depth,
+                      "stage queue: the ring's write pointer is not the read pointer plus "
+                      "the occupancy")
         invariant(m, checks, occ <= depth, "stage queue occupancy beyond its depth")
         invariant(m, checks, room == (occ < depth), "stage queue ready differs from occupancy")
         cover(m, checks, ~self.inp.ready, "stage queue full")
@@ -113,6 +124,7 @@ class StageQueue(wiring.Component):
         depth = self._depth
         wr = Signal(range(max(2, depth)), name="ring_wr")
         rd = Signal(range(max(2, depth)), name="ring_rd")
+        self._rd, self._wr = rd, wr
         m.d.comb += self.out.payload.eq(Array(items)[rd])
         with m.If(push):
             m.d.sync += wr.eq(Mux(wr == depth - 1, 0, wr + 1))

@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from hbfsim.config import PAGE_BYTES, HbfConfig
-from hbfsim.rtl.checks import check_mode, invariant, protocol
+from hbfsim.rtl.checks import check_mode, invariant, protocol, proving
 from hbfsim.rtl.layouts import (FLUSH_CAUSES, EntryKind, FlushCause, WbState, Widths,
                                 done_layout, event_layout, queue_op_layout, ret_layout,
                                 target_layout)
@@ -779,8 +779,11 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                 mshr_wait, drained, allocates, blocker_live, older_live, older, eligible,
                 elig_q, cand, held, dec, is_open, any_free, free_index, free_count, probe_useds,
                 disps, victims, issue_q)
-        if checks == "formal":
+        if proving(checks):
             self._add_lemmas(m, state_now, head, tail, target, error, drained, regss, inside,
                              waiters, next_slot, w_alloc, w_merge, w_oh, w_d, w_tail, pops,
                              held, eligible, full)
+            # what the controller's proof states about this table (rtl/controller_lemmas.py)
+            self.proof = dict(state=state, issue_q=issue_q, inside=inside, drained=drained,
+                              target=target, page=page, pools=self._pools_listed)
         return m

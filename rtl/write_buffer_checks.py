@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from hbfsim.config import PAGE_BYTES
 from hbfsim.rtl.checks import cover, invariant, lemma, protocol
-from hbfsim.rtl.entry_table import check_waiters, stage_lemmas, waiter_list_lemmas
+from hbfsim.rtl.entry_table import check_waiters, pool_lemmas, stage_lemmas
 from hbfsim.rtl.layouts import FLUSH_CAUSES, WbState
 from hbfsim.rtl.logic import tree_sum
 
@@ -276,9 +276,12 @@ class WriteBufferChecks:
         entry is enqueued); under the strict policy a QUEUED or PROGRAM entry's coverage is
         complete (it was when eligible, and nothing merges after)."""
         checks = self._checks
+        self._pools_listed = None   # each pool's listed slots (one list per pool)
         for c, (hv, hi) in enumerate(held):
-            lemma(m, checks, ~hv | Array(eligible)[hi],
-                  f"channel {c}: the write buffer's offer register holds an entry not eligible")
+            lemma(m, checks, ~hv | (Array(eligible)[hi]
+                                    & (Array([t.channel for t in target])[hi] == c)),
+                  f"channel {c}: the write buffer's offer register holds an entry not "
+                  "eligible, or of another channel")
         if self._cfg.write_timeout_policy == "strict":
             for i, s in enumerate(state):
                 lemma(m, checks, ~((s == WbState.QUEUED) | (s == WbState.PROGRAM)) | full[i],
@@ -288,12 +291,15 @@ class WriteBufferChecks:
         channel = [t.channel for t in target]
         stage_lemmas(m, checks, regss, in_return, dict(
             h2=head, t2=tail, ch2=channel, bh2=None, er2=error,
-            lk_tail=tail, lk_ch=channel, lk_bh=None, lk_er=error), "write-buffer")
-        if len(regss) != 1:
-            return
+            lk_tail=tail, lk_ch=channel, lk_bh=None, lk_er=error), "write-buffer",
+            pools=len(regss) > 1 and self._cfg.pools == "channel")
+        P = len(regss)
+        if P != 1 and self._cfg.pools != "channel":
+            return   # shared pools: no lemmas of several writers per list yet
         busy = [(s != WbState.FREE) & ~drained[i] for i, s in enumerate(state)]
         before_return = [(s != WbState.FREE) & (s != WbState.RETURN) for s in state]
-        waiter_list_lemmas(
-            m, checks, self._cfg.admission, busy, before_return, in_return, head, tail,
-            regss[0], inside, waiters, next_slot, w_alloc[0], w_merge[0], w_oh[0],
-            w_d[0].slot, w_tail[0], pops[0], self.ret.payload.slot, "write-buffer")
+        rets = [self.ret] if P == 1 else list(self.ret)
+        _, self._pools_listed = pool_lemmas(
+            m, checks, self._cfg.admission, busy, before_return, in_return, head, tail, regss,
+            inside, waiters, next_slot, w_alloc, w_merge, w_oh, [d.slot for d in w_d], w_tail,
+            pops, [r.payload.slot for r in rets], "write-buffer")

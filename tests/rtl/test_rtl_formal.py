@@ -101,3 +101,21 @@ def test_prove_command(tmp_path):
     assert (tmp_path / "prove-admission-admission-slot-reuse.vcd").exists()
     p = _hbfsim("rtl", "prove", "--depth", "0")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_the_controller_proof_carries_its_blocks_and_its_own_lemmas():
+    # the blocks inside a proved controller take checks="proof" (their lemmas kept, their
+    # neighbours' protocol asserted); the lemmas across them come from controller_lemmas
+    from hbfsim.rtl.checks import check_mode, inner
+
+    assert inner("formal") == "proof" and inner("proof") == "proof"
+    assert inner(True) is True and inner(False) is False
+    assert check_mode("proof") == "proof"
+    with pytest.raises(ValueError, match="'proof'"):
+        check_mode("lemmas")
+    messages = {msg for flavor, msg in formal.block_properties("controller")
+                if flavor == "assert"}
+    assert "request slots: a slot in use is held nowhere" in messages
+    assert "the MSHR's waiting slots are its listed slots and W's" in messages
+    assert not any("M's MSHR vector" in msg for flavor, msg in
+                   formal.block_properties("controller") if flavor == "assume")
