@@ -276,7 +276,8 @@ class Admission(wiring.Component):
             # at the end of its cycle, usable from the next, as in ``used``
             granted, slots, list_count, _ap, _ranks = free_list_heads(
                 m, n, [r.valid for r in self.release], [r.slot for r in self.release], takes,
-                "free_slots")
+                "free_slots", checks=checks,
+                member=None if used is None else [~u for u in used])
             for p in range(P):
                 invariant(m, checks, granted[p] == takes[p],
                           f"port {p}: an accept without a slot from the free list (§4.1)")

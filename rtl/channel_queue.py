@@ -14,7 +14,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hbfsim.config import HbfConfig
-from hbfsim.rtl.checks import check_mode, cover, invariant, protocol, proving
+from hbfsim.rtl.checks import check_mode, cover, invariant, lemma, protocol, proving
 from hbfsim.rtl.layouts import (CmdOp, EntryKind, Widths, cmd_layout, cpl_layout,
                                 lane_done_layout, lane_layout, queue_op_layout, tag_layout)
 from hbfsim.rtl.logic import (divmod_const, lowest_onehot, lowest_set, named,
@@ -614,6 +614,15 @@ class ChannelQueue(wiring.Component):
                 protocol(m, checks, ~(push & valid[k] & (is_program[k] == kind_in)
                                       & (slots[k].page == d.page)),
                          f"enqueued operation's page is queued already (slot {k}, MP3)")
+        # a proof's lemmas: the queued operations keep those promises
+        for k in range(depth):
+            _, sub_k = divmod_const(slots[k].page, cfg.subarrays_per_channel)
+            lemma(m, checks, ~valid[k] | (sub_k == slots[k].subarray),
+                  f"slot {k}: its subarray is not its page mod subarrays_per_channel")
+            for j in range(k) if cfg.mshr_merge else ():
+                lemma(m, checks, ~(valid[j] & valid[k] & (is_program[j] == is_program[k])
+                                   & (slots[j].page == slots[k].page)),
+                      f"slots {j} and {k}: one page queued twice (MP3)")
         if megapage:
             # the megapage registers equal one scan of the queue (model/megaplane.py's count)
             for k in range(depth):

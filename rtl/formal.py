@@ -164,7 +164,7 @@ BLOCKS = {b.name: b for b in (
     # once, the active count is the sum of the held commands' popcounts.
     FormalBlock("channel_queue_mp", dict(multiplane="megaplane", megaplane_planes=2,
                                          subarrays_per_channel=4, queue_depth=3,
-                                         active_per_channel=3), 12, 8, False),
+                                         active_per_channel=3), 12, 8, True, k=2),
     FormalBlock("scheduler", dict(channels=2), 12, 8, True),
     # The tables on their own: the controller's promises on their ports (M's vectors equal a
     # fresh lookup, W's flag only with W's allocation, one issue and completion per entry,
@@ -180,20 +180,20 @@ BLOCKS = {b.name: b for b in (
                 k=4, ci_step=False),
     # The same tables with the registered lookup structures (what tables of more than eight
     # entries take: M's vectors qualified by the entries' next-cycle states, the hit flags
-    # registered).
-    FormalBlock("mshr_registered", dict(mshr_entries=2, channels=2), 10, 5, False, 11),
+    # registered), proved with the same lemmas (3- and 4-inductive).
+    FormalBlock("mshr_registered", dict(mshr_entries=2, channels=2), 10, 5, True, 11, k=3,
+                ci_step=False),
     FormalBlock("write_buffer_registered", dict(write_buffer_entries=2, mshr_entries=1), 10, 6,
-                False, 10),
+                True, 10, k=4, ci_step=False),
     FormalBlock("admission", dict(admission=4), 20, 12, True),
     # The channel shape's admission (§4.1): two ports over one count, the free >= P rule
     # (registered), distinct slots per cycle.
     FormalBlock("admission_channel", dict(admission=4, channels=2), 16, 10, True),
     # The same with the structures of more than 32 slots (admission.slot_free_list): the
-    # slots from a free list of slot numbers, the mshr_hit flags in the ports' RAMs. BMC
-    # only (the free list of several heads has no lemmas for an induction step yet), to 6
-    # steps: slots reused from the list's RAM from step 4 (7.6 s; 9 steps did not finish in
-    # 15 minutes on the loaded machine).
-    FormalBlock("admission_slot_list", dict(admission=4, channels=2), 6, 6, False),
+    # slots from a free list of slot numbers, the mshr_hit flags in the ports' RAMs; the
+    # free list's lemmas (free_list._heads_from_ram) make it 2-inductive (BMC 6 steps: slots
+    # reused from the list's RAM from step 4).
+    FormalBlock("admission_slot_list", dict(admission=4, channels=2), 6, 6, True, k=2),
     FormalBlock("response", dict(channels=2, channel_bw_gbps=1.0), 16, 10, True),
     # The whole stack in the stack shape: every block's protocol is asserted (its neighbour
     # is real); only the host and the media are assumed (_controller_environment). W and

@@ -174,7 +174,7 @@ def _rank_from_pointer(m, want, ap, name):
 
 
 def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
-                    registered: bool = False):
+                    registered: bool = False, checks=False, member=None):
     """A pool's free list read by several ports (docs/timing-contract.md DP4, §4.2.3).
 
     The ports that ``want`` an entry are ranked from the pool's allocation pointer ``ap``
@@ -212,6 +212,9 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
         Prefix of the signals and of the memory.
     registered : bool
         The heads in registers (see above).
+    checks, member
+        A proof's lemmas (:func:`ring_lemmas`; the RAM form only): ``member`` lists per
+        entry whether the list may hold it (a free entry).
 
     Returns
     -------
@@ -220,11 +223,13 @@ def free_list_heads(m, n: int, pushes, push_indexes, want, name: str, *,
     checks), and per port its rank among the wanting ports (the allocation order of the
     cycle's entries: the k-th head is allocated before the k+1-th)
     """
-    build = _heads_in_registers if registered else _heads_from_ram
-    return build(m, n, pushes, push_indexes, want, name)
+    if registered:
+        return _heads_in_registers(m, n, pushes, push_indexes, want, name)
+    return _heads_from_ram(m, n, pushes, push_indexes, want, name, checks, member)
 
 
-def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str):
+def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str, checks=False,
+                    member=None):
     """:func:`free_list_heads` with its heads read from the RAM (``registered=False``)."""
     P = len(want)
     ib = range(max(2, n))
@@ -304,7 +309,24 @@ def _heads_from_ram(m, n: int, pushes, push_indexes, want, name: str):
         for a in range(1, P):
             pick = Mux(ap_next == a, after > (p - a) % P, pick)
         m.d.sync += safe[p].eq(pick)
+    if proving(checks) and member is not None:
+        # the counter's entries ``n - fresh_n .. n - 1`` come first, then the ring's; the
+        # flags ``more`` and ``safe`` are the count's and the pointer's
+        lemma(m, checks, (fresh_n <= count) & (count <= n) & (ap < P),
+              f"{name}: the count is below the counter's entries, or the pointer past the "
+              "ports")
+        lemma(m, checks, more == Cat(*[count > k for k in range(P)]),
+              f"{name}: the flags 'more' differ from the count")
+        for p in range(P):
+            pick = count > p
+            for a in range(1, P):
+                pick = Mux(ap == a, count > (p - a) % P, pick)
+            lemma(m, checks, safe[p] == pick, f"{name}: the flag 'safe' of port {p} differs "
+                  "from the count and the pointer")
+        ring_lemmas(m, checks, fifo, rd, wr, count - fresh_n, n, lambda d: d, member, name,
+                    ahead=[(fresh_n >= n - j, Const(j, ib)) for j in range(n)])
     return granted, index, count, ap, ranks
+
 
 def _heads_in_registers(m, n: int, pushes, push_indexes, want, name: str):
     """:func:`free_list_heads` with its first ``min(P, n)`` entries in registers
