@@ -326,13 +326,14 @@ def _or(values):
 
 
 def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str,
-                 pools: bool = False) -> None:
+                 pools: bool = False, owned=None) -> None:
     """A proof's lemmas of DP7's stages (:func:`drain_cursor`; docs/formal.md "Induction"):
     per response port, C1, C2 and the cursor hold entries of ``in_return`` (RETURN with
     waiters left), no entry in two stages, and each copy a stage keeps equals the entry's
     (``copies``: a stage register's key -> the per-entry values it copies, None for a copy
     the table does not keep; an entry's head, tail and flags do not change in RETURN).
-    With a pool per port (``pools``, §4.5) a port's stages hold its own pool's entries."""
+    With a pool per port (``pools``, §4.5) a port's stages hold its own pool's entries; with
+    shared pools (``owned``, per port and entry) its own channel's."""
     if not proving(checks):
         return
     n, P = len(in_return), len(regss)
@@ -343,6 +344,9 @@ def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str,
             if pools and not (p * (n // P) <= i < (p + 1) * (n // P)):
                 lemma(m, checks, ~(held[0] | held[1] | held[2]),
                       f"port {p}: a response stage holds {table} entry {i} of another pool")
+            if owned is not None:   # shared pools: the entries of the port's channel
+                lemma(m, checks, ~(held[0] | held[1] | held[2]) | owned[p][i],
+                      f"port {p}: a response stage holds {table} entry {i} of another channel")
             lemma(m, checks, ~(held[0] | held[1] | held[2]) | in_return[i],
                   f"port {p}: a response stage holds {table} entry {i} outside RETURN")
             lemma(m, checks, ~(held[0] & held[1]) & ~(held[0] & held[2]) & ~(held[1] & held[2]),
@@ -357,7 +361,7 @@ def stage_lemmas(m, checks, regss, in_return, copies: dict, table: str,
 
 def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, tail, regs,
                        inside, waiters, next_slot, w_alloc, w_merge, w_oh, w_slot, w_tail,
-                       pop, ret_slot, table: str, base: int = 0):
+                       pop, ret_slot, table: str, base: int = 0, owned=None):
     """A proof's lemmas of a table's waiter lists (one port; docs/formal.md "Induction").
 
     Ghost registers follow every request slot in a list: ``own`` (the slot is in an entry's
@@ -376,10 +380,13 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
     With a pool per port (§4.5) it is stated per pool: the lists are the pool's entries
     (``busy`` to ``waiters`` their slices, ``w_oh`` over the whole table, ``base`` the pool's
     first entry, which the response stages' registers name), ``inside`` None (the caller
-    compares the pools' listed slots with the table's set).
+    compares the pools' listed slots with the table's set). With pools shared by the ports
+    it is stated per port over the whole table, ``owned`` naming the entries whose lists
+    are the port's (those of its channel's pages): the others list none of its slots.
     """
     n = len(busy)
     an = "an" if table == "MSHR" else "a"
+    owned = [Const(1, 1)] * n if owned is None else owned
     own = Signal(slots, name="lemma_own")
     owner = [Signal(range(max(2, n)), name=f"lemma_owner{s}") for s in range(slots)]
     seq = [Signal(range(slots), name=f"lemma_seq{s}") for s in range(slots)]
@@ -403,7 +410,8 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
         undrawn.append(named(m, joinable[i] | (in_return[i] & ~read), f"lemma_undrawn{i}"))
     lemma(m, checks, ~w_pend | ((w_oh != 0) & ((w_oh & (w_oh - 1)) == 0)),
           f"W names one {table} entry")
-    lemma(m, checks, ~w_merge | (Array(undrawn)[w_index] & (w_tail == Array(tail)[w_index])),
+    lemma(m, checks, ~w_merge | (Array(undrawn)[w_index] & Array(owned)[w_index]
+                                 & (w_tail == Array(tail)[w_index])),
           f"W's merge names {an} {table} entry no response stage has read, and its tail")
     listed = own | Mux(w_pend, 1 << w_slot, 0)
     if inside is not None:
@@ -414,11 +422,11 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
         first = Mux(regs["locked"] & (regs["lock_index"] == base + i), regs["lk_head"],
                     head[i])
         mine = [own[s] & (owner[s] == i) for s in range(slots)]
-        lemma(m, checks, tree_sum(mine) == waiters[i],
+        lemma(m, checks, tree_sum(mine) == Mux(owned[i], waiters[i], 0),
               f"{table} entry {i}: its listed slots are not its waiters")
-        lemma(m, checks, ~undrawn[i] | (seqs[head[i]] == 0),
+        lemma(m, checks, ~(owned[i] & undrawn[i]) | (seqs[head[i]] == 0),
               f"{table} entry {i}: its first waiter's position is not 0 before a response")
-        lemma(m, checks, ~busy[i] | (Array(mine)[first] & Array(mine)[tail[i]]
+        lemma(m, checks, ~(owned[i] & busy[i]) | (Array(mine)[first] & Array(mine)[tail[i]]
                                      & (seqs[tail[i]] - seqs[first] + 1 == waiters[i])),
               f"{table} entry {i}: first waiter or tail not listed, or positions not "
               "consecutive")
@@ -426,7 +434,7 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
         rp = next_slot.read_port(domain="comb")
         m.d.comb += rp.addr.eq(s)
         nxt, o = rp.data, owner[s]
-        lemma(m, checks, ~own[s] | Array(busy)[o],
+        lemma(m, checks, ~own[s] | (Array(busy)[o] & Array(owned)[o]),
               f"slot {s} listed by {an} {table} entry without waiters")
         lemma(m, checks, ~own[s] | (Array(tail)[o] == s)
               | ((own >> nxt)[0] & (Array(owner)[nxt] == o) & (seqs[nxt] == seq[s] + 1)),
@@ -438,28 +446,29 @@ def waiter_list_lemmas(m, checks, slots: int, busy, joinable, in_return, head, t
         for t in range(s + 1, slots):
             lemma(m, checks, ~(own[s] & own[t] & (owner[s] == owner[t])) | (seq[s] != seq[t]),
                   f"slots {s} and {t}: one position in one list")
-    return undrawn, listed
+    return [u & o for u, o in zip(undrawn, owned)], listed
 
 
 def pool_lemmas(m, checks, slots: int, busy, joinable, in_return, head, tail, regss, inside,
                 waiters, next_slot, w_alloc, w_merge, w_oh, w_slot, w_tail, pops, ret_slot,
-                table: str):
+                table: str, owned=None):
     """:func:`waiter_list_lemmas` per pool: one pool of the whole table with one port, else
     a pool per port (§4.5; every per-port argument a list), each port's W writing and its
     response stages reading its own pool's entries only; the pools' listed slots are apart
     and together the table's ``inside``. Returns the per-entry "no response stage has read
-    it" condition over the whole table and each pool's listed slots (with its W's)."""
+    it" condition over the whole table and each pool's listed slots (with its W's). With
+    pools shared by the ports, ``owned`` (per port, per entry) names each port's lists."""
     P, n = len(regss), len(busy)
-    k = n // P
-    undrawn, listed = [], []
+    k = n // P if owned is None else n
+    undrawn, listed = [Const(0, 1)] * n if owned is not None else [], []
     for p in range(P):
-        part = slice(p * k, (p + 1) * k)
+        part = slice(p * k, (p + 1) * k) if owned is None else slice(0, n)
         u, mine = waiter_list_lemmas(
             m, checks, slots, busy[part], joinable[part], in_return[part], head[part],
             tail[part], regss[p], inside if P == 1 else None, waiters[part], next_slot,
             w_alloc[p], w_merge[p], w_oh[p], w_slot[p], w_tail[p], pops[p], ret_slot[p], table,
-            base=p * k)
-        undrawn += u
+            base=p * k if owned is None else 0, owned=None if owned is None else owned[p])
+        undrawn = undrawn + u if owned is None else [a | b for a, b in zip(undrawn, u)]
         for q, other in enumerate(listed):
             lemma(m, checks, (mine & other) == 0,
                   f"the {table}'s pools {q} and {p} list one slot")

@@ -355,7 +355,8 @@ class Mshr(wiring.Component):
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, _ranks = free_list_heads(
                 m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list", registered=registered)
+                "free_list", registered=registered, checks=checks,
+                member=[(state[i] == MshrState.FREE) & ~w_new[i] for i in range(n)])
             free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
                          for i in range(n)] for p in range(P)]
             ready = [hits[p] | granted[p] for p in range(P)]
@@ -555,18 +556,19 @@ class Mshr(wiring.Component):
         self._pools_listed = None   # each pool's listed slots (one list per pool)
         in_return = [(s == MshrState.RETURN) & ~drained[i] for i, s in enumerate(state)]
         channel = [t.channel for t in target]
+        # shared pools (§4.2.3): a port's lists are its channel's entries (§1, §8)
+        owned = ([[ch == p for ch in channel] for p in range(P)]
+                 if P > 1 and self._cfg.pools != "channel" else None)
         stage_lemmas(m, checks, regss, in_return, dict(
             h2=head, t2=tail, ch2=channel, bh2=buffer_hit, er2=error,
             lk_tail=tail, lk_ch=channel, lk_bh=buffer_hit, lk_er=error), "MSHR",
-            pools=len(regss) > 1 and self._cfg.pools == "channel")
-        if P != 1 and self._cfg.pools != "channel":
-            return   # shared pools: no lemmas of several writers per list yet
+            pools=len(regss) > 1 and self._cfg.pools == "channel", owned=owned)
         busy = [(s != MshrState.FREE) & ~drained[i] for i, s in enumerate(state)]
         rets = [self.ret] if P == 1 else list(self.ret)
         undrawn, self._pools_listed = pool_lemmas(
             m, checks, self._cfg.admission, busy, mergeable, in_return, head, tail, regss,
             inside, waiters, next_slot, w_alloc, w_merge, w_oh, [d.slot for d in w_d], w_tail,
-            pops, [r.payload.slot for r in rets], "MSHR")
+            pops, [r.payload.slot for r in rets], "MSHR", owned=owned)
         for i in range(n):
             lemma(m, checks, ~undrawn[i] | (nbytes[i] <= waiters[i] * PAGE_BYTES),
                   f"MSHR entry {i}: more bytes than a page per waiter")

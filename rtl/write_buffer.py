@@ -479,7 +479,8 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
             want = [named(m, d.valid & ~hits[p], f"want{sx(p)}") for p, d in enumerate(disps)]
             granted, free_indexes, free_count, _ap, ranks = free_list_heads(
                 m, n, [ev.valid for ev in launched], [ev.index for ev in launched], want,
-                "free_list", registered=registered)
+                "free_list", registered=registered, checks=checks,
+                member=[(state[i] == WbState.FREE) & ~w_new[i] for i in range(n)])
             free_ohs = [[named(m, free_indexes[p] == i, f"free_list_head{i}{sx(p)}")
                          for i in range(n)] for p in range(P)]
             any_free, free_index = Cat(*granted).any(), free_indexes[0]

@@ -289,17 +289,18 @@ class WriteBufferChecks:
                       "under the strict policy")
         in_return = [(s == WbState.RETURN) & ~drained[i] for i, s in enumerate(state)]
         channel = [t.channel for t in target]
+        P = len(regss)
+        # shared pools (§4.2.3): a port's lists are its channel's entries (§1, §8)
+        owned = ([[ch == p for ch in channel] for p in range(P)]
+                 if P > 1 and self._cfg.pools != "channel" else None)
         stage_lemmas(m, checks, regss, in_return, dict(
             h2=head, t2=tail, ch2=channel, bh2=None, er2=error,
             lk_tail=tail, lk_ch=channel, lk_bh=None, lk_er=error), "write-buffer",
-            pools=len(regss) > 1 and self._cfg.pools == "channel")
-        P = len(regss)
-        if P != 1 and self._cfg.pools != "channel":
-            return   # shared pools: no lemmas of several writers per list yet
+            pools=P > 1 and self._cfg.pools == "channel", owned=owned)
         busy = [(s != WbState.FREE) & ~drained[i] for i, s in enumerate(state)]
         before_return = [(s != WbState.FREE) & (s != WbState.RETURN) for s in state]
         rets = [self.ret] if P == 1 else list(self.ret)
         _, self._pools_listed = pool_lemmas(
             m, checks, self._cfg.admission, busy, before_return, in_return, head, tail, regss,
             inside, waiters, next_slot, w_alloc, w_merge, w_oh, [d.slot for d in w_d], w_tail,
-            pops, [r.payload.slot for r in rets], "write-buffer")
+            pops, [r.payload.slot for r in rets], "write-buffer", owned=owned)
