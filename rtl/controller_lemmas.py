@@ -162,13 +162,6 @@ def _queue_lemmas(m, dut) -> None:
                    "channel")
             ops.append((valid, tag))
     _apart(m, ops, "two queued operations name one entry")
-    P = len(dut.blocks["response"])
-    if P > 1 and dut.cfg.pools == "channel":   # §4.5: a pool's entries hold its channel's pages
-        for t, free in ((mshr, MshrState.FREE), (wb, WbState.FREE)):
-            k = len(t["state"]) // P
-            for i, (st, tg) in enumerate(zip(t["state"], t["target"])):
-                _lemma(m, (st == free) | (tg.channel == i // k),
-                       f"entry {i} of pool {i // k} holds a page of another channel")
     for t, kind, name in ((mshr, EntryKind.MSHR, "MSHR"), (wb, EntryKind.WBUF, "write-buffer")):
         state = MshrState.QUEUED if kind == EntryKind.MSHR else WbState.QUEUED
         for i, st in enumerate(t["state"]):
@@ -275,3 +268,11 @@ def _request_lemmas(m, dut) -> None:
             m.d.comb += [mapper.page.eq(pg), mapper.write.eq(write)]
             _lemma(m, (st == free) | (tg.as_value() == mapper.target.as_value()),
                    f"{table} entry {i}: its target is not its page's mapping")
+    P = len(dut.blocks["response"])
+    if P > 1 and dut.cfg.pools == "channel":   # §4.5: a pool's entries hold its channel's pages
+        for table, free in (("mshr", MshrState.FREE), ("write_buffer", WbState.FREE)):
+            t = dut.blocks[table].proof
+            k = len(t["state"]) // P
+            for i, (st, tg) in enumerate(zip(t["state"], t["target"])):
+                _lemma(m, (st == free) | (tg.channel == i // k),
+                       f"{table} entry {i} of pool {i // k} holds a page of another channel")
