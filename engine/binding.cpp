@@ -255,40 +255,11 @@ public:
             if (want(RUN_NAMES[k])) run_[k] = column<int64_t>(RUN_NAMES[k], n);
         for (size_t k = 0; k < N_FLAG; ++k)
             if (want(FLAG_NAMES[k])) flag_[k] = column<bool>(FLAG_NAMES[k], n);
-        all_run_ = std::all_of(std::begin(run_), std::end(run_), [](auto* c) { return c; })
-                   && std::all_of(std::begin(flag_), std::end(flag_), [](auto* c) { return c; });
         any_in_ = op_ || std::any_of(std::begin(in_), std::end(in_), [](auto* c) { return c; });
     }
     // rows[j] into row row_of(rows[j]) of every column (row_of called once per row, in order)
     template <class RowOf>
     void write(const std::vector<Req>& rows, RowOf row_of) {
-        if (all_run_ && !any_in_) {
-            // every run column and no input column (run_compiled): no test per column, the
-            // pointers held in registers for the block
-            int64_t *ta = run_[0], *tm = run_[1], *td = run_[2], *dp = run_[3], *tq = run_[4],
-                    *ti = run_[5], *tc = run_[6], *ed = run_[7], *sk = run_[8], *ch = run_[9],
-                    *sb = run_[10];
-            bool *mh = flag_[0], *bh = flag_[1], *chh = flag_[2], *er = flag_[3];
-            for (const Req& r : rows) {
-                py::ssize_t i = row_of(r);
-                ta[i] = r.t_accept;
-                tm[i] = r.t_map;
-                td[i] = r.t_done;
-                dp[i] = r.depth;
-                tq[i] = r.tq;
-                ti[i] = r.ti;
-                tc[i] = r.tc;
-                ed[i] = r.edepth;
-                sk[i] = r.stack;
-                ch[i] = r.ch;
-                sb[i] = r.sub;
-                mh[i] = r.mshr_hit;
-                bh[i] = r.buffer_hit;
-                chh[i] = r.cache_hit;
-                er[i] = r.error;
-            }
-            return;
-        }
         for (const Req& r : rows) write(row_of(r), r);
     }
     void write(py::ssize_t i, const Req& r) {
@@ -303,6 +274,21 @@ public:
         const bool flag[N_FLAG] = {r.mshr_hit, r.buffer_hit, r.cache_hit, r.error};
         for (size_t k = 0; k < N_FLAG; ++k)
             if (flag_[k]) flag_[k][i] = flag[k];
+    }
+    // every column as the system's in-place rows (a whole run: all run columns allocated)
+    RequestRows rows(int64_t* order) const {
+        RequestRows w;
+        int64_t* const* r = run_;
+        w.t_accept = r[0], w.t_map = r[1], w.t_done = r[2], w.depth = r[3], w.tq = r[4];
+        w.ti = r[5], w.tc = r[6], w.edepth = r[7], w.stack = r[8], w.ch = r[9], w.sub = r[10];
+        w.mshr_hit = flag_[0], w.buffer_hit = flag_[1], w.cache_hit = flag_[2];
+        w.error = flag_[3];
+        if (any_in_) {
+            w.id = in_[0], w.arrival = in_[1], w.addr = in_[2], w.nbytes = in_[3];
+            w.source = in_[4], w.op = op_;
+        }
+        w.order = order;
+        return w;
     }
     py::dict cols;
 
@@ -324,7 +310,7 @@ private:
     int64_t* run_[N_RUN] = {};
     bool* flag_[N_FLAG] = {};
     int8_t* op_ = nullptr;
-    bool all_run_ = false, any_in_ = false;
+    bool any_in_ = false;
 };
 
 py::dict system_counters(System& sys);
@@ -335,19 +321,16 @@ py::dict system_counters(System& sys);
 struct WholeOutputs {
     Columns cols;
     py::array_t<int64_t> order;
-    int64_t* next;
+    RequestRows rows;
     WholeOutputs(py::ssize_t n, bool inputs)
-        : cols(n, inputs), order(n), next(order.mutable_data()) {}
-    void attach(System& sys) {
-        sys.sink_every = 256;             // a small block: copied while still in cache
-        sys.sink = [this](std::vector<Req>& rows) {
-            cols.write(rows, [](const Req& r) { return static_cast<py::ssize_t>(r.seq); });
-            for (const Req& r : rows) *next++ = r.seq;
-        };
-    }
+        : cols(n, inputs), order(n), rows(cols.rows(order.mutable_data())) {}
+    void attach(System& sys) { sys.rows = &rows; }
     // the columns, the response order and the counters of the finished system
     py::dict finish(System& sys) {
-        sys.flush();
+        if (rows.order != order.data() + order.size())
+            throw std::logic_error("internal: " + std::to_string(rows.order - order.data())
+                                   + " of " + std::to_string(order.size())
+                                   + " requests answered");
         py::dict d = cols.cols;
         d["order"] = order;
         d["counters"] = system_counters(sys);

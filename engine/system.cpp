@@ -108,8 +108,13 @@ void System::responded(int64_t r, int64_t tk) {
     if (reqs[r].error) ++errors;
     if (user_cb) user_cb(r, tk);
     if (progress_every > 0 && n_done % progress_every == 0) progress(n_done);
+    if (rows) {
+        rows->write(reqs[r]);
+        reqs.release(r);                   // nothing reads an answered request again
+        return;
+    }
     answered.push_back(reqs[r]);
-    reqs.release(r);                       // nothing reads an answered request again
+    reqs.release(r);
     if (static_cast<int64_t>(answered.size()) >= sink_every) flush();
 }
 

@@ -126,6 +126,47 @@ private:
     Item *head_ = nullptr, *head_end_ = nullptr, *tail_ = nullptr, *tail_end_ = nullptr;
 };
 
+// A whole run's outputs written in place (run_compiled, run_compiled_closed_loop): each
+// answered request's fields into row `seq` (its submission number) of columns the caller
+// allocated for every request, as it is answered, and `seq` into the response order. The
+// stream's own columns (id .. op) are written only where given (non-null). Not model: the
+// golden model keeps its Request objects; the rows hold the same fields.
+struct RequestRows {
+    int64_t *t_accept, *t_map, *t_done, *depth, *tq, *ti, *tc, *edepth, *stack, *ch, *sub;
+    bool *mshr_hit, *buffer_hit, *cache_hit, *error;
+    int64_t *id = nullptr, *arrival = nullptr, *addr = nullptr, *nbytes = nullptr,
+            *source = nullptr;
+    int8_t* op = nullptr;
+    int64_t* order;                            // the response order's next row
+    void write(const Req& r) {
+        int64_t i = r.seq;
+        t_accept[i] = r.t_accept;
+        t_map[i] = r.t_map;
+        t_done[i] = r.t_done;
+        depth[i] = r.depth;
+        tq[i] = r.tq;
+        ti[i] = r.ti;
+        tc[i] = r.tc;
+        edepth[i] = r.edepth;
+        stack[i] = r.stack;
+        ch[i] = r.ch;
+        sub[i] = r.sub;
+        mshr_hit[i] = r.mshr_hit;
+        buffer_hit[i] = r.buffer_hit;
+        cache_hit[i] = r.cache_hit;
+        error[i] = r.error;
+        if (id) {
+            id[i] = r.id;
+            arrival[i] = r.arrival;
+            addr[i] = r.addr;
+            nbytes[i] = r.nbytes;
+            source[i] = r.source;
+            op[i] = r.op;
+        }
+        *order++ = i;
+    }
+};
+
 struct SystemConfig {
     int64_t stacks, channels, capacity_bytes, base_address;
     bool channel_ports;          // host_ports = "channel": S * C ports, k = stack * C + ch
@@ -151,9 +192,12 @@ public:
     // the caller's progress bar; it observes the run and changes no event
     std::function<void(int64_t)> progress;
     int64_t progress_every = 0;
-    // The outputs: every answered request's record is copied, in response order, into
-    // `answered` and handed to `sink` each time it holds sink_every of them (and by the
-    // caller at the end: flush()); its slot is then reused. The caller sets both.
+    // The outputs: with `rows` set, every answered request's record is written into its
+    // row as it is answered; else it is copied, in response order, into `answered` and
+    // handed to `sink` each time that holds sink_every of them (and by the caller at the
+    // end: flush()). Its slot is then reused. The caller sets `rows`, or `sink` and
+    // `sink_every`.
+    RequestRows* rows = nullptr;
     std::function<void(std::vector<Req>&)> sink;
     int64_t sink_every = 1;
     std::vector<Req> answered;
