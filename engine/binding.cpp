@@ -454,6 +454,8 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
     const int64_t *pid = id.data(), *paddr = addr.data(), *pn = nbytes.data(),
                   *pa = arrival.data();
     const int8_t* pop = op.data();
+    StreamColumns stream{pid, paddr, pn, nullptr, pop};   // alive through the run
+    sys.stream = &stream;
     for (py::ssize_t i = 0; i < n; ++i) sys.submit(pid[i], pop[i], paddr[i], pn[i], pa[i]);
     sys.close_input();
     attach_progress(sys, progress, every);

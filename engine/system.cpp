@@ -60,8 +60,9 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     if (first_arrival < 0) first_arrival = arrival;
     ++stacks[stack]->ch_requests[ch];
     int64_t seq = submitted++;
-    pending.push_back(Pending{id, addr, static_cast<int32_t>(nbytes),
-                              static_cast<int32_t>(source), op});
+    if (!stream)
+        pending.push_back(Pending{id, addr, static_cast<int32_t>(nbytes),
+                                  static_cast<int32_t>(source), op});
     if (cfg.channel_ports) {
         port_in_[stack * cfg.channels + ch].push_back(arrival, seq);
         port_in_set_[stack] |= bit(ch);
@@ -75,7 +76,15 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
 // slot, from what the submission gave and its mapping; the slot's index. Inline in the
 // ingress (once per request).
 [[gnu::always_inline]] inline int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
-    const Pending& p = pending[seq];
+    Pending p;
+    if (stream) {
+        p = Pending{stream->id[seq], stream->addr[seq], static_cast<int32_t>(stream->nbytes[seq]),
+                    stream->source ? static_cast<int32_t>(stream->source[seq]) : 0,
+                    stream->op[seq]};
+    } else {
+        p = pending[seq];
+        pending.retire(seq);               // nothing reads it again
+    }
     int64_t rel = p.addr - cfg.base_address;
     int64_t page = floordiv(rel, PAGE_BYTES);
     auto [stack, q] = mapper.stack_of(page);
@@ -96,7 +105,6 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     r.local = local;
     r.sub = static_cast<int32_t>(sub);
     r.t_accept = t;
-    pending.retire(seq);                   // nothing reads it again
     return i;
 }
 

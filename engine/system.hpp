@@ -167,6 +167,14 @@ struct RequestRows {
     }
 };
 
+// A whole stream the caller holds for the run (run_compiled's arrays): request `seq` is row
+// `seq` of each column, so the system reads a request's fields there when it accepts it
+// instead of keeping a copy from its submission (Pending). `source` may be null (zeros).
+struct StreamColumns {
+    const int64_t *id, *addr, *nbytes, *source;
+    const int8_t* op;
+};
+
 struct SystemConfig {
     int64_t stacks, channels, capacity_bytes, base_address;
     bool channel_ports;          // host_ports = "channel": S * C ports, k = stack * C + ch
@@ -207,6 +215,9 @@ public:
     Mapper mapper;
     ReqTable reqs;                  // the accepted requests' records, by slot
     RetiringTable<Pending> pending; // the submitted ones until accepted, by submission number
+    // set before the first submit: the submitted requests are the stream's rows, in order
+    // (submit checks them and queues their numbers; nothing is copied into `pending`)
+    const StreamColumns* stream = nullptr;
     std::vector<std::unique_ptr<StackController>> stacks;
     // after run(until): the next cycle that can change state (-1: none); HbfSystem.t_resume
     int64_t t_resume = -1;
