@@ -23,7 +23,12 @@ proof (``block.proof``, built only when ``checks`` is ``"formal"`` or ``"proof"`
   hold its own pool's entries;
 * **requests**: Q's and M's byte ranges lie in their pages, M's target and every table
   entry's target is its page's mapping (a :class:`~hbfsim.rtl.mapper.Mapper` of the proof's
-  own), and in the channel shape M holds a request of its own channel.
+  own), and in the channel shape M holds a request of its own channel;
+* **shared pools** (the channel shape with ``pools = "stack"``, §4.2.3), besides: each W's
+  payload keeps M's promises (a byte range in its page, a target that is its page's mapping
+  and of the W's own channel), a W allocates a FREE entry and no two Ws one entry, a port's
+  R and K hold waiters of its own channel's entries in RETURN, and R holds the waiter after
+  K's (K's is not the last of R's entry).
 
 True of every reachable state (the BMC checks them from reset); they are ``Assert`` in the
 proof only, never in the design.
@@ -209,13 +214,27 @@ def _slot_lemmas(m, dut) -> None:
     _lemma(m, everyone == held, "request slots: a slot in use is held nowhere")
 
 
+def _shared_pools(dut) -> bool:
+    """The channel shape with its pools shared by the ports (§4.2.3). Its step needs the
+    lemmas stated under this condition (docs/formal.md "The shared pools"); the other
+    configurations' steps go through without them, and each lemma costs solver time."""
+    return len(dut.blocks["response"]) > 1 and dut.cfg.pools != "channel"
+
+
 def _response_lemmas(m, dut) -> None:
     blocks = dut.blocks
     tables = ((EntryKind.MSHR, "MSHR", blocks["mshr"].proof["drained"]),
               (EntryKind.WBUF, "write-buffer", blocks["write_buffer"].proof["drained"]))
+    named_tables = ((EntryKind.MSHR, "MSHR", "mshr", MshrState.RETURN),
+                    (EntryKind.WBUF, "write-buffer", "write_buffer", WbState.RETURN))
     lasts = []   # (holds a last waiter, kind, index) of every R and K
     P = len(blocks["response"])
+    shared = _shared_pools(dut)
     for p, arb in enumerate(blocks["response"]):
+        (rv, rw), (kv, kw) = arb.proof["r"], arb.proof["k"]
+        if shared:   # R holds the waiter after K's (DP7)
+            _lemma(m, ~(rv & kv & (rw.kind == kw.kind) & (rw.index == kw.index)) | ~kw.last,
+                   f"K{p} holds the last waiter of the entry whose next waiter R{p} holds")
         for stage in ("r", "k"):
             valid, w = arb.proof[stage]
             lasts.append((valid & w.last, w.kind, w.index))
@@ -224,6 +243,18 @@ def _response_lemmas(m, dut) -> None:
                 _lemma(m, ~(valid & (w.kind == kind))
                        | ((w.index >= p * k) & (w.index < (p + 1) * k)),
                        f"{stage.upper()}{p} holds a waiter of another pool's {name} entry")
+            for kind, name, table, _ in named_tables if shared else ():
+                # a port answers its own channel's entries (§8)
+                channel = Array([t.channel for t in blocks[table].proof["target"]])
+                n = len(blocks[table].proof["target"])
+                _lemma(m, ~(valid & (w.kind == kind)) | ((w.index < n) & (channel[w.index] == p)),
+                       f"{stage.upper()}{p} holds a waiter of another channel's {name} entry")
+            for kind, name, table, ret in named_tables if shared else ():
+                # R and K read entries in RETURN (DP7)
+                state = blocks[table].proof["state"]
+                _lemma(m, ~(valid & (w.kind == kind))
+                       | ((w.index < len(state)) & (Array(state)[w.index] == ret)),
+                       f"{stage.upper()}{p} holds a waiter of {name} entry not in RETURN")
             for kind, name, drained in tables:
                 _lemma(m, ~(valid & w.last & (w.kind == kind))
                        | ((w.index < len(drained)) & Array(drained)[w.index]),
@@ -262,6 +293,31 @@ def _request_lemmas(m, dut) -> None:
                    f"M{p} holds a request of another channel")
     for table, free, write in (("mshr", MshrState.FREE, 0), ("write_buffer", WbState.FREE, 1)):
         t = dut.blocks[table].proof
+        # shared pools: W's allocation writes its payload's page and target into the entry
+        # (DP1), from M's; its merge or allocation adds the payload's bytes, M's byte range
+        ws = zip(t["w_alloc"], t["w_merge"], t["w_payload"]) if _shared_pools(dut) else ()
+        for p, (alloc, merge, d) in enumerate(ws):
+            end = d.offset + d.bytes if write else d.bytes
+            _lemma(m, ~(alloc | merge) | ((d.bytes >= 1) & (end <= PAGE_BYTES)),
+                   f"{table}: W{p}'s byte range lies outside its page")
+            mapper = Mapper(dut.cfg)
+            m.submodules[f"lemma_mapper_{table}_w{p}"] = mapper
+            m.d.comb += [mapper.page.eq(d.page), mapper.write.eq(write)]
+            _lemma(m, ~alloc | (d.target.as_value() == mapper.target.as_value()),
+                   f"{table}: W{p}'s allocation's target is not its page's mapping")
+            if len(t["w_alloc"]) > 1:
+                _lemma(m, ~alloc | (d.target.channel == p),
+                       f"{table}: W{p} allocates for a page of another channel")
+        # and takes a FREE entry, one no other port's W takes (DP4: M took it off the free
+        # list)
+        for i, st in enumerate(t["state"] if _shared_pools(dut) else ()):
+            news = [w[i] for w in t["w_new"]]
+            _lemma(m, ~Cat(*news).any() | (st == free),
+                   f"{table} entry {i}: a W allocates it, not FREE")
+            for p in range(len(news)):
+                for q in range(p):
+                    _lemma(m, ~(news[p] & news[q]), f"{table} entry {i}: W{q} and W{p} "
+                           "allocate it")
         for i, (st, pg, tg) in enumerate(zip(t["state"], t["page"], t["target"])):
             mapper = Mapper(dut.cfg)
             m.submodules[f"lemma_mapper_{table}{i}"] = mapper

@@ -542,7 +542,8 @@ class Mshr(wiring.Component):
             # what the controller's proof states about this table (rtl/controller_lemmas.py)
             self.proof = dict(state=state, issue_q=issue_qs, done_q=done_qs, inside=inside,
                               drained=drained, target=target, page=page,
-                              pools=self._pools_listed)
+                              pools=self._pools_listed, w_alloc=w_alloc, w_merge=w_merge,
+                              w_payload=w_d, w_new=w_new_p)
         return m
 
     def _add_lemmas(self, m, state, mergeable, head, tail, target, buffer_hit, error,

@@ -786,5 +786,7 @@ class WriteBuffer(WriteBufferChecks, wiring.Component):
                              held, eligible, full)
             # what the controller's proof states about this table (rtl/controller_lemmas.py)
             self.proof = dict(state=state, issue_q=issue_q, inside=inside, drained=drained,
-                              target=target, page=page, pools=self._pools_listed)
+                              target=target, page=page, pools=self._pools_listed,
+                              w_alloc=w_alloc, w_merge=w_merge, w_payload=w_d,
+                              w_new=w_new_p)
         return m
