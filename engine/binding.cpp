@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <type_traits>
 #include <string>
 
 #include "engine_standin.hpp"
@@ -239,8 +240,8 @@ using Col = py::array_t<T, py::array::c_style | py::array::forcecast>;
 // Per-request columns of n rows (numpy arrays by name): the stream as submitted (id, op,
 // addr, nbytes, arrival, source; left out with inputs = false, where the caller has them)
 // and what the run gave each request, or only the columns named in `only` (a caller that
-// reads a few: the others are neither allocated nor written); write(i, r) fills row i
-// (without the GIL: the arrays are allocated, and owned by `cols`, before).
+// reads a few: the others are neither allocated nor written); `rows` writes them (without
+// the GIL: the arrays are allocated, and owned by `cols`, before).
 class Columns {
 public:
     explicit Columns(py::ssize_t n, bool inputs = true,
@@ -248,49 +249,26 @@ public:
         auto want = [only](const char* name) {
             return !only || std::find(only->begin(), only->end(), name) != only->end();
         };
-        for (size_t k = 0; k < N_IN; ++k)
-            if (inputs && want(IN_NAMES[k])) in_[k] = column<int64_t>(IN_NAMES[k], n);
-        if (inputs && want("op")) op_ = column<int8_t>("op", n);
-        for (size_t k = 0; k < N_RUN; ++k)
-            if (want(RUN_NAMES[k])) run_[k] = column<int64_t>(RUN_NAMES[k], n);
-        for (size_t k = 0; k < N_FLAG; ++k)
-            if (want(FLAG_NAMES[k])) flag_[k] = column<bool>(FLAG_NAMES[k], n);
-        any_in_ = op_ || std::any_of(std::begin(in_), std::end(in_), [](auto* c) { return c; });
+        auto add = [&](auto*& col, const char* name, bool input = false) {
+            using T = std::remove_pointer_t<std::remove_reference_t<decltype(col)>>;
+            if ((inputs || !input) && want(name)) col = column<T>(name, n);
+        };
+        RequestRows& w = rows;
+        add(w.id, "id", true), add(w.arrival, "arrival", true), add(w.addr, "addr", true);
+        add(w.nbytes, "nbytes", true), add(w.source, "source", true), add(w.op, "op", true);
+        add(w.t_accept, "t_accept"), add(w.t_map, "t_map"), add(w.t_done, "t_done");
+        add(w.depth, "depth"), add(w.tq, "tq"), add(w.ti, "ti"), add(w.tc, "tc");
+        add(w.edepth, "entry_depth"), add(w.stack, "stack"), add(w.ch, "channel");
+        add(w.sub, "subarray"), add(w.mshr_hit, "mshr_hit"), add(w.buffer_hit, "buffer_hit");
+        add(w.cache_hit, "cache_hit"), add(w.error, "error");
     }
     // rows[j] into row row_of(rows[j]) of every column (row_of called once per row, in order)
     template <class RowOf>
-    void write(const std::vector<Req>& rows, RowOf row_of) {
-        for (const Req& r : rows) write(row_of(r), r);
-    }
-    void write(py::ssize_t i, const Req& r) {
-        const int64_t in[N_IN] = {r.id, r.arrival, r.addr, r.nbytes, r.source};
-        for (size_t k = 0; k < N_IN; ++k)
-            if (in_[k]) in_[k][i] = in[k];
-        if (op_) op_[i] = r.op;
-        const int64_t run[N_RUN] = {r.t_accept, r.t_map, r.t_done, r.depth, r.tq, r.ti, r.tc,
-                                    r.edepth, r.stack, r.ch, r.sub};
-        for (size_t k = 0; k < N_RUN; ++k)
-            if (run_[k]) run_[k][i] = run[k];
-        const bool flag[N_FLAG] = {r.mshr_hit, r.buffer_hit, r.cache_hit, r.error};
-        for (size_t k = 0; k < N_FLAG; ++k)
-            if (flag_[k]) flag_[k][i] = flag[k];
-    }
-    // every column as the system's in-place rows (a whole run: all run columns allocated)
-    RequestRows rows(int64_t* order) const {
-        RequestRows w;
-        int64_t* const* r = run_;
-        w.t_accept = r[0], w.t_map = r[1], w.t_done = r[2], w.depth = r[3], w.tq = r[4];
-        w.ti = r[5], w.tc = r[6], w.edepth = r[7], w.stack = r[8], w.ch = r[9], w.sub = r[10];
-        w.mshr_hit = flag_[0], w.buffer_hit = flag_[1], w.cache_hit = flag_[2];
-        w.error = flag_[3];
-        if (any_in_) {
-            w.id = in_[0], w.arrival = in_[1], w.addr = in_[2], w.nbytes = in_[3];
-            w.source = in_[4], w.op = op_;
-        }
-        w.order = order;
-        return w;
+    void write(const std::vector<Req>& reqs, RowOf row_of) {
+        for (const Req& r : reqs) rows.put(row_of(r), r);
     }
     py::dict cols;
+    RequestRows rows;                  // the columns' data; `order` is the caller's
 
 private:
     template <class T>
@@ -299,18 +277,6 @@ private:
         cols[name] = a;
         return a.mutable_data();
     }
-    static constexpr size_t N_IN = 5, N_RUN = 11, N_FLAG = 4;
-    static constexpr const char* IN_NAMES[N_IN] = {"id", "arrival", "addr", "nbytes", "source"};
-    static constexpr const char* RUN_NAMES[N_RUN] = {
-        "t_accept", "t_map", "t_done", "depth", "tq", "ti", "tc", "entry_depth", "stack",
-        "channel", "subarray"};
-    static constexpr const char* FLAG_NAMES[N_FLAG] = {"mshr_hit", "buffer_hit", "cache_hit",
-                                                       "error"};
-    int64_t* in_[N_IN] = {};
-    int64_t* run_[N_RUN] = {};
-    bool* flag_[N_FLAG] = {};
-    int8_t* op_ = nullptr;
-    bool any_in_ = false;
 };
 
 py::dict system_counters(System& sys);
@@ -322,8 +288,9 @@ struct WholeOutputs {
     Columns cols;
     py::array_t<int64_t> order;
     RequestRows rows;
-    WholeOutputs(py::ssize_t n, bool inputs)
-        : cols(n, inputs), order(n), rows(cols.rows(order.mutable_data())) {}
+    WholeOutputs(py::ssize_t n, bool inputs) : cols(n, inputs), order(n), rows(cols.rows) {
+        rows.order = order.mutable_data();
+    }
     void attach(System& sys) { sys.rows = &rows; }
     // the columns, the response order and the counters of the finished system
     py::dict finish(System& sys) {

@@ -126,44 +126,49 @@ private:
     Item *head_ = nullptr, *head_end_ = nullptr, *tail_ = nullptr, *tail_end_ = nullptr;
 };
 
-// A whole run's outputs written in place (run_compiled, run_compiled_closed_loop): each
-// answered request's fields into row `seq` (its submission number) of columns the caller
-// allocated for every request, as it is answered, and `seq` into the response order. The
-// stream's own columns (id .. op) are written only where given (non-null). Not model: the
-// golden model keeps its Request objects; the rows hold the same fields.
+// The per-request output columns (run_compiled's REQUEST_COLUMNS and the stream's own):
+// `put(i, r)` writes request r's fields into row i of every column given (a null column is
+// left out: a whole run leaves out the stream's own, a streamed run's caller may name a
+// few). A whole run (run_compiled, run_compiled_closed_loop) writes each answered request
+// into its row `seq` (its submission number) as it is answered, and `seq` into the response
+// order (`write`). Not model: the golden model keeps its Request objects; the rows hold the
+// same fields.
 struct RequestRows {
-    int64_t *t_accept, *t_map, *t_done, *depth, *tq, *ti, *tc, *edepth, *stack, *ch, *sub;
-    bool *mshr_hit, *buffer_hit, *cache_hit, *error;
+    int64_t *t_accept = nullptr, *t_map = nullptr, *t_done = nullptr, *depth = nullptr,
+            *tq = nullptr, *ti = nullptr, *tc = nullptr, *edepth = nullptr, *stack = nullptr,
+            *ch = nullptr, *sub = nullptr;
+    bool *mshr_hit = nullptr, *buffer_hit = nullptr, *cache_hit = nullptr, *error = nullptr;
     int64_t *id = nullptr, *arrival = nullptr, *addr = nullptr, *nbytes = nullptr,
             *source = nullptr;
     int8_t* op = nullptr;
-    int64_t* order;                            // the response order's next row
+    int64_t* order = nullptr;                  // the response order's next row (write)
+    void put(int64_t i, const Req& r) const {
+        auto set = [i](auto* col, auto v) { if (col) col[i] = v; };
+        set(t_accept, r.t_accept);
+        set(t_map, r.t_map);
+        set(t_done, r.t_done);
+        set(depth, r.depth);
+        set(tq, r.tq);
+        set(ti, r.ti);
+        set(tc, r.tc);
+        set(edepth, r.edepth);
+        set(stack, r.stack);
+        set(ch, r.ch);
+        set(sub, r.sub);
+        set(mshr_hit, r.mshr_hit);
+        set(buffer_hit, r.buffer_hit);
+        set(cache_hit, r.cache_hit);
+        set(error, r.error);
+        set(id, r.id);
+        set(arrival, r.arrival);
+        set(addr, r.addr);
+        set(nbytes, r.nbytes);
+        set(source, r.source);
+        set(op, r.op);
+    }
     void write(const Req& r) {
-        int64_t i = r.seq;
-        t_accept[i] = r.t_accept;
-        t_map[i] = r.t_map;
-        t_done[i] = r.t_done;
-        depth[i] = r.depth;
-        tq[i] = r.tq;
-        ti[i] = r.ti;
-        tc[i] = r.tc;
-        edepth[i] = r.edepth;
-        stack[i] = r.stack;
-        ch[i] = r.ch;
-        sub[i] = r.sub;
-        mshr_hit[i] = r.mshr_hit;
-        buffer_hit[i] = r.buffer_hit;
-        cache_hit[i] = r.cache_hit;
-        error[i] = r.error;
-        if (id) {
-            id[i] = r.id;
-            arrival[i] = r.arrival;
-            addr[i] = r.addr;
-            nbytes[i] = r.nbytes;
-            source[i] = r.source;
-            op[i] = r.op;
-        }
-        *order++ = i;
+        put(r.seq, r);
+        *order++ = r.seq;
     }
 };
 
