@@ -291,11 +291,12 @@ def _request_lemmas(m, dut) -> None:
         if len(dut.blocks["dispatch"]) > 1:   # §1: a request enters its channel's port
             _lemma(m, ~d["valid"] | (d["target"].channel == p),
                    f"M{p} holds a request of another channel")
+    shared = _shared_pools(dut)
     for table, free, write in (("mshr", MshrState.FREE, 0), ("write_buffer", WbState.FREE, 1)):
         t = dut.blocks[table].proof
         # shared pools: W's allocation writes its payload's page and target into the entry
         # (DP1), from M's; its merge or allocation adds the payload's bytes, M's byte range
-        ws = zip(t["w_alloc"], t["w_merge"], t["w_payload"]) if _shared_pools(dut) else ()
+        ws = zip(t["w_alloc"], t["w_merge"], t["w_payload"]) if shared else ()
         for p, (alloc, merge, d) in enumerate(ws):
             end = d.offset + d.bytes if write else d.bytes
             _lemma(m, ~(alloc | merge) | ((d.bytes >= 1) & (end <= PAGE_BYTES)),
@@ -305,12 +306,11 @@ def _request_lemmas(m, dut) -> None:
             m.d.comb += [mapper.page.eq(d.page), mapper.write.eq(write)]
             _lemma(m, ~alloc | (d.target.as_value() == mapper.target.as_value()),
                    f"{table}: W{p}'s allocation's target is not its page's mapping")
-            if len(t["w_alloc"]) > 1:
-                _lemma(m, ~alloc | (d.target.channel == p),
-                       f"{table}: W{p} allocates for a page of another channel")
+            _lemma(m, ~alloc | (d.target.channel == p),
+                   f"{table}: W{p} allocates for a page of another channel")
         # and takes a FREE entry, one no other port's W takes (DP4: M took it off the free
         # list)
-        for i, st in enumerate(t["state"] if _shared_pools(dut) else ()):
+        for i, st in enumerate(t["state"] if shared else ()):
             news = [w[i] for w in t["w_new"]]
             _lemma(m, ~Cat(*news).any() | (st == free),
                    f"{table} entry {i}: a W allocates it, not FREE")

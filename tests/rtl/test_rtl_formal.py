@@ -119,3 +119,24 @@ def test_the_controller_proof_carries_its_blocks_and_its_own_lemmas():
     assert "the MSHR's waiting slots are its listed slots and W's" in messages
     assert not any("M's MSHR vector" in msg for flavor, msg in
                    formal.block_properties("controller") if flavor == "assume")
+
+
+def test_the_shared_pools_proof_has_its_own_lemmas_and_the_default_pools_none():
+    # controller_lemmas._shared_pools: stated for the shared pools' step only (docs/formal.md)
+    def asserts(block):
+        return {msg for flavor, msg in formal.block_properties(block) if flavor == "assert"}
+
+    # block_properties lists a statement once, by its first instance's message
+    own = ("K0 holds the last waiter of the entry whose next waiter R0 holds",
+           "R0 holds a waiter of another channel's MSHR entry",
+           "R0 holds a waiter of MSHR entry not in RETURN",
+           "write_buffer: W0's byte range lies outside its page",
+           "mshr: W0's allocation's target is not its page's mapping",
+           "mshr: W0 allocates for a page of another channel",
+           "write_buffer entry 0: a W allocates it, not FREE",
+           "mshr entry 0: W0 and W1 allocate it")
+    shared = asserts("controller_channel_shared")
+    assert all(msg in shared for msg in own), [msg for msg in own if msg not in shared]
+    default = asserts("controller_channel")
+    assert not any(msg in default for msg in own)
+    assert formal.BLOCKS["controller_channel_shared"].induction
