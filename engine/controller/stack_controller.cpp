@@ -39,6 +39,7 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
         wb[i].idx = i;
         wb_free[i / wb_k].push_back(i);
     }
+    for (int64_t p = 0; p < P; ++p) inp[p].index = p;
     offer_q.resize(C);
     offer_r.assign(C, -1);
     offer_wb.assign(C, -1);

@@ -172,6 +172,7 @@ struct Port {
     int r_e = 0, r_i = 0, k_e = 0, k_i = 0;
     Ring<int64_t, EGRESS_DEPTH> egress;            // E: launched responses
     int64_t hs_t = -1, blocked = -1;
+    int64_t index = 0;                             // p: the port's place in `inp`
     bool idle() const {
         return c1[0] < 0 && c1[1] < 0 && c2[0] < 0 && c2[1] < 0 && cur_e[0] < 0
                && cur_e[1] < 0 && ret[0].empty() && ret[1].empty();
@@ -354,7 +355,7 @@ public:
     void wake_at(int64_t t) { wake.push(t); }
     void add_issue_check(int64_t ch) { issue_check_set |= bit(ch); }
     void add_busy_ch(int64_t ch) { busy_ch_set |= bit(ch); }
-    int64_t port_index(const Port& port) const { return &port - inp.data(); }
+    static int64_t port_index(const Port& port) { return port.index; }
     bool drain_fsm(int64_t t);
     bool drain_fsm_base(int64_t t);
     bool issue_plain(int64_t t);
