@@ -261,6 +261,7 @@ public:
         add(w.edepth, "entry_depth"), add(w.stack, "stack"), add(w.ch, "channel");
         add(w.sub, "subarray"), add(w.mshr_hit, "mshr_hit"), add(w.buffer_hit, "buffer_hit");
         add(w.cache_hit, "cache_hit"), add(w.error, "error");
+        w.given();
     }
     // rows[j] into row row_of(rows[j]) of every column (row_of called once per row, in order)
     template <class RowOf>
