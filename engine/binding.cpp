@@ -423,8 +423,7 @@ py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
                   *pa = arrival.data();
     const int8_t* pop = op.data();
     StreamColumns stream{pid, paddr, pn, nullptr, pop};   // alive through the run
-    sys.stream = &stream;
-    for (py::ssize_t i = 0; i < n; ++i) sys.submit(pid[i], pop[i], paddr[i], pn[i], pa[i]);
+    sys.submit_stream(stream, pa, n);
     sys.close_input();
     attach_progress(sys, progress, every);
     WholeOutputs out(n, false);        // the stream's own columns are the caller's

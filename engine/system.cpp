@@ -25,8 +25,10 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     }
 }
 
-void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
-                    int64_t port, int64_t source) {
+// submit()'s checks and queueing, inline in submit() and in submit_stream's loop
+[[gnu::always_inline]] inline void System::queue_request(int64_t id, int8_t op, int64_t addr,
+                                                         int64_t nbytes, int64_t arrival,
+                                                         int64_t port, int64_t source) {
     auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
     if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
     int64_t rel = addr - cfg.base_address;
@@ -70,6 +72,18 @@ void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t
     } else {
         ingress_.push_back(arrival, seq);
     }
+}
+
+void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                    int64_t port, int64_t source) {
+    queue_request(id, op, addr, nbytes, arrival, port, source);
+}
+
+void System::submit_stream(const StreamColumns& columns, const int64_t* arrival, int64_t n) {
+    stream = &columns;
+    for (int64_t i = 0; i < n; ++i)
+        queue_request(columns.id[i], columns.op[i], columns.addr[i], columns.nbytes[i],
+                      arrival[i], -1, columns.source ? columns.source[i] : 0);
 }
 
 // The system accepts submitted request `seq` in cycle t: its record is written, in a free

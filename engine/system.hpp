@@ -226,6 +226,9 @@ public:
     // `source` is carried to the outputs (the trace's source column).
     void submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
                 int64_t port = -1, int64_t source = 0);
+    // Queue every row of a whole stream, as submit() would one by one (`stream`: the
+    // system reads the rows again at each accept; they stay alive through the run).
+    void submit_stream(const StreamColumns& columns, const int64_t* arrival, int64_t n);
     void close_input() { inputs_done = true; }
     // to completion, or through tick `until` (>= 0); returns the tick it stopped at
     int64_t run(int64_t until = -1);
@@ -260,6 +263,13 @@ public:
     int64_t t = 0, rr = 0, drain_at = -1, last_arrival = 0, first_arrival = -1;
     int64_t n_done = 0, last_completion = 0, errors = 0, steps = 0, submitted = 0;
     bool inputs_done = false;
+
+private:
+    // submit()'s body, inline in it and in submit_stream's loop (once per request)
+    void queue_request(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                       int64_t port, int64_t source);
+
+public:
 
 private:
     int64_t take(int64_t seq, int64_t arrival, int64_t t);
