@@ -15,6 +15,10 @@ timing contract, at the default configuration (or ``--profile``, e.g. ``ocp-grad
 * the bare-Python baseline of bench_model.py: one page-keyed dict update per request, the
   least any per-request model must do.
 
+Last, the fixed cost of one ``run_compiled`` call (the configuration read, the system built,
+the outputs allocated, the check that the build is current): a one-request stream, best
+and median of ``--calls`` calls, also as the number of read-stream requests that take as long.
+
 The compiled run's response order, response ticks and end tick are checked equal to the
 golden model's before any figure is printed. Figures are the best of ``--repeat`` runs
 (the golden model runs once: it is the slow one).
@@ -57,11 +61,25 @@ def golden(cfg, reqs):
     return host, order, done, end
 
 
+def call_cost(cfg, calls):
+    """Best and median host seconds of run_compiled on a one-request stream."""
+    one = (np.zeros(1, np.int64), np.zeros(1, np.int8), np.full(1, cfg.base_address, np.int64),
+           np.full(1, 32, np.int64))
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        run_compiled(cfg, *one)
+        times.append(time.perf_counter() - t0)
+    return min(times), float(np.median(times))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=50_000)
     ap.add_argument("--profile", default=None, help="configuration profile (default: none)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=300,
+                    help="one-request runs timed for the cost of a call (0: none)")
     a = ap.parse_args(argv)
     if not compiled_available():
         print(engine_status())
@@ -74,6 +92,7 @@ def main(argv=None):
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start")
     print(f"{'stream':<7} {'golden req/s':>13} {'compiled req/s':>15} {'baseline req/s':>15} "
           f"{'compiled/golden':>16} {'compiled/baseline':>18}")
+    read_per_request = None
     for name, build in (("read", read_stream), ("mixed", mixed_stream)):
         reqs = build(cfg, a.requests)
         arrival = np.array([r.arrival for r in reqs], np.int64)
@@ -93,8 +112,15 @@ def main(argv=None):
         assert out["counters"]["end_tick"] == g_end, f"{name}: the end ticks differ"
         b_host = min(baseline(reqs) for _ in range(a.repeat))
         n = a.requests
+        if name == "read":
+            read_per_request = c_host / n
         print(f"{name:<7} {n / g_host:>13,.0f} {n / c_host:>15,.0f} {n / b_host:>15,.0f} "
               f"{g_host / c_host:>15.1f}x {b_host / c_host:>17.3f}x")
+    if a.calls > 0:
+        best, median = call_cost(cfg, a.calls)
+        print(f"one-request run: {best * 1e6:.1f} us per call, best of {a.calls} "
+              f"({median * 1e6:.1f} us median; the time of {best / read_per_request:,.0f} "
+              f"read-stream requests)")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

@@ -7,8 +7,8 @@ controller's contract: the NAND media (:func:`compiled_media`, the mirror of
 (:func:`compiled_gpu_port`, the mirror of :class:`hbfsim.model.gpu_port.GpuPort`); and the
 stack controller of the one timing contract with the system loop, run on an open-loop
 request stream (:func:`run_compiled`, the mirror of :class:`hbfsim.model.system.HbfSystem`
-stepped by :func:`hbfsim.model.system_v2.run_pipelined`). The
-extension is optional: :func:`engine_status` says in one line whether it is built and how
+stepped by :func:`hbfsim.model.loop.run_cycles`) or closed loop
+(:func:`run_compiled_closed_loop`). The extension is optional: :func:`engine_status` says in one line whether it is built and how
 to build it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -91,10 +92,28 @@ def compiled_available() -> bool:
     return _engine is not None
 
 
+#: How long (seconds) one staleness check answers for its sources folder. Every
+#: run_compiled* call checks, and listing engine/'s files costs a stat per file (about
+#: 130 us a call on the 2-core VM of docs/benchmarks.md, three times a one-request run);
+#: an edit of the sources is still seen by the first call this long after it.
+STALE_CHECK_SECONDS = 1.0
+_CHECKED: dict[str, tuple[float, bool]] = {}   # sources folder -> (when, stale)
+_clock = time.monotonic
+
+
 def stale() -> bool:
-    """True when the built extension was compiled from other sources than engine/ holds."""
+    """True when the built extension was compiled from other sources than engine/ holds
+    (checked at most once per :data:`STALE_CHECK_SECONDS` per sources folder)."""
+    if _engine is None:
+        return False
+    root, now = str(_SOURCES), _clock()
+    seen = _CHECKED.get(root)
+    if seen is not None and now - seen[0] < STALE_CHECK_SECONDS:
+        return seen[1]
     h = _source_hash()
-    return _engine is not None and h is not None and h != _engine.SOURCE_HASH
+    result = h is not None and h != _engine.SOURCE_HASH
+    _CHECKED[root] = (now, result)
+    return result
 
 
 def engine_status() -> str:

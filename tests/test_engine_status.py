@@ -51,3 +51,29 @@ def test_source_hash_follows_an_edit(tmp_path, monkeypatch):
     assert engine._source_hash() == edited
     f.unlink()
     assert engine._source_hash() is None
+
+
+def test_staleness_check_holds_for_its_time(tmp_path, monkeypatch):
+    # every run_compiled* call checks staleness; one check answers for STALE_CHECK_SECONDS,
+    # so a loop of small runs does not list engine/ each call, and an edit is still seen
+    # by the first call that much later
+    (tmp_path / "a.cpp").write_text("int a;\n")
+    monkeypatch.setattr(engine, "_SOURCES", tmp_path)
+    built = type("Built", (), {"SOURCE_HASH": engine._source_hash()})
+    monkeypatch.setattr(engine, "_engine", built)
+    now = [100.0]
+    monkeypatch.setattr(engine, "_clock", lambda: now[0])
+    listed = []
+    signature = engine._source_signature
+    monkeypatch.setattr(engine, "_source_signature", lambda root: listed.append(root)
+                        or signature(root))
+    assert not engine.stale()
+    (tmp_path / "a.cpp").write_text("int ab;\n")
+    now[0] += engine.STALE_CHECK_SECONDS / 2
+    assert not engine.stale() and not engine.stale()   # the first check's answer
+    assert len(listed) == 1
+    now[0] += engine.STALE_CHECK_SECONDS / 2
+    assert engine.stale()                              # the edit, once the time is up
+    assert len(listed) == 2
+    with pytest.raises(ImportError, match="stale"):
+        engine.require_compiled()
