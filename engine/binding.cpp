@@ -291,6 +291,7 @@ struct WholeOutputs {
     RequestRows rows;
     WholeOutputs(py::ssize_t n, bool inputs) : cols(n, inputs), order(n), rows(cols.rows) {
         rows.order = order.mutable_data();
+        rows.map_later = true;         // finish() maps every row's address
     }
     void attach(System& sys) { sys.rows = &rows; }
     // the columns, the response order and the counters of the finished system
@@ -299,6 +300,11 @@ struct WholeOutputs {
             throw std::logic_error("internal: " + std::to_string(rows.order - order.data())
                                    + " of " + std::to_string(order.size())
                                    + " requests answered");
+        // every row is answered: its address and op are the stream's, or the written inputs'
+        const int64_t* addr = sys.stream ? sys.stream->addr : rows.addr;
+        const int8_t* op = sys.stream ? sys.stream->op : rows.op;
+        if (!addr || !op) throw std::logic_error("internal: no addresses to map the rows");
+        rows.fill_mapping(sys.mapper, addr, op, static_cast<int64_t>(order.size()));
         py::dict d = cols.cols;
         d["order"] = order;
         d["counters"] = system_counters(sys);
