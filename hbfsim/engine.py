@@ -299,10 +299,12 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
         codes = np.full(n, -1, np.int8)
         codes[op == "R"] = 0
         codes[op == "W"] = 1
+        bad = np.nonzero(codes < 0)[0]
     else:
-        codes = op.astype(np.int8)
+        # checked before the narrowing to int8, which would wrap 256 to 0 (a read)
+        bad = np.nonzero((op != 0) & (op != 1))[0]
+        codes = op.astype(np.int8, copy=False)
     ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
-    bad = np.nonzero((codes != 0) & (codes != 1))[0]
     if bad.size:
         i = int(bad[0])
         raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")

@@ -57,3 +57,14 @@ def test_bad_request_is_named(column, value, message):
         run_compiled(cfg, stream["arrival"], np.array(stream["op"]), stream["addr"],
                      stream["nbytes"])
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("code", [2, -1, 256, 257])
+def test_bad_op_code_is_named(code):
+    # numeric op codes are 0 (R) and 1 (W); one that an int8 would wrap into them (256 -> 0,
+    # 257 -> 1) is refused too, not run as a read or a write
+    cfg = contract_config()
+    op = np.array([0, code], np.int64)
+    with pytest.raises(ValueError) as e:
+        run_compiled(cfg, [0, 0], op, [cfg.base_address] * 2, [32, 32])
+    assert str(e.value) == f"request 1: op must be R or W, not {code}"
