@@ -2,11 +2,11 @@
 
     python bench/bench_engine_controller.py [--requests N] [--profile NAME] [--repeat R]
 
-The two streams of ``make bench`` (bench/bench_model.py: ``read``, 32 B sector reads, 8 per
+The streams of ``make bench`` (bench/bench_model.py: ``read``, 32 B sector reads, 8 per
 page over distinct pages, one arrival per tick, so the media saturate and admission backs
 up; ``mixed``, 50/50 sector reads and whole-page writes of 128 x 32 B stores) on the one
 timing contract, at the default configuration (or ``--profile``, e.g. ``ocp-grade3``,
-``make bench``'s). Each stream runs through:
+bench_model.py's). Each stream runs through:
 
 * the golden model (:class:`hbfsim.model.system.HbfSystem`, stepped by the reference loop
   of the one contract; ``run()`` timed, as bench_model.py times it);
@@ -14,6 +14,10 @@ timing contract, at the default configuration (or ``--profile``, e.g. ``ocp-grad
   in, the submission and mapping in C++, the run, every per-request array out);
 * the bare-Python baseline of bench_model.py: one page-keyed dict update per request, the
   least any per-request model must do.
+
+A third stream, ``shuffled``, is ``read`` with its pages in a random order: the same work
+per request, without the regular addresses that the CPU's branch predictor follows (the
+compiled engine's best case is ``read``; docs/engine.md, ninth round).
 
 Last, the fixed cost of one ``run_compiled`` call (the configuration read, the system built,
 the outputs allocated, the check that the build is current): a one-request stream, best
@@ -36,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine_components import machine  # noqa: E402
-from bench_model import baseline, mixed_stream, read_stream  # noqa: E402
+from bench_model import baseline, mixed_stream, read_stream, shuffled_stream  # noqa: E402
 
 from hbfsim.config import load_config  # noqa: E402
 from hbfsim.engine import compiled_available, engine_status, run_compiled  # noqa: E402
@@ -90,10 +94,11 @@ def main(argv=None):
           f"({cfg.host_ports} shape, {cfg.channels} channels), the one timing contract, "
           f"{a.requests:,} requests per stream")
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start")
-    print(f"{'stream':<7} {'golden req/s':>13} {'compiled req/s':>15} {'baseline req/s':>15} "
+    print(f"{'stream':<8} {'golden req/s':>13} {'compiled req/s':>15} {'baseline req/s':>15} "
           f"{'compiled/golden':>16} {'compiled/baseline':>18}")
     read_per_request = None
-    for name, build in (("read", read_stream), ("mixed", mixed_stream)):
+    for name, build in (("read", read_stream), ("mixed", mixed_stream),
+                        ("shuffled", shuffled_stream)):
         reqs = build(cfg, a.requests)
         arrival = np.array([r.arrival for r in reqs], np.int64)
         op = np.array([1 if r.op == "W" else 0 for r in reqs], np.int8)
@@ -114,7 +119,7 @@ def main(argv=None):
         n = a.requests
         if name == "read":
             read_per_request = c_host / n
-        print(f"{name:<7} {n / g_host:>13,.0f} {n / c_host:>15,.0f} {n / b_host:>15,.0f} "
+        print(f"{name:<8} {n / g_host:>13,.0f} {n / c_host:>15,.0f} {n / b_host:>15,.0f} "
               f"{g_host / c_host:>15.1f}x {b_host / c_host:>17.3f}x")
     if a.calls > 0:
         best, median = call_cost(cfg, a.calls)

@@ -36,6 +36,19 @@ def read_stream(cfg, n):
             for i in range(n)]
 
 
+def shuffled_stream(cfg, n, seed=1):
+    """read_stream with its pages in a random order (seeded): the same eight sector reads per
+    page, one arrival per tick, but which channel and subarray a page falls on is no longer
+    regular (docs/engine.md, ninth round: the compiled engine's branches follow the regular
+    stream, not this one)."""
+    import random
+    B = cfg.base_address
+    pages = list(range((n + 7) // 8))
+    random.Random(seed).shuffle(pages)
+    return [Request(i, "R", B + pages[i // 8] * PAGE_BYTES + 32 * (i % 8), 32, i % 8, i)
+            for i in range(n)]
+
+
 def mixed_stream(cfg, n):
     B = cfg.base_address
     out = []
