@@ -157,13 +157,7 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
         Entry& e = *ep;
         e.waiters.push_back(port.m);
         bool was_full = e.cov_count == PAGE_BYTES;
-        int64_t added = 0;
-        for (int64_t b = m.off; b < m.off + m.nbytes; ++b) {
-            if (!e.cov[b]) {
-                e.cov[b] = true;
-                ++added;
-            }
-        }
+        int64_t added = e.cov.cover(m.off, m.nbytes);
         e.cov_count += added;
         st.coverage_new_bytes += added;
         if (e.cov_count == PAGE_BYTES && !was_full) {
@@ -231,7 +225,7 @@ void StackController::new_write_entry(Entry& e, const Req& m, int64_t t) {
     e.local = m.local;
     e.state = OPEN;
     e.waiters.clear();
-    e.cov.reset();
+    e.cov.clear();
     e.cov_count = 0;
     e.alloc = t;
     e.deadline = t + cfg.write_deadline;

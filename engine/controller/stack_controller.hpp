@@ -8,7 +8,8 @@
 // timers). engine/system.cpp steps them in §16's order.
 #pragma once
 
-#include <bitset>
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -111,9 +112,32 @@ private:
     std::vector<int64_t> more_;
 };
 
+// A write-buffer entry's coverage (model/controller/request.py Entry.cov): one bit per byte
+// of the page (512 bytes), set by the merged writes; `cover` sets a byte range a 64-bit word
+// at a time and returns how many of its bytes were new.
+class Coverage {
+public:
+    void clear() { w_.fill(0); }
+    int64_t cover(int64_t off, int64_t n) {
+        int64_t added = 0;
+        for (int64_t b = off, end = off + n; b < end;) {
+            int64_t k = b >> 6, lo = b & 63, hi = std::min<int64_t>(64, lo + (end - b));
+            uint64_t mask = (hi - lo == 64 ? ~uint64_t{0} : ((uint64_t{1} << (hi - lo)) - 1))
+                            << lo;
+            added += __builtin_popcountll(mask & ~w_[k]);
+            w_[k] |= mask;
+            b += hi - lo;
+        }
+        return added;
+    }
+
+private:
+    std::array<uint64_t, PAGE_BYTES / 64> w_{};
+};
+
 // One MSHR (kind 0) or write-buffer (kind 1) entry (model/controller/request.py Entry).
-// The write coverage (512 bytes, written by writes only) comes last, so that the fields
-// every entry reads lie together in its first cache lines.
+// The write coverage (written by writes only) comes last, so that the fields every entry
+// reads lie together in its first cache lines.
 struct Entry {
     int kind = 0, idx = 0;
     EntryState state = FREE;
@@ -126,7 +150,7 @@ struct Entry {
     bool pressure = false, cache = false;
     int64_t w_merge = -1, te = -1;              // DP3, DP5 (write buffer)
     int64_t open_seq = 0;                       // wb_open's insertion order
-    std::bitset<4096> cov;                      // write coverage
+    Coverage cov;                               // write coverage
 };
 
 // A queue of at most N entries (Q and E hold two, §4.1, §8): a ring in the port itself, no
