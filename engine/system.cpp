@@ -129,7 +129,10 @@ void System::responded(int64_t r, int64_t tk) {
     if (tk > last_completion) last_completion = tk;
     if (reqs[r].error) ++errors;
     if (user_cb) user_cb(r, tk);
-    if (progress_every > 0 && n_done % progress_every == 0) progress(n_done);
+    if (progress_every > 0 && ++since_progress_ == progress_every) {   // no division
+        since_progress_ = 0;
+        progress(n_done);
+    }
     if (rows) {
         rows->write(reqs[r]);
         reqs.release(r);                   // nothing reads an answered request again

@@ -254,7 +254,7 @@ public:
     // called with the count of responses after every `progress_every`-th response (0: never):
     // the caller's progress bar; it observes the run and changes no event
     std::function<void(int64_t)> progress;
-    int64_t progress_every = 0;
+    int64_t progress_every = 0;     // set before the run
     // The outputs: with `rows` set, every answered request's record is written into its
     // row as it is answered; else it is copied, in response order, into `answered` and
     // handed to `sink` each time that holds sink_every of them (and by the caller at the
@@ -293,6 +293,7 @@ private:
     int64_t next_tick(int64_t t);
 
     std::vector<StackController*> stack_ptrs_;   // stacks[i].get(), for the run loop
+    int64_t since_progress_ = 0;                 // responses since the last progress call
     ArrivalQueue ingress_;
     Fifo<int64_t> route_;
     std::vector<ArrivalQueue> port_in_;
