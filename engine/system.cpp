@@ -254,11 +254,10 @@ bool System::egress(int64_t tk) {
         responded(stacks[0]->handshake(tk, 0), tk);
         return true;
     }
-    for (size_t k = 0; k < n; ++k) {
-        size_t i = (rr + k) % n;
-        if (!stacks[i]->inp[0].egress.empty()) {
+    for (size_t k = 0, i = static_cast<size_t>(rr); k < n; ++k, i = i + 1 == n ? 0 : i + 1) {
+        if (!stacks[i]->inp[0].egress.empty()) {       // from rr on, wrapping (no division)
             responded(stacks[i]->handshake(tk, 0), tk);
-            rr = static_cast<int64_t>((i + 1) % n);
+            rr = static_cast<int64_t>(i + 1 == n ? 0 : i + 1);
             return true;
         }
     }

@@ -45,7 +45,7 @@ bool StackController::dispatch_work(int64_t t, bool /*drain*/) {
                 if (free.size() < n_free) last = p;
             }
         }
-        if (last >= 0) (read ? ap_r : ap_w) = (last + 1) % P;
+        if (last >= 0) (read ? ap_r : ap_w) = last + 1 == P ? 0 : last + 1;
     }
     return changed;
 }
