@@ -134,9 +134,9 @@ private:
 // into its row `seq` (its submission number) as it is answered, and `seq` into the response
 // order (`write`); its mapping columns (stack, channel, subarray: functions of the address
 // and op alone) are filled after the run in one pass over the addresses (`map_later`,
-// `fill_mapping`), not copied from each answered record: make bench's read stream ran
-// 3-4 % faster so (docs/engine.md, ninth round). Not model: the golden model keeps its
-// Request objects; the rows hold the same fields.
+// `fill_mapping`), not copied from each answered record: make bench's streams ran 1-4 %
+// faster so (docs/engine.md, ninth round). Not model: the golden model keeps its Request
+// objects; the rows hold the same fields.
 struct RequestRows {
     int64_t *t_accept = nullptr, *t_map = nullptr, *t_done = nullptr, *depth = nullptr,
             *tq = nullptr, *ti = nullptr, *tc = nullptr, *edepth = nullptr, *stack = nullptr,

@@ -8,8 +8,8 @@ controller's contract: the NAND media (:func:`compiled_media`, the mirror of
 stack controller of the one timing contract with the system loop, run on an open-loop
 request stream (:func:`run_compiled`, the mirror of :class:`hbfsim.model.system.HbfSystem`
 stepped by :func:`hbfsim.model.loop.run_cycles`) or closed loop
-(:func:`run_compiled_closed_loop`). The extension is optional: :func:`engine_status` says in one line whether it is built and how
-to build it.
+(:func:`run_compiled_closed_loop`). The extension is optional: :func:`engine_status` says in
+one line whether it is built and how to build it.
 """
 
 from __future__ import annotations
