@@ -21,6 +21,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import random
 import sys
 import time
 
@@ -41,7 +42,6 @@ def shuffled_stream(cfg, n, seed=1):
     page, one arrival per tick, but which channel and subarray a page falls on is no longer
     regular (docs/engine.md, ninth round: the compiled engine's branches follow the regular
     stream, not this one)."""
-    import random
     B = cfg.base_address
     pages = list(range((n + 7) // 8))
     random.Random(seed).shuffle(pages)
