@@ -88,37 +88,45 @@ void System::submit_stream(const StreamColumns& columns, const int64_t* arrival,
 
 // The system accepts submitted request `seq` in cycle t: its record is written, in a free
 // slot, from what the submission gave and its mapping; the slot's index. Inline in the
-// ingress (once per request).
+// ingress (once per request). Two kinds of field are left unwritten, as nothing reads them:
+// a whole run's stream keeps each request's id, address, arrival and source in its own
+// columns (the run's rows are the outputs alone: WholeOutputs(n, false)); and the fields
+// that a stage writes before the response (t_map at dispatch, tq, ti, tc, entry_depth and
+// the error at K, t_done at the handshake, depth at the accept) keep what the slot held.
 [[gnu::always_inline]] inline int64_t System::take(int64_t seq, int64_t arrival, int64_t t) {
-    Pending p;
+    int64_t i = reqs.acquire();
+    Req& r = reqs[i];
+    int64_t addr;
+    int8_t op;
     if (stream) {
-        p = Pending{stream->id[seq], stream->addr[seq], static_cast<int32_t>(stream->nbytes[seq]),
-                    stream->source ? static_cast<int32_t>(stream->source[seq]) : 0,
-                    stream->op[seq]};
+        addr = stream->addr[seq];
+        op = stream->op[seq];
+        r.nbytes = static_cast<int16_t>(stream->nbytes[seq]);
     } else {
-        p = pending[seq];
+        const Pending& p = pending[seq];
+        addr = p.addr;
+        op = p.op;
+        r.nbytes = static_cast<int16_t>(p.nbytes);
+        r.id = p.id;
+        r.addr = p.addr;
+        r.arrival = arrival;
+        r.source = p.source;
         pending.retire(seq);               // nothing reads it again
     }
-    int64_t rel = p.addr - cfg.base_address;
+    int64_t rel = addr - cfg.base_address;
     int64_t page = floordiv(rel, PAGE_BYTES);
     auto [stack, q] = mapper.stack_of(page);
-    auto [ch, local, sub] = mapper.channel_of(q, p.op == OP_W);
-    int64_t i = reqs.acquire();
-    Req& r = *new (&reqs[i]) Req;          // the initialised members get their defaults
+    auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
     r.seq = seq;
-    r.id = p.id;
-    r.op = p.op;
-    r.addr = p.addr;
-    r.nbytes = static_cast<int16_t>(p.nbytes);
-    r.arrival = arrival;
+    r.op = op;
     r.off = static_cast<int16_t>(floormod(rel, PAGE_BYTES));
-    r.source = p.source;
     r.stack = static_cast<int32_t>(stack);
     r.q = q;
     r.ch = static_cast<int32_t>(ch);
     r.local = local;
     r.sub = static_cast<int32_t>(sub);
     r.t_accept = t;
+    r.mshr_hit = r.buffer_hit = r.cache_hit = r.error = false;   // set only when true
     return i;
 }
 

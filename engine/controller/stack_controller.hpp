@@ -65,8 +65,9 @@ struct ControllerConfig {
 };
 
 // One request and what happened to it (model/controller/request.py Request): the per-request
-// outputs. Written when the system accepts the request, in a slot of the ReqTable; `seq` is
-// its number in submission order (the outputs' row). Two cache lines, aligned: K prefetches
+// outputs. Written when the system accepts the request, in a slot of the ReqTable, and by
+// the stages it passes (System::take says which fields wait for them); `seq` is its number
+// in submission order (the outputs' row). Two cache lines, aligned: K prefetches
 // both (response.cpp); sizes and offsets are at most a page (checked at submission).
 struct alignas(64) Req {
     int64_t seq, id, arrival, addr, q, local;
