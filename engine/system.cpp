@@ -25,46 +25,64 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     }
 }
 
-// submit()'s checks and queueing, inline in submit() and in submit_stream's loop
-[[gnu::always_inline]] inline void System::queue_request(int64_t id, int8_t op, int64_t addr,
-                                                         int64_t nbytes, int64_t arrival,
-                                                         int64_t port, int64_t source) {
-    auto who = [id]() { return "request " + std::to_string(id) + ": "; };   // errors only
+namespace {
+// submit()'s checks of one request: its op, its address inside the HBF range (rel, from the
+// base address, below `capacity`), its size inside its page and its arrival not before
+// `last`; std::invalid_argument names it by the id that `id_of()` gives (read on an error).
+template <class IdOf>
+[[gnu::always_inline]] inline void check_request(IdOf id_of, int8_t op, int64_t addr,
+                                                 int64_t rel, int64_t capacity, int64_t nbytes,
+                                                 int64_t arrival, int64_t last) {
+    auto who = [&id_of]() { return "request " + std::to_string(id_of()) + ": "; };
     if (op != OP_R && op != OP_W) throw std::invalid_argument(who() + "op must be R or W");
-    int64_t rel = addr - cfg.base_address;
-    int64_t page = floordiv(rel, PAGE_BYTES), off = floormod(rel, PAGE_BYTES);
-    if (!(0 <= rel && rel < cfg.capacity_bytes))
+    int64_t off = floormod(rel, PAGE_BYTES);
+    if (!(0 <= rel && rel < capacity))
         throw std::invalid_argument(who() + "address " + std::to_string(addr)
                                     + " is outside the HBF range");
     if (!(1 <= nbytes && nbytes <= PAGE_BYTES - off))
         throw std::invalid_argument(who() + "size " + std::to_string(nbytes)
                                     + " is not 1.." + std::to_string(PAGE_BYTES - off)
                                     + " bytes inside its page");
-    if (arrival < last_arrival)
+    if (arrival < last)
         throw std::invalid_argument(who() + "arrival tick " + std::to_string(arrival)
                                     + " is earlier than the previous request's "
-                                    + std::to_string(last_arrival));
+                                    + std::to_string(last));
+}
+}  // namespace
+
+// submit()'s body: the checks, then the request queued at its port (its submission number
+// and arrival); a stream's rows are queued by submit_stream instead.
+void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
+                    int64_t port, int64_t source) {
+    int64_t rel = addr - cfg.base_address;
+    check_request([id]() { return id; }, op, addr, rel, cfg.capacity_bytes, nbytes, arrival,
+                  last_arrival);
     if (inputs_done) throw std::invalid_argument("submit() after close_input()");
-    auto [stack, q] = mapper.stack_of(page);
+    auto [stack, q] = mapper.stack_of(floordiv(rel, PAGE_BYTES));
     auto [ch, local, sub] = mapper.channel_of(q, op == OP_W);
     if (cfg.channel_ports) {
         int64_t k = stack * cfg.channels + ch;
         if (port >= 0 && port != k)
-            throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
-                                        + ", but its page maps to port " + std::to_string(k)
-                                        + " (stack " + std::to_string(stack) + ", channel "
-                                        + std::to_string(ch) + ")");
+            throw std::invalid_argument("request " + std::to_string(id) + ": presented on port "
+                                        + std::to_string(port) + ", but its page maps to port "
+                                        + std::to_string(k) + " (stack " + std::to_string(stack)
+                                        + ", channel " + std::to_string(ch) + ")");
     } else if (port > 0) {
-        throw std::invalid_argument(who() + "presented on port " + std::to_string(port)
-                                    + " of a system with one request port");
+        throw std::invalid_argument("request " + std::to_string(id) + ": presented on port "
+                                    + std::to_string(port) + " of a system with one request port");
     }
     last_arrival = arrival;
     if (first_arrival < 0) first_arrival = arrival;
+    pending.push_back(Pending{id, addr, static_cast<int32_t>(nbytes),
+                              static_cast<int32_t>(source), op});
+    enqueue_submitted(stack, ch, arrival, submitted++);
+}
+
+// A submitted request into its system request port's queue (the channel shape: port
+// stack * C + ch) or the one ingress queue.
+[[gnu::always_inline]] inline void System::enqueue_submitted(int64_t stack, int64_t ch,
+                                                             int64_t arrival, int64_t seq) {
     ++stacks[stack]->ch_requests[ch];
-    int64_t seq = submitted++;
-    if (!stream)
-        pending.push_back(Pending{id, addr, static_cast<int32_t>(nbytes),
-                                  static_cast<int32_t>(source), op});
     if (cfg.channel_ports) {
         port_in_[stack * cfg.channels + ch].push_back(arrival, seq);
         port_in_set_[stack] |= bit(ch);
@@ -74,16 +92,33 @@ System::System(const SystemConfig& scfg, const ControllerConfig& ccfg, const Med
     }
 }
 
-void System::submit(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
-                    int64_t port, int64_t source) {
-    queue_request(id, op, addr, nbytes, arrival, port, source);
-}
-
+// Every row of a stream, as submit() one by one would take them, in two passes: the checks
+// of all rows first (the first refused row is named as submit() names it, and nothing is
+// queued then), then the queueing, which has nothing left to refuse (a stream names no
+// port). Each pass holds fewer values than one loop doing both would, so fewer of them
+// leave the registers (docs/engine.md, tenth round).
 void System::submit_stream(const StreamColumns& columns, const int64_t* arrival, int64_t n) {
+    const int64_t base = cfg.base_address, capacity = cfg.capacity_bytes;
+    int64_t last = last_arrival;
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t addr = columns.addr[i];
+        check_request([&columns, i]() { return columns.id[i]; }, columns.op[i], addr,
+                      addr - base, capacity, columns.nbytes[i], arrival[i], last);
+        last = arrival[i];
+    }
+    if (n > 0 && inputs_done) throw std::invalid_argument("submit() after close_input()");
     stream = &columns;
-    for (int64_t i = 0; i < n; ++i)
-        queue_request(columns.id[i], columns.op[i], columns.addr[i], columns.nbytes[i],
-                      arrival[i], -1, columns.source ? columns.source[i] : 0);
+    const int64_t seq0 = submitted;
+    for (int64_t i = 0; i < n; ++i) {
+        auto [stack, q] = mapper.stack_of(floordiv(columns.addr[i] - base, PAGE_BYTES));
+        auto [ch, local, sub] = mapper.channel_of(q, columns.op[i] == OP_W);
+        enqueue_submitted(stack, ch, arrival[i], seq0 + i);
+    }
+    submitted = seq0 + n;
+    if (n > 0) {
+        if (first_arrival < 0) first_arrival = arrival[0];
+        last_arrival = last;
+    }
 }
 
 // The system accepts submitted request `seq` in cycle t: its record is written, in a free

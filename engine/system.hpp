@@ -281,9 +281,8 @@ public:
     bool inputs_done = false;
 
 private:
-    // submit()'s body, inline in it and in submit_stream's loop (once per request)
-    void queue_request(int64_t id, int8_t op, int64_t addr, int64_t nbytes, int64_t arrival,
-                       int64_t port, int64_t source);
+    // a submitted request into its port's queue (submit, submit_stream's loop)
+    void enqueue_submitted(int64_t stack, int64_t ch, int64_t arrival, int64_t seq);
     int64_t take(int64_t seq, int64_t arrival, int64_t t);
     void responded(int64_t r, int64_t t);
     bool ingress(int64_t t);
