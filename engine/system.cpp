@@ -224,8 +224,9 @@ int64_t System::run(int64_t until) {
         // 4. accepts from start-of-cycle occupancy, then queue heads into M
         busy |= ingress(t);
         for (auto* sp = s0; sp != s1; ++sp) busy |= (*sp)->advance(t);
-        if (inputs_done && drain_at < 0 && ingress_.empty() && route_.empty()
-                && port_in_count_ == 0) {
+        // (the cheapest test that fails while requests wait comes first)
+        if (port_in_count_ == 0 && ingress_.empty() && inputs_done && drain_at < 0
+                && route_.empty()) {
             bool holds = false;
             for (auto* sp = s0; sp != s1; ++sp) holds = holds || (*sp)->holds_requests();
             if (!holds) drain_at = t + 1;

@@ -277,7 +277,7 @@ public:
     }
     // ---- response.cpp (DP7, §8)
     bool respond_stages(int64_t t) {               // entries entering RETURN, live ports
-        if (ret_r.empty() && ret_w.empty() && resp_live_set == 0) {
+        if (resp_live_set == 0 && ret_r.empty() && ret_w.empty()) {
             credit_wait = -1;
             return false;
         }
