@@ -58,14 +58,13 @@ StackController::StackController(const ControllerConfig& c, const MediaConfig& m
 
 StackController::~StackController() = default;
 
-// Admission releases and frees of this cycle; a freed entry joins its pool's free list at
-// the tail (DP4), allocatable from the next cycle, in the order the ports launched.
+// The frees of this cycle (its admission releases are end_cycle's, inline: one in most
+// cycles of a saturated stream, where a call for them cost more than the work); a freed
+// entry joins its pool's free list at the tail (DP4), allocatable from the next cycle, in
+// the order the ports launched.
 void StackController::end_cycle_work(int64_t t) {
     // delayed effects that have landed: next_timer drops them too (the heap stays small)
     while (!wake.empty() && wake.top() <= t) wake.pop();
-    if (!released && free_r.empty() && free_w.empty()) return;
-    inflight -= released;
-    released = 0;
     for (int idx : free_r) {
         mshr[idx].state = FREE;
         mshr[idx].waiters.clear();

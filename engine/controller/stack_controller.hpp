@@ -285,8 +285,10 @@ public:
     std::vector<int64_t> egress_heads() const;
     int64_t handshake(int64_t t, int64_t port);
     // ---- stack_controller.cpp (DP4 end of cycle, C3 timers)
-    void end_cycle(int64_t t) {                    // frees, releases, landed wake ticks
-        if (released || !free_r.empty() || !free_w.empty() || (!wake.empty() && wake.top() <= t))
+    void end_cycle(int64_t t) {                    // releases; frees, landed wake ticks
+        inflight -= released;                      // the handshakes' admission slots (DP4)
+        released = 0;
+        if (!free_r.empty() || !free_w.empty() || (!wake.empty() && wake.top() <= t))
             end_cycle_work(t);
     }
     int64_t next_timer(int64_t t);                 // -1: none
