@@ -67,6 +67,7 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
                 if (oe.cause == NO_CAUSE && oe.alloc <= t - W_DELAY
                         && std::find(raw_.begin(), raw_.end(), oe.idx) == raw_.end()) {
                     raw_.push_back(oe.idx);
+                    ++dp5_items_;
                     ++st.raw_events;
                     return true;
                 }
@@ -163,6 +164,7 @@ bool StackController::dispatch_one(Port& port, int64_t t) {
         if (e.cov_count == PAGE_BYTES && !was_full) {
             e.full_at = t + W_DELAY;                       // DP5 full: merges up to t - 2
             full_pending.push_back(e.idx);
+            ++dp5_items_;
         }
     }
     port.m = -1;
@@ -196,7 +198,10 @@ bool StackController::pressure(int64_t t, int64_t pool) {
     if (o.alloc > t - W_DELAY) return false;               // still in W
     o.pressure = true;
     pressure_live[pool] = 1;
-    if (o.cause == NO_CAUSE) pressure_now.push_back(o.idx);   // decided in wb_triggers of t
+    if (o.cause == NO_CAUSE) {
+        pressure_now.push_back(o.idx);                     // decided in wb_triggers of t
+        ++dp5_items_;
+    }
     return true;
 }
 

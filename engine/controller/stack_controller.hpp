@@ -246,8 +246,7 @@ public:
     }
     // ---- write_buffer.cpp (DP5)
     bool wb_triggers(int64_t t, bool drain) {      // decisions to apply or to take
-        if (decided_.empty() && full_pending.empty() && raw_.empty() && pressure_now.empty()
-                && (wb_deadlines.empty() || std::get<0>(wb_deadlines.top()) > t)
+        if (dp5_items_ == 0 && (wb_deadlines.empty() || std::get<0>(wb_deadlines.top()) > t)
                 && !(drain && !wb_open.empty()))
             return false;
         return wb_triggers_work(t, drain);
@@ -335,6 +334,9 @@ public:
     std::vector<int> pressure_now;                       // this cycle's victims (one per pool)
     std::vector<char> pressure_live;                     // per pool: a victim pending
     std::vector<int> raw_, decided_;                     // DP5
+    // the items of decided_, full_pending, raw_ and pressure_now: wb_triggers' idle test
+    // reads this one word, not the four lists' ends (docs/engine.md, tenth round)
+    int64_t dp5_items_ = 0;
     // DP2, DP2a, DP3
     std::vector<Fifo<int>> offer_q;
     std::vector<int> offer_r, offer_wb;

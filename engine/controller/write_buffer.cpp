@@ -19,8 +19,10 @@ bool StackController::wb_triggers_work(int64_t t, bool drain) {
     }
     bool dl_due = !wb_deadlines.empty() && std::get<0>(wb_deadlines.top()) <= t;
     if (full_pending.empty() && raw_.empty() && pressure_now.empty() && !dl_due
-            && !(drain && !wb_open.empty()))
+            && !(drain && !wb_open.empty())) {
+        dp5_items_ = 0;
         return changed;
+    }
     // §4.4's priority: full, raw, pressure, deadline, drain (the first cause found wins)
     // the decisions of t in the order found (the model's insertion-ordered dict); an entry
     // keeps the first cause found for it
@@ -69,6 +71,7 @@ bool StackController::wb_triggers_work(int64_t t, bool drain) {
         decided_.push_back(order[i]);
         changed = true;
     }
+    dp5_items_ = static_cast<int64_t>(decided_.size() + full_pending.size());
     return changed;
 }
 
