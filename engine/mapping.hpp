@@ -9,6 +9,8 @@
 namespace hbf {
 
 constexpr int64_t PAGE_BYTES = 4096;
+// Request ops (a write maps to its own channels under a partition-* scheduler).
+constexpr int8_t OP_R = 0, OP_W = 1;
 
 // Python's floor division and modulo (the model's integer arithmetic), for any signs. A
 // positive power-of-two divisor (channels, subarrays, partitions, page bytes as usually
@@ -49,14 +51,42 @@ public:
     // (channel, local page, subarray) of page q of a stack; the interleave over a power of two
     // of channels and subarrays (every shipped configuration) is a mask and a shift
     std::tuple<int64_t, int64_t, int64_t> channel_of(int64_t q, bool write) const {
-        if (pow2_interleave_) {
-            int64_t local = q >> ch_shift_;
-            return {q & ch_mask_, local, local & sub_mask_};
-        }
+        if (pow2_interleave_) return interleave(q, ch_shift_, ch_mask_, sub_mask_);
         return channel_of_any(q, write);
+    }
+    // Rows 0 .. n-1 of a stream mapped in order, each handed to
+    // each(i, stack, q, channel, local, subarray). Equal to page(), stack_of() and
+    // channel_of() row by row; the masks and shifts are read once into locals, so a loop
+    // whose body stores 64-bit values (which could alias this mapper's fields) does not read
+    // them again per row (docs/engine.md, eleventh round).
+    template <class Each>
+    void map_rows(const int64_t* addr, const int8_t* op, int64_t n, Each&& each) const {
+        if (!(pow2_interleave_ && cfg_.stacks == 1)) {
+            for (int64_t i = 0; i < n; ++i) {
+                auto [stack, q] = stack_of(page(addr[i]));
+                auto [ch, local, sub] = channel_of(q, op[i] == OP_W);
+                each(i, stack, q, ch, local, sub);
+            }
+            return;
+        }
+        const int64_t base = cfg_.base_address, shift = ch_shift_, mask = ch_mask_,
+                      sub_mask = sub_mask_;
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t q = floordiv(addr[i] - base, PAGE_BYTES);
+            auto [ch, local, sub] = interleave(q, shift, mask, sub_mask);
+            each(i, int64_t{0}, q, ch, local, sub);
+        }
     }
 
 private:
+    // the interleave over 2**shift channels and a power of two of subarrays: (channel,
+    // local page, subarray) as a mask and a shift (floormod and floordiv by a power of two,
+    // exact for any sign)
+    static std::tuple<int64_t, int64_t, int64_t> interleave(int64_t q, int64_t shift,
+                                                            int64_t mask, int64_t sub_mask) {
+        int64_t local = q >> shift;
+        return {q & mask, local, local & sub_mask};
+    }
     std::pair<int64_t, int64_t> stack_of_any(int64_t page) const;
     std::tuple<int64_t, int64_t, int64_t> channel_of_any(int64_t q, bool write) const;
 

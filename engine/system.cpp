@@ -109,11 +109,11 @@ void System::submit_stream(const StreamColumns& columns, const int64_t* arrival,
     if (n > 0 && inputs_done) throw std::invalid_argument("submit() after close_input()");
     stream = &columns;
     const int64_t seq0 = submitted;
-    for (int64_t i = 0; i < n; ++i) {
-        auto [stack, q] = mapper.stack_of(floordiv(columns.addr[i] - base, PAGE_BYTES));
-        auto [ch, local, sub] = mapper.channel_of(q, columns.op[i] == OP_W);
-        enqueue_submitted(stack, ch, arrival[i], seq0 + i);
-    }
+    mapper.map_rows(columns.addr, columns.op, n,
+                    [this, arrival, seq0](int64_t i, int64_t stack, int64_t, int64_t ch,
+                                          int64_t, int64_t) {
+                        enqueue_submitted(stack, ch, arrival[i], seq0 + i);
+                    });
     submitted = seq0 + n;
     if (n > 0) {
         if (first_arrival < 0) first_arrival = arrival[0];

@@ -174,13 +174,13 @@ struct RequestRows {
     }
     // rows 0 .. n-1's mapping columns from their addresses and ops (take()'s mapping)
     void fill_mapping(const Mapper& mapper, const int64_t* addr, const int8_t* op, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-            auto [st, q] = mapper.stack_of(mapper.page(addr[i]));
-            auto [c, local, sb] = mapper.channel_of(q, op[i] == OP_W);
-            if (stack) stack[i] = st;
-            if (ch) ch[i] = c;
-            if (sub) sub[i] = sb;
-        }
+        int64_t *const st = stack, *const c = ch, *const sb = sub;
+        mapper.map_rows(addr, op, n, [st, c, sb](int64_t i, int64_t s, int64_t, int64_t k,
+                                                  int64_t, int64_t u) {
+            if (st) st[i] = s;
+            if (c) c[i] = k;
+            if (sb) sb[i] = u;
+        });
     }
 
 private:

@@ -36,8 +36,6 @@ enum EntryState : int8_t { FREE, WAIT, QUEUED, ISSUED, RETURN, OPEN, FLUSH };
 // Flush causes in §4.4's priority order (model/controller/request.py CAUSES); -1 = no decision.
 enum Cause : int8_t { NO_CAUSE = -1, CAUSE_FULL, CAUSE_RAW, CAUSE_PRESSURE, CAUSE_DEADLINE,
                       CAUSE_DRAIN, N_CAUSES };
-// Request ops.
-constexpr int8_t OP_R = 0, OP_W = 1;
 // Cycles from M's decision to the cycle every rule but M sees it (DP1).
 constexpr int64_t W_DELAY = 2;
 // Entries of a port's ingress queue Q and egress queue E (§4.1, §8).
