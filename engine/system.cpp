@@ -315,18 +315,17 @@ bool System::ingress_ports(int64_t tk) {
     int64_t C = cfg.channels;
     bool changed = false;
     for (auto& s : stacks) {
+        // the admission slots free at the start of the cycle (before the first accept):
+        // while they admit no port, no head is looked at (an admission-bound stream's
+        // every other cycle)
+        int64_t free = s->cfg.admission - s->inflight;
+        if (s->admits_none(free)) continue;
         int64_t base = s->stack * C;
-        int64_t free = -1;
-        bool have_free = false;
         uint64_t& held = port_in_set_[s->stack];
         for (uint64_t ps = held; ps; ps &= ps - 1) {   // the ports holding a request
             int64_t p = lowest(ps);
             auto& q = port_in_[base + p];
             if (q.front_arrival() > tk) continue;
-            if (!have_free) {
-                free = s->cfg.admission - s->inflight;   // before the first accept
-                have_free = true;
-            }
             if (s->ready_port(p, tk, free)) {
                 int64_t r = take(q.front(), q.front_arrival(), tk);
                 q.pop_front();

@@ -22,6 +22,14 @@ bool StackController::ready_port(int64_t p, int64_t t, int64_t free) const {
     return floormod(p - t, P) < free;
 }
 
+// No port is ready by its admission term in a cycle that starts with `free` slots free
+// (ready_port's two rules): none free, or fewer than P while admission >= P. The system's
+// ingress then looks at none of the stack's port heads.
+bool StackController::admits_none(int64_t free) const {
+    if (free <= 0) return true;
+    return cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK) && free < P;
+}
+
 // After cycle t: the first cycle in which port p is ready by its admission term, if Q has
 // room and a slot is free; -1 otherwise (an accept or a handshake, a busy cycle, comes first).
 int64_t StackController::rank_tick(int64_t t, int64_t p) const {
