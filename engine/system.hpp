@@ -169,8 +169,9 @@ struct RequestRows {
         else if (inputs == SOME) put_inputs<true>(i, r);
     }
     void write(const Req& r) {
-        put(r.seq, r);
-        *order++ = r.seq;
+        const int64_t i = r.seq;
+        *order++ = i;               // first: after a bool column's store r.seq is read again
+        put(i, r);
     }
     // rows 0 .. n-1's mapping columns from their addresses and ops (take()'s mapping)
     void fill_mapping(const Mapper& mapper, const int64_t* addr, const int8_t* op, int64_t n) {
@@ -188,8 +189,11 @@ private:
     static void set(T* col, int64_t i, V v) {
         if (!Test || col) col[i] = v;
     }
+    // The flags are read before any store: a bool column's store may alias any object, so
+    // a field read after one is read again (docs/engine.md, eleventh round).
     template <bool Test>
     void put_outputs(int64_t i, const Req& r) const {
+        const bool m = r.mshr_hit, b = r.buffer_hit, c = r.cache_hit, e = r.error;
         set<Test>(t_accept, i, r.t_accept);
         set<Test>(t_map, i, r.t_map);
         set<Test>(t_done, i, r.t_done);
@@ -203,10 +207,10 @@ private:
             set<Test>(ch, i, r.ch);
             set<Test>(sub, i, r.sub);
         }
-        set<Test>(mshr_hit, i, r.mshr_hit);
-        set<Test>(buffer_hit, i, r.buffer_hit);
-        set<Test>(cache_hit, i, r.cache_hit);
-        set<Test>(error, i, r.error);
+        set<Test>(mshr_hit, i, m);
+        set<Test>(buffer_hit, i, b);
+        set<Test>(cache_hit, i, c);
+        set<Test>(error, i, e);
     }
     template <bool Test>
     void put_inputs(int64_t i, const Req& r) const {
