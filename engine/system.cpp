@@ -165,22 +165,17 @@ void System::submit_stream(const StreamColumns& columns, const int64_t* arrival,
     return i;
 }
 
-// HbfSystem._responded: the response order and the latency bookkeeping; the record goes to
-// the outputs and its slot is free for the next accept.
-void System::responded(int64_t r, int64_t tk) {
-    ++n_done;
-    if (tk > last_completion) last_completion = tk;
-    if (reqs[r].error) ++errors;
+// responded()'s observers of an answered request: the callback, then the progress call.
+void System::observe(int64_t r, int64_t tk) {
     if (user_cb) user_cb(r, tk);
     if (progress_every > 0 && ++since_progress_ == progress_every) {   // no division
         since_progress_ = 0;
         progress(n_done);
     }
-    if (rows) {
-        rows->write(reqs[r]);
-        reqs.release(r);                   // nothing reads an answered request again
-        return;
-    }
+}
+
+// responded()'s record to the sink's batch (a run without rows).
+void System::to_sink(int64_t r) {
     answered.push_back(reqs[r]);
     reqs.release(r);
     if (static_cast<int64_t>(answered.size()) >= sink_every) flush();
@@ -196,6 +191,7 @@ void System::flush() {
 // the next tick at which something can (C3).
 int64_t System::run(int64_t until) {
     t_resume = -1;
+    observed_ = user_cb || progress_every > 0;
     // the stacks as plain pointers, held in locals: the loop's calls cannot change them
     StackController* const* const s0 = stack_ptrs_.data();
     StackController* const* const s1 = s0 + stack_ptrs_.size();
