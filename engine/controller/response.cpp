@@ -9,7 +9,7 @@ namespace hbf {
 
 namespace {
 // C1's pick from a port's RETURN heap: the lowest index (the mutant: the highest).
-int pop_ret(std::priority_queue<int, std::vector<int>, std::greater<int>>& heap) {
+int pop_ret(MinHeap<int>& heap) {
     if (mutant(CTRL_C1_HIGHEST)) {
         std::vector<int> all;
         while (!heap.empty()) { all.push_back(heap.top()); heap.pop(); }

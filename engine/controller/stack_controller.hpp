@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../fifo.hpp"
+#include "../min_heap.hpp"
 #include "../page_map.hpp"
 #include "../slot_table.hpp"
 
@@ -187,7 +188,7 @@ inline int64_t highest(uint64_t set) { return 63 - __builtin_clzll(set); }
 struct Port {
     Ring<std::pair<int64_t, int64_t>, INGRESS_DEPTH> qin;   // Q: (request, accept cycle)
     int64_t m = -1;                                // M: a request or -1
-    std::priority_queue<int, std::vector<int>, std::greater<int>> ret[2];
+    MinHeap<int> ret[2];
     int c1[2] = {-1, -1}, c2[2] = {-1, -1};
     int cur_e[2] = {-1, -1}, cur_i[2] = {0, 0};    // the drain cursor: (entry, next waiter)
     // R and K: (entry code, waiter index); entry codes as StackController::entry
@@ -325,9 +326,8 @@ public:
     int64_t open_seq = 0;
     std::unordered_map<int64_t, std::vector<int>> wb_page;   // page -> non-FREE, by age
     int64_t wb_used = 0;
-    std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
-                        std::vector<std::tuple<int64_t, int64_t, int64_t>>,
-                        std::greater<>> wb_deadlines;    // (tick, alloc, idx)
+    MinHeap<std::tuple<int64_t, int64_t, int64_t>, std::greater<>>
+        wb_deadlines;                                    // (tick, alloc, idx)
     std::vector<int> wb_flush;                           // entries in FLUSH, in order
     std::vector<int> full_pending;
     std::vector<int> pressure_now;                       // this cycle's victims (one per pool)
@@ -340,16 +340,13 @@ public:
     std::vector<Fifo<int>> offer_q;
     std::vector<int> offer_r, offer_wb;
     uint64_t busy_ch_set = 0;                            // channels with offers to make
-    std::priority_queue<std::tuple<int64_t, int64_t, int64_t>,
-                        std::vector<std::tuple<int64_t, int64_t, int64_t>>,
-                        std::greater<>> agg_timer;       // (ready_at, idx, alloc)
+    MinHeap<std::tuple<int64_t, int64_t, int64_t>, std::greater<>>
+        agg_timer;                                       // (ready_at, idx, alloc)
     std::vector<std::priority_queue<int, std::vector<int>, std::greater<int>>> agg_cand;
     // DP6
     struct Late { int64_t at; int idx; int64_t tc, flags; };
     Fifo<Late> late_;
-    std::priority_queue<std::pair<int64_t, int64_t>,
-                        std::vector<std::pair<int64_t, int64_t>>,
-                        std::greater<>> cache_due;       // (tick, idx)
+    MinHeap<std::pair<int64_t, int64_t>, std::greater<>> cache_due;   // (tick, idx)
     // §7 write drain, with DP1's visibility (reading 10)
     int64_t wb_alloc_t = -1, wb_alloc_k = 0;
     // channels, queues, subarrays (§6, §7)
@@ -364,7 +361,7 @@ public:
     int64_t drain_start = 0, drain_cooldown = 0;
     std::vector<Delivered> delivered;
     // responses (§8)
-    std::priority_queue<int, std::vector<int>, std::greater<int>> ret_r, ret_w;
+    MinHeap<int> ret_r, ret_w;
     uint64_t resp_live_set = 0;                          // ports with response work
     int64_t credit_wait = -1;
     DeficitCredit link;
@@ -376,7 +373,7 @@ public:
     std::vector<std::pair<int64_t, int>> cands_;
     std::vector<int> keep_;
     // C3
-    std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> wake;
+    MinHeap<int64_t> wake;
 
     // helpers
     Entry& entry(int code) { return code >= 0 ? mshr[code] : wb[~code]; }
