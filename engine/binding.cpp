@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <type_traits>
 #include <string>
 
@@ -416,17 +417,18 @@ void attach_progress(System& sys, const py::object& callback, int64_t every) {
     };
 }
 
-// The open-loop run (hbfsim/engine.py run_compiled).
-py::dict run_open_loop(const py::object& cfg, Col<int64_t> id, Col<int8_t> op,
+// The open-loop run (hbfsim/engine.py run_compiled); without ids a request is named by its
+// row.
+py::dict run_open_loop(const py::object& cfg, std::optional<Col<int64_t>> id, Col<int8_t> op,
                        Col<int64_t> addr, Col<int64_t> nbytes, Col<int64_t> arrival,
                        const py::object& progress, int64_t every) {
-    py::ssize_t n = id.size();
-    if (op.size() != n || addr.size() != n || nbytes.size() != n || arrival.size() != n)
+    py::ssize_t n = arrival.size();
+    if (op.size() != n || addr.size() != n || nbytes.size() != n || (id && id->size() != n))
         throw std::invalid_argument("the request arrays must have one length");
     System sys(system_config(cfg), controller_config(cfg), media_config(cfg),
                mapper_config(cfg));
-    const int64_t *pid = id.data(), *paddr = addr.data(), *pn = nbytes.data(),
-                  *pa = arrival.data();
+    const int64_t *pid = id ? id->data() : nullptr, *paddr = addr.data(),
+                  *pn = nbytes.data(), *pa = arrival.data();
     const int8_t* pop = op.data();
     StreamColumns stream{pid, paddr, pn, nullptr, pop};   // alive through the run
     sys.submit_stream(stream, pa, n);
@@ -666,7 +668,8 @@ PYBIND11_MODULE(_engine, m) {
           py::arg("progress") = py::none(), py::arg("every") = 0,
           "Run an open-loop request stream through the compiled HbfSystem (the one timing "
           "contract) to completion: what the run gave each request (arrays, not the stream's "
-          "own columns), the response order, the counters.");
+          "own columns), the response order, the counters. id may be None (a request is "
+          "then named by its row).");
     m.def("run_open_loop_streamed", &run_open_loop_streamed, py::arg("cfg"), py::arg("id"),
           py::arg("op"), py::arg("addr"), py::arg("nbytes"), py::arg("arrival"),
           py::arg("source"), py::arg("sink"), py::arg("every") = 1 << 15,

@@ -102,8 +102,9 @@ void System::submit_stream(const StreamColumns& columns, const int64_t* arrival,
     int64_t last = last_arrival;
     for (int64_t i = 0; i < n; ++i) {
         int64_t addr = columns.addr[i];
-        check_request([&columns, i]() { return columns.id[i]; }, columns.op[i], addr,
-                      addr - base, capacity, columns.nbytes[i], arrival[i], last);
+        check_request([&columns, i]() { return columns.id ? columns.id[i] : i; },
+                      columns.op[i], addr, addr - base, capacity, columns.nbytes[i], arrival[i],
+                      last);
         last = arrival[i];
     }
     if (n > 0 && inputs_done) throw std::invalid_argument("submit() after close_input()");

@@ -225,7 +225,8 @@ private:
 
 // A whole stream the caller holds for the run (run_compiled's arrays): request `seq` is row
 // `seq` of each column, so the system reads a request's fields there when it accepts it
-// instead of keeping a copy from its submission (Pending). `source` may be null (zeros).
+// instead of keeping a copy from its submission (Pending). `source` may be null (zeros),
+// `id` too (a refused request is then named by its row).
 struct StreamColumns {
     const int64_t *id, *addr, *nbytes, *source;
     const int8_t* op;

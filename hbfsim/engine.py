@@ -270,7 +270,8 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
     op : array
         ``"R"`` / ``"W"`` strings, or 0 (read) / 1 (write).
     ids : array of int, optional
-        Request ids (default ``0 .. n-1``), used in error messages.
+        Request ids, used in error messages (default: a request is named by its row,
+        ``0 .. n-1``).
     progress : callable, optional
         ``progress(responses)``, called every ``every`` responses (a progress bar; it
         changes no event). A signal (Ctrl-C) is raised there.
@@ -280,9 +281,11 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
     Returns
     -------
     CompiledRun
-        Also the stream as submitted: ``id``, ``op`` (0/1), ``addr``, ``nbytes``,
-        ``arrival`` (the arrays given, not copies, where they were contiguous int64 / int8
-        already), ``source`` (zeros).
+        Also the stream as submitted: ``op`` (0/1), ``addr``, ``nbytes``, ``arrival`` and,
+        if ``ids`` was given, ``id`` (the arrays given, not copies, where they were
+        contiguous int64 / int8 already). No ``id`` column is made up when none was given,
+        and there is no ``source`` (an open-loop stream has none; a closed loop's run has
+        both).
 
     Raises
     ------
@@ -304,16 +307,21 @@ def run_compiled(cfg, arrival, op, addr, nbytes, ids=None, progress=None,
         # checked before the narrowing to int8, which would wrap 256 to 0 (a read)
         bad = np.nonzero((op != 0) & (op != 1))[0]
         codes = op.astype(np.int8, copy=False)
-    ids = np.arange(n, dtype=np.int64) if ids is None else np.ascontiguousarray(ids, np.int64)
+    if ids is not None:
+        ids = np.ascontiguousarray(ids, np.int64)
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"request {ids[i]}: op must be R or W, not {op[i].item()!r}")
+        raise ValueError(f"request {i if ids is None else ids[i]}: op must be R or W, "
+                         f"not {op[i].item()!r}")
     addr = np.ascontiguousarray(addr, dtype=np.int64)
     nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
     out = eng.run_open_loop(cfg, ids, codes, addr, nbytes, arrival, progress, every)
-    # the stream's own columns: the arrays as given (int64 / int8 views where they were)
-    out.update(id=ids, op=codes, addr=addr, nbytes=nbytes, arrival=arrival,
-               source=np.zeros(n, np.int64))
+    # the stream's own columns: the arrays as given (int64 / int8 views where they were);
+    # no id column is made up when none was given, and no source (an open-loop stream has
+    # none): 16 bytes per request of fresh memory that nothing reads (docs/engine.md)
+    out.update(op=codes, addr=addr, nbytes=nbytes, arrival=arrival)
+    if ids is not None:
+        out["id"] = ids
     return CompiledRun(out)
 
 

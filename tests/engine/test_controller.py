@@ -59,6 +59,22 @@ def test_bad_request_is_named(column, value, message):
     assert str(e.value) == message
 
 
+def test_ids_name_requests_and_come_back_only_when_given():
+    # ids name a refused request; without them it is named by its row, and the result holds
+    # the stream's columns given, no id column made up and no source (docs/engine.md)
+    cfg = contract_config()
+    addr = [cfg.base_address, 0]
+    with pytest.raises(ValueError) as e:
+        run_compiled(cfg, [0, 0], [0, 0], addr, [32, 32], ids=[100, 101])
+    assert str(e.value) == "request 101: address 0 is outside the HBF range"
+    ok = [cfg.base_address] * 2
+    given = run_compiled(cfg, [0, 0], [0, 0], ok, [32, 32], ids=[100, 101])
+    assert given["id"].tolist() == [100, 101] and "source" not in given
+    plain = run_compiled(cfg, [0, 0], [0, 0], ok, [32, 32])
+    assert "id" not in plain and "source" not in plain
+    assert plain["addr"].tolist() == ok and plain["t_done"].tolist() == given["t_done"].tolist()
+
+
 @pytest.mark.parametrize("code", [2, -1, 256, 257])
 def test_bad_op_code_is_named(code):
     # numeric op codes are 0 (R) and 1 (W); one that an int8 would wrap into them (256 -> 0,
