@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <string>
 
+#include "column_pool.hpp"
 #include "engine_standin.hpp"
 #include "gpu_port.hpp"
 #include "media.hpp"
@@ -275,7 +276,7 @@ public:
 private:
     template <class T>
     T* column(const char* name, py::ssize_t n) {
-        py::array_t<T> a(n);
+        py::array_t<T> a = pooled_array<T>(n);
         cols[name] = a;
         return a.mutable_data();
     }
@@ -290,7 +291,8 @@ struct WholeOutputs {
     Columns cols;
     py::array_t<int64_t> order;
     RequestRows rows;
-    WholeOutputs(py::ssize_t n, bool inputs) : cols(n, inputs), order(n), rows(cols.rows) {
+    WholeOutputs(py::ssize_t n, bool inputs)
+        : cols(n, inputs), order(pooled_array<int64_t>(n)), rows(cols.rows) {
         rows.order = order.mutable_data();
         rows.map_later = true;         // finish() maps every row's address
     }
