@@ -170,7 +170,7 @@ struct RequestRows {
     }
     void write(const Req& r) {
         const int64_t i = r.seq;
-        *order++ = i;               // first: after a bool column's store r.seq is read again
+        *order++ = i;
         put(i, r);
     }
     // rows 0 .. n-1's mapping columns from their addresses and ops (take()'s mapping)
@@ -189,8 +189,8 @@ private:
     static void set(T* col, int64_t i, V v) {
         if (!Test || col) col[i] = v;
     }
-    // The flags are read before any store: a bool column's store may alias any object, so
-    // a field read after one is read again (docs/engine.md, eleventh round).
+    // The flags are read before any store: a bool column's store may alias the record's bool
+    // flags, so a flag read after one is read again (docs/engine.md, eleventh round).
     template <bool Test>
     void put_outputs(int64_t i, const Req& r) const {
         const bool m = r.mshr_hit, b = r.buffer_hit, c = r.cache_hit, e = r.error;
