@@ -51,7 +51,6 @@ public:
         kept_[bytes].push_back(p);
         held_ += bytes;
     }
-    size_t held() const { return held_; }
 
 private:
     std::unordered_map<size_t, std::vector<void*>> kept_;

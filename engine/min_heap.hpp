@@ -17,7 +17,6 @@ template <class T, class Greater = std::greater<T>>
 class MinHeap {
 public:
     bool empty() const { return n_ == 0; }
-    size_t size() const { return n_; }
     const T& top() const { return h_.top(); }
     void push(const T& v) {
         h_.push(v);
