@@ -13,12 +13,18 @@ bool StackController::ready() const {
     return inp[0].qin.size() < INGRESS_DEPTH && inflight < cfg.admission;
 }
 
+// §4.1's rule with admission >= P: every port or none, by the count of free slots (else, and
+// under the old rule's mutant, the rotating rank).
+bool StackController::admits_by_count() const {
+    return cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK);
+}
+
 // req[p].ready in cycle t from start-of-cycle state (§4.1), given the free admission slots
 // at the start of t: every port while admission - inflight >= P (admission >= P), else the
 // ports whose rotating rank (p - t) mod P is below the free slots.
 bool StackController::ready_port(int64_t p, int64_t t, int64_t free) const {
     if (inp[p].qin.size() >= INGRESS_DEPTH) return false;
-    if (cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK)) return free >= P;
+    if (admits_by_count()) return free >= P;
     return floormod(p - t, P) < free;
 }
 
@@ -27,7 +33,7 @@ bool StackController::ready_port(int64_t p, int64_t t, int64_t free) const {
 // ingress then looks at none of the stack's port heads.
 bool StackController::admits_none(int64_t free) const {
     if (free <= 0) return true;
-    return cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK) && free < P;
+    return admits_by_count() && free < P;
 }
 
 // After cycle t: the first cycle in which port p is ready by its admission term, if Q has
@@ -35,7 +41,7 @@ bool StackController::admits_none(int64_t free) const {
 int64_t StackController::rank_tick(int64_t t, int64_t p) const {
     int64_t free = cfg.admission - inflight;
     if (free <= 0 || inp[p].qin.size() >= INGRESS_DEPTH) return -1;
-    if (cfg.admission >= P && !mutant(CTRL_ADMISSION_OLD_RANK)) return free >= P ? t + 1 : -1;
+    if (admits_by_count()) return free >= P ? t + 1 : -1;
     for (int64_t u = t + 1; u < t + 1 + P; ++u)
         if (floormod(p - u, P) < free) return u;
     return -1;

@@ -226,6 +226,7 @@ public:
     bool ready() const;                            // stack shape (P = 1)
     bool ready_port(int64_t p, int64_t t, int64_t free) const;
     bool admits_none(int64_t free) const;          // no ready_port(p, t, free) is true
+    bool admits_by_count() const;
     int64_t rank_tick(int64_t t, int64_t p) const;   // -1: none
     // Accept request r on `port` in cycle t; it is in that port's Q from t + 1. The
     // admission slot is the stack's (one count for all ports). Inline: the system's ingress
